@@ -1,0 +1,109 @@
+// libcairn: the client core shared by the FUSE mount, the CLI and (later) the S3 gateway and the
+// Python SDK.
+//
+// A Client resolves namespace paths ("/", "/<mount>/dir/file") through the mount table to
+// under-storage objects, caches metadata and listings for the mount's TTL, and reads file bytes
+// page by page from the cache workers chosen by consistent hashing. When a worker cannot be
+// reached the range is read from the under-storage directly: callers see no error.
+//
+// Thread-safety: Client and FileReader are safe for concurrent use from many threads.
+// Errors: NotFound (no such path), InvalidArgument (malformed path), FailedPrecondition (the
+// object changed under an open FileReader: the reader must reopen), Unavailable (neither a
+// worker nor the under-storage could serve the read), Corruption is never returned for cache
+// faults (they are retried from the source) .
+#ifndef CAIRN_CLIENT_H_
+#define CAIRN_CLIENT_H_
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+
+namespace cairn {
+
+namespace worker {
+class PageService;  // In-process worker (cairn up); see src/worker/page_service.h.
+}
+
+// One entry of the mount table: namespace path -> under-storage root.
+struct MountSpec {
+  std::string path;  // "/bucket_a" or "/" (a single mount at the root).
+  std::string uri;   // "s3://bucket-a/prefix" or "file:///data/lake".
+  // UFS options by name: endpoint, region, access_key, secret_key, session_token, profile,
+  // path_style ("true"/"false"), max_retries, ... (see ufs::UfsOptions).
+  std::map<std::string, std::string> options;
+  std::chrono::microseconds metadata_ttl{std::chrono::seconds(60)};
+};
+
+struct ClientOptions {
+  std::vector<MountSpec> mounts;
+  std::vector<std::string> workers;  // "host:port" of cache workers.
+  // When set, page reads go to this in-process worker instead of TCP (cairn up); not owned.
+  worker::PageService* local_worker = nullptr;
+  uint32_t page_size = 1 << 20;       // Must match the workers' page size.
+  std::chrono::milliseconds worker_timeout{5000};  // Per page request deadline.
+  uint32_t max_readahead_pages = 16;  // Upper bound of the adaptive sequential readahead window.
+  uint64_t buffer_bytes = 256ull << 20;  // Client-side page buffer (readahead results).
+  int connections_per_worker = 4;
+};
+
+struct FileInfo {
+  std::string name;  // Last path component ("" for "/").
+  uint64_t size = 0;
+  std::string version;
+  int64_t mtime_ns = 0;
+  bool is_dir = false;
+};
+
+struct DirPage {
+  std::vector<FileInfo> entries;  // Sorted by name; no "." or "..".
+  std::string next_token;         // Non-empty when more entries follow.
+};
+
+// An open file, pinned to the version seen at open: every byte it returns belongs to that
+// version, never a mix.
+class FileReader {
+ public:
+  virtual ~FileReader() = default;
+  virtual const FileInfo& info() const = 0;
+  // Reads up to out.size() bytes at offset; returns bytes read (0 at or past end of file).
+  // FailedPrecondition if the source object changed since open.
+  virtual StatusOr<size_t> Read(uint64_t offset, std::span<char> out) = 0;
+};
+
+struct ClientStats {
+  uint64_t page_reads = 0;          // Page requests sent to workers.
+  uint64_t page_read_failures = 0;  // Worker failures that fell back to the under-storage.
+  uint64_t fallback_bytes = 0;      // Bytes read from the under-storage directly.
+  uint64_t checksum_failures = 0;   // Pages that failed end-to-end verification.
+  uint64_t buffer_hits = 0;         // Reads served from the client page buffer (readahead).
+  uint64_t metadata_hits = 0;
+  uint64_t metadata_misses = 0;
+};
+
+class Client {
+ public:
+  virtual ~Client() = default;
+
+  // InvalidArgument for a bad mount table (duplicate or nested paths, bad URI, unknown scheme).
+  static StatusOr<std::unique_ptr<Client>> Create(const ClientOptions& options);
+
+  virtual StatusOr<FileInfo> Stat(std::string_view path) = 0;
+  // One page of a directory listing; pass the previous next_token to continue.
+  virtual StatusOr<DirPage> ListDir(std::string_view path, std::string_view token,
+                                    int max_entries) = 0;
+  virtual StatusOr<std::unique_ptr<FileReader>> Open(std::string_view path) = 0;
+  // Drops cached metadata for a path (and below), so the next Stat/Open asks the source.
+  virtual void InvalidateMetadata(std::string_view path) = 0;
+  virtual ClientStats Stats() const = 0;
+};
+
+}  // namespace cairn
+
+#endif  // CAIRN_CLIENT_H_

@@ -1,0 +1,35 @@
+#include "common/checksum.h"
+
+#include <xxhash.h>
+
+#include <cstdio>
+
+namespace cairn {
+
+uint64_t Checksum64(std::span<const char> data) { return XXH3_64bits(data.data(), data.size()); }
+
+uint64_t Hash64(std::string_view data) { return XXH3_64bits(data.data(), data.size()); }
+
+Hash128 Hash128Of(std::string_view data) {
+  XXH128_hash_t h = XXH3_128bits(data.data(), data.size());
+  return Hash128{h.high64, h.low64};
+}
+
+std::string Hash128::ToHex() const {
+  char buf[33];
+  std::snprintf(buf, sizeof(buf), "%016llx%016llx", static_cast<unsigned long long>(high),
+                static_cast<unsigned long long>(low));
+  return std::string(buf, 32);
+}
+
+std::vector<uint64_t> ChunkChecksums(std::span<const char> data) {
+  std::vector<uint64_t> out;
+  out.reserve(ChunkCount(data.size()));
+  for (size_t off = 0; off < data.size(); off += kChecksumChunkSize) {
+    size_t n = std::min<size_t>(kChecksumChunkSize, data.size() - off);
+    out.push_back(Checksum64(data.subspan(off, n)));
+  }
+  return out;
+}
+
+}  // namespace cairn

@@ -1,0 +1,44 @@
+// Checksums and content hashes used end to end (page store, wire protocol, client).
+//
+// Page data is checksummed per chunk of kChecksumChunkSize bytes with XXH3-64, so that a reader of a
+// small range verifies only the chunks it touches, while the worker can still send stored bytes
+// straight from the page file (sendfile) with the stored checksums alongside.
+#ifndef CAIRN_COMMON_CHECKSUM_H_
+#define CAIRN_COMMON_CHECKSUM_H_
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace cairn {
+
+inline constexpr uint32_t kChecksumChunkSize = 64 * 1024;
+
+uint64_t Checksum64(std::span<const char> data);
+uint64_t Hash64(std::string_view data);
+
+struct Hash128 {
+  uint64_t high = 0;
+  uint64_t low = 0;
+  bool operator==(const Hash128&) const = default;
+  std::string ToHex() const;  // 32 lowercase hex digits, high then low.
+};
+Hash128 Hash128Of(std::string_view data);
+
+struct Hash128Hasher {
+  size_t operator()(const Hash128& h) const { return static_cast<size_t>(h.low ^ (h.high * 31)); }
+};
+
+// Number of checksum chunks covering `length` bytes.
+inline uint32_t ChunkCount(uint64_t length) {
+  return static_cast<uint32_t>((length + kChecksumChunkSize - 1) / kChecksumChunkSize);
+}
+
+// One XXH3-64 per kChecksumChunkSize chunk of `data` (the last chunk may be short).
+std::vector<uint64_t> ChunkChecksums(std::span<const char> data);
+
+}  // namespace cairn
+
+#endif  // CAIRN_COMMON_CHECKSUM_H_

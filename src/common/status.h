@@ -1,0 +1,161 @@
+// Status and StatusOr<T>: errors as values across every module boundary.
+//
+// A Status is either OK or carries a code from the short list below and a human-readable message.
+// Codes say what the caller can do about the error:
+//   kNotFound          the named thing does not exist (object, page, mount, file).
+//   kInvalidArgument   the caller passed something malformed; retrying will not help.
+//   kCorruption        stored bytes failed a check (checksum, header, length); drop and refetch.
+//   kIoError           the local OS refused an operation (disk full, EIO, ...).
+//   kUnavailable       a remote peer could not be reached or answered 5xx/SlowDown; retryable.
+//   kDeadlineExceeded  the operation ran past its deadline; retryable elsewhere.
+//   kPermissionDenied  credentials or file modes refuse the operation.
+//   kFailedPrecondition the object changed (version mismatch) or state forbids the call.
+//   kResourceExhausted capacity or a quota is full and nothing can be freed now.
+//   kAlreadyExists     create of something that exists.
+//   kUnimplemented     the backend does not support the operation.
+//   kInternal          a bug or an unexpected state; logged loudly.
+// Thread-safety: values; safe to copy between threads.
+#ifndef CAIRN_COMMON_STATUS_H_
+#define CAIRN_COMMON_STATUS_H_
+
+#include <cassert>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+
+namespace cairn {
+
+enum class StatusCode : int {
+  kOk = 0,
+  kNotFound,
+  kInvalidArgument,
+  kCorruption,
+  kIoError,
+  kUnavailable,
+  kDeadlineExceeded,
+  kPermissionDenied,
+  kFailedPrecondition,
+  kResourceExhausted,
+  kAlreadyExists,
+  kUnimplemented,
+  kInternal,
+};
+
+std::string_view StatusCodeName(StatusCode code);
+
+class [[nodiscard]] Status {
+ public:
+  Status() = default;
+  Status(StatusCode code, std::string message) : code_(code), message_(std::move(message)) {}
+
+  static Status Ok() { return Status(); }
+
+  bool ok() const { return code_ == StatusCode::kOk; }
+  StatusCode code() const { return code_; }
+  const std::string& message() const { return message_; }
+  // "NotFound: no such object 'a/b'" or "OK".
+  std::string ToString() const;
+
+  // Returns a copy with `context` prefixed to the message ("context: message").
+  Status WithContext(std::string_view context) const;
+
+  // Explicitly drops a status the caller decided not to act on.
+  void IgnoreError() const {}
+
+  bool operator==(const Status& other) const {
+    return code_ == other.code_ && message_ == other.message_;
+  }
+
+ private:
+  StatusCode code_ = StatusCode::kOk;
+  std::string message_;
+};
+
+inline Status NotFoundError(std::string m) { return {StatusCode::kNotFound, std::move(m)}; }
+inline Status InvalidArgumentError(std::string m) {
+  return {StatusCode::kInvalidArgument, std::move(m)};
+}
+inline Status CorruptionError(std::string m) { return {StatusCode::kCorruption, std::move(m)}; }
+inline Status IoError(std::string m) { return {StatusCode::kIoError, std::move(m)}; }
+inline Status UnavailableError(std::string m) { return {StatusCode::kUnavailable, std::move(m)}; }
+inline Status DeadlineExceededError(std::string m) {
+  return {StatusCode::kDeadlineExceeded, std::move(m)};
+}
+inline Status PermissionDeniedError(std::string m) {
+  return {StatusCode::kPermissionDenied, std::move(m)};
+}
+inline Status FailedPreconditionError(std::string m) {
+  return {StatusCode::kFailedPrecondition, std::move(m)};
+}
+inline Status ResourceExhaustedError(std::string m) {
+  return {StatusCode::kResourceExhausted, std::move(m)};
+}
+inline Status AlreadyExistsError(std::string m) {
+  return {StatusCode::kAlreadyExists, std::move(m)};
+}
+inline Status UnimplementedError(std::string m) {
+  return {StatusCode::kUnimplemented, std::move(m)};
+}
+inline Status InternalError(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
+
+// Builds an IoError (or NotFound/PermissionDenied for ENOENT/EACCES) from an errno value.
+Status ErrnoToStatus(int err, std::string_view context);
+
+// StatusOr<T>: either a T or a non-OK Status. Accessing value() of an error is a bug (asserts).
+template <typename T>
+class [[nodiscard]] StatusOr {
+ public:
+  StatusOr(Status status) : status_(std::move(status)) {  // NOLINT: implicit by design
+    assert(!status_.ok() && "StatusOr built from OK status without a value");
+    if (status_.ok()) status_ = InternalError("StatusOr constructed from OK status");
+  }
+  StatusOr(T value) : value_(std::move(value)) {}  // NOLINT: implicit by design
+
+  bool ok() const { return status_.ok(); }
+  const Status& status() const { return status_; }
+
+  T& value() & {
+    assert(ok());
+    return *value_;
+  }
+  const T& value() const& {
+    assert(ok());
+    return *value_;
+  }
+  T&& value() && {
+    assert(ok());
+    return std::move(*value_);
+  }
+  T& operator*() & { return value(); }
+  const T& operator*() const& { return value(); }
+  T* operator->() { return &value(); }
+  const T* operator->() const { return &value(); }
+
+ private:
+  Status status_;
+  std::optional<T> value_;
+};
+
+}  // namespace cairn
+
+#define CAIRN_STATUS_CONCAT_INNER(a, b) a##b
+#define CAIRN_STATUS_CONCAT(a, b) CAIRN_STATUS_CONCAT_INNER(a, b)
+
+// Returns from the current function if `expr` (a Status) is not OK.
+#define CAIRN_RETURN_IF_ERROR(expr)            \
+  do {                                         \
+    ::cairn::Status _cairn_st = (expr);        \
+    if (!_cairn_st.ok()) return _cairn_st;     \
+  } while (0)
+
+// CAIRN_ASSIGN_OR_RETURN(auto x, StatusOrExpr()): binds the value or returns the error.
+#define CAIRN_ASSIGN_OR_RETURN(lhs, expr) \
+  CAIRN_ASSIGN_OR_RETURN_IMPL(CAIRN_STATUS_CONCAT(_cairn_so_, __LINE__), lhs, expr)
+#define CAIRN_ASSIGN_OR_RETURN_IMPL(tmp, lhs, expr) \
+  auto tmp = (expr);                                \
+  if (!tmp.ok()) return tmp.status();               \
+  lhs = std::move(tmp).value()
+
+#endif  // CAIRN_COMMON_STATUS_H_

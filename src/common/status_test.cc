@@ -1,0 +1,45 @@
+#include "common/status.h"
+
+#include <cerrno>
+
+#include <gtest/gtest.h>
+
+namespace cairn {
+namespace {
+
+StatusOr<int> Half(int x) {
+  if (x % 2) return InvalidArgumentError("odd");
+  return x / 2;
+}
+
+Status UseHalf(int x, int* out) {
+  CAIRN_ASSIGN_OR_RETURN(*out, Half(x));
+  return Status::Ok();
+}
+
+TEST(StatusTest, OkAndErrorsCarryCodeAndMessage) {
+  EXPECT_TRUE(Status::Ok().ok());
+  Status s = NotFoundError("no such object 'a'");
+  EXPECT_FALSE(s.ok());
+  EXPECT_EQ(s.code(), StatusCode::kNotFound);
+  EXPECT_EQ(s.ToString(), "NotFound: no such object 'a'");
+  EXPECT_EQ(s.WithContext("stat").ToString(), "NotFound: stat: no such object 'a'");
+}
+
+TEST(StatusTest, ErrnoMapsToCodes) {
+  EXPECT_EQ(ErrnoToStatus(ENOENT, "open").code(), StatusCode::kNotFound);
+  EXPECT_EQ(ErrnoToStatus(EACCES, "open").code(), StatusCode::kPermissionDenied);
+  EXPECT_EQ(ErrnoToStatus(ENOSPC, "write").code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(ErrnoToStatus(EIO, "read").code(), StatusCode::kIoError);
+}
+
+TEST(StatusOrTest, AssignOrReturnPropagates) {
+  int v = 0;
+  EXPECT_TRUE(UseHalf(8, &v).ok());
+  EXPECT_EQ(v, 4);
+  Status s = UseHalf(3, &v);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace cairn
