@@ -23,29 +23,21 @@
 #include <string_view>
 #include <vector>
 
+#include "cairn/mount_spec.h"
 #include "common/status.h"
 
 namespace cairn {
 
-namespace worker {
-class PageService;  // In-process worker (cairn up); see src/worker/page_service.h.
+namespace protocol {
+class PageChannel;  // See src/protocol/page_channel.h.
 }
-
-// One entry of the mount table: namespace path -> under-storage root.
-struct MountSpec {
-  std::string path;  // "/bucket_a" or "/" (a single mount at the root).
-  std::string uri;   // "s3://bucket-a/prefix" or "file:///data/lake".
-  // UFS options by name: endpoint, region, access_key, secret_key, session_token, profile,
-  // path_style ("true"/"false"), max_retries, ... (see ufs::UfsOptions).
-  std::map<std::string, std::string> options;
-  std::chrono::microseconds metadata_ttl{std::chrono::seconds(60)};
-};
 
 struct ClientOptions {
   std::vector<MountSpec> mounts;
   std::vector<std::string> workers;  // "host:port" of cache workers.
-  // When set, page reads go to this in-process worker instead of TCP (cairn up); not owned.
-  worker::PageService* local_worker = nullptr;
+  // When set, page reads go to this channel (an in-process worker, cairn up) instead of TCP
+  // connections to `workers`; not owned, must outlive the client.
+  protocol::PageChannel* local_channel = nullptr;
   uint32_t page_size = 1 << 20;       // Must match the workers' page size.
   std::chrono::milliseconds worker_timeout{5000};  // Per page request deadline.
   uint32_t max_readahead_pages = 16;  // Upper bound of the adaptive sequential readahead window.

@@ -6,7 +6,15 @@
 //
 // Capacity: each cache folder has a byte budget that is never exceeded. Page files, their
 // headers (counted rounded up to the 4 KiB block) and pages being written (reserved before the
-// write starts) all count. Room is made by evicting pages the folder's EvictionPolicy picks.
+// write starts) all count, as do the folder's own directories (one block each) and 64 bytes of
+// directory entry per page. Room is made by evicting pages the folder's EvictionPolicy picks.
+// A page goes to the folder chosen by a consistent hash of its id over the list of folders:
+// stable across restarts as long as the list keeps its order (appending a folder moves only
+// 1/n of the pages; the moved pages become misses and age out of their old folder).
+//
+// Restart: Create returns at once; a background scan per folder re-indexes the pages already on
+// disk (by listing, without reading them) while pages are already served: an Open of a page the
+// scan has not reached yet looks for its file by name.
 //
 // Thread-safety: all methods are thread-safe. A PageReader stays valid after its page is evicted
 // or removed (it holds the file open), so readers never race with eviction.
@@ -25,38 +33,53 @@
 
 namespace cairn::pagestore {
 
+class Disk;  // pagestore/disk.h
+
 struct PageKey {
   std::string object_id;  // UFS root URI + '/' + key; unique across mounts.
   std::string version;    // ETag or size-mtime; part of the identity.
   uint64_t page_index = 0;
 
   // Canonical byte form stored in the page header: object_id '\0' version '\0' decimal index.
+  // (Keys whose object_id or version contain '\0' are refused by the store: they would be
+  // ambiguous.)
   std::string Serialize() const;
   // Hash128Of(Serialize()): names the page file and indexes it in memory.
   Hash128 Id() const;
 };
 
 struct CacheDirOptions {
-  std::string path;           // Created 0700 if missing; must not be world-writable.
-  uint64_t capacity_bytes = 0;  // Hard byte budget for this folder (> 0).
+  std::string path;  // Created 0700 if missing; must not be world-writable.
+  // Hard byte budget for this folder; at least ~1.03 MiB (its 258 directories) plus one page.
+  uint64_t capacity_bytes = 0;
 };
 
 struct PageStoreOptions {
-  std::vector<CacheDirOptions> dirs;  // At least one.
-  uint32_t page_size = 1 << 20;       // Largest page accepted by Put.
+  std::vector<CacheDirOptions> dirs;    // At least one.
+  uint32_t page_size = 1 << 20;         // Largest page accepted by Put.
   std::string eviction_policy = "lru";  // Name understood by MakeEvictionPolicy.
   Clock* clock = Clock::Real();
+  // The file system seam; null means the real local disk (PosixDisk()). Tests pass a MemDisk.
+  std::shared_ptr<Disk> disk;
+  // Threads per folder listing it at startup (more help on cold NVMe: fstatat latency overlaps).
+  int recovery_threads_per_dir = 4;
 };
 
-// An open cached page. Not thread-safe for concurrent ReadAt on the same object? It is: pread only.
+// An open cached page. It holds the page file open: it stays readable after the page is evicted,
+// removed or replaced, and may outlive the PageStore. (An evicted page's disk blocks are freed
+// when its last reader closes; readers are meant to be short-lived.)
+// Thread-safety: all methods are const and safe to call concurrently (positional reads).
 class PageReader {
  public:
   virtual ~PageReader() = default;
+  // Bytes of page data (<= page_size; the last page of an object is shorter).
   virtual uint32_t data_length() const = 0;
   // One checksum per chunk of the page data (ChunkCount(data_length()) entries).
   virtual const std::vector<uint64_t>& chunk_checksums() const = 0;
-  // Reads out.size() bytes of page data starting at `offset` (offset + size <= data_length()).
-  // IoError on a short read (the file was truncated under us): treat as corruption.
+  // Reads out.size() bytes of page data starting at `offset`. The bytes are NOT verified: check
+  // them against chunk_checksums() (or call VerifyPage). InvalidArgument if offset + size >
+  // data_length(); IoError on a read error or a short read (the file was truncated under us:
+  // treat as corruption).
   virtual Status ReadAt(uint32_t offset, std::span<char> out) const = 0;
   // For zero-copy sending: the open file descriptor and the file offset of data byte 0, or -1
   // when the page is not backed by a real file (in-memory disk).
@@ -66,7 +89,7 @@ class PageReader {
 
 struct PageStoreStats {
   uint64_t pages = 0;
-  uint64_t used_bytes = 0;       // Including reservations for pages being written.
+  uint64_t used_bytes = 0;  // Including reservations for pages being written.
   uint64_t capacity_bytes = 0;
   uint64_t evictions = 0;
   uint64_t corrupt_pages = 0;    // Pages dropped because a check failed (header, size, checksum).
@@ -80,31 +103,47 @@ class PageStore {
  public:
   virtual ~PageStore() = default;
 
-  // Opens (and recovers) the cache folders. PermissionDenied if a root is world-writable or not
-  // writable; InvalidArgument for bad options. Recovery of existing pages runs in a background
-  // thread; pages are servable (Open) before it finishes.
+  // Opens (and recovers) the cache folders. A missing folder is created (mode 0700; its parent
+  // must exist); each gets the sub-folders v1/00..v1/ff (0700) and a LOCK file.
+  // Errors: PermissionDenied if a folder is world-writable or not writable by this process;
+  // InvalidArgument for bad options (no folders, a folder listed twice, page_size of 0 or over
+  // 1 GiB, a capacity that cannot hold one page, an unknown eviction policy);
+  // FailedPrecondition if a folder is locked by another page store or is not a directory;
+  // NotFound if a folder's parent is missing; IoError for other disk errors.
+  // Recovery of existing pages runs in background threads (Stats().recovering); pages are
+  // servable (Open) before it finishes. The caller owns the store; destroy it only after every
+  // other call on it returned (destruction stops the recovery threads).
   static StatusOr<std::unique_ptr<PageStore>> Create(const PageStoreOptions& options);
 
   // Opens a cached page for reading and marks it recently used. NotFound if not cached.
   // Corruption if the page file is truncated or holds another key: the file is dropped and counted.
   // Checksums of the data are NOT verified here (the reader verifies end to end), except by
-  // Verify below.
+  // VerifyPage below. IoError if the disk failed (the page is kept). InvalidArgument for a key
+  // with '\0' in object_id or version. The caller owns the reader.
   virtual StatusOr<std::unique_ptr<PageReader>> Open(const PageKey& key) = 0;
 
   // Stores a page (data.size() <= page_size), replacing any existing copy. Writes go to a temp
-  // file then rename, so a crash never leaves a half page under the page's name.
-  // ResourceExhausted if room cannot be made; IoError on disk errors.
+  // file then rename, so a crash never leaves a half page under the page's name. Evicts pages
+  // until the new one fits; may wait briefly for writes or removals in flight to finish.
+  // InvalidArgument if data is larger than page_size or the key is invalid (see Open, or over
+  // 16 KiB serialized); ResourceExhausted if room cannot be made; IoError on disk errors (the
+  // reservation is released and no file is left). `data` is only read during the call.
   virtual Status Put(const PageKey& key, std::span<const char> data) = 0;
 
-  // Drops a page (e.g. a reader found a checksum mismatch: reason kCorrupt is counted).
+  // Drops a page (e.g. a reader found a checksum mismatch: reason kCorrupt is counted). OK if it
+  // was dropped, NotFound if it was not cached; readers already open keep their copy.
   virtual Status Remove(const PageKey& key, RemoveReason reason) = 0;
 
+  // True if the page is cached (as far as the index or, during recovery, a cheap check of its
+  // file can tell; Open may still find it damaged). Does not change its recency.
   virtual bool Contains(const PageKey& key) = 0;
 
+  // Totals over all folders; a consistent snapshot per folder.
   virtual PageStoreStats Stats() const = 0;
 };
 
-// Verifies every chunk of an open page against its stored checksums; Corruption on mismatch.
+// Verifies every chunk of an open page against its stored checksums. Corruption on a mismatch
+// (then call Remove(key, kCorrupt)); errors of ReadAt are returned as they are. Thread-safe.
 Status VerifyPage(const PageReader& reader);
 
 }  // namespace cairn::pagestore

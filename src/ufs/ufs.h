@@ -23,7 +23,7 @@
 namespace cairn::ufs {
 
 struct ObjectInfo {
-  std::string key;      // Relative key; for directories ends without '/'.
+  std::string key;  // Relative key; for directories ends without '/'.
   uint64_t size = 0;
   // Identifies the content: the S3 ETag (quotes stripped), or "<size>-<mtime_ns>" for files.
   // Two reads that carry the same version see the same bytes.
@@ -33,16 +33,16 @@ struct ObjectInfo {
 };
 
 struct ListOptions {
-  std::string prefix;          // Only keys starting with this ("dir/" lists one folder).
-  std::string delimiter = "/";  // Group keys by this into common prefixes; empty = recursive.
+  std::string prefix;              // Only keys starting with this ("dir/" lists one folder).
+  std::string delimiter = "/";     // Group keys by this into common prefixes; empty = recursive.
   std::string continuation_token;  // From a previous ListResult; empty to start.
-  int max_keys = 1000;         // Page size (1..1000).
+  int max_keys = 1000;             // Page size (1..1000).
 };
 
 struct ListResult {
-  std::vector<ObjectInfo> objects;          // Files directly under the prefix (or all, recursive).
+  std::vector<ObjectInfo> objects;           // Files directly under the prefix (or all, recursive).
   std::vector<std::string> common_prefixes;  // "dir/sub/" entries when a delimiter was given.
-  std::string next_token;                   // Non-empty when more results follow.
+  std::string next_token;                    // Non-empty when more results follow.
 };
 
 class UnderStorage {
@@ -96,30 +96,37 @@ class UnderStorageWrapper : public UnderStorage {
 
 // Options for opening an under-storage from a URI. Empty strings mean "use the default" (for S3:
 // environment variables AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY / AWS_SESSION_TOKEN /
-// AWS_REGION / AWS_ENDPOINT_URL, then ~/.aws/credentials and ~/.aws/config for AWS_PROFILE).
+// AWS_REGION / AWS_ENDPOINT_URL, then ~/.aws/credentials and ~/.aws/config for AWS_PROFILE;
+// the full precedence is in ufs/aws_credentials.h). Only the S3 store uses these; file:// roots
+// ignore them.
 struct UfsOptions {
-  std::string endpoint;       // "http://127.0.0.1:9000"; empty = AWS.
-  std::string region;         // Default "us-east-1".
-  std::string access_key;
+  std::string endpoint;    // "http://127.0.0.1:9000"; empty = AWS.
+  std::string region;      // Default "us-east-1".
+  std::string access_key;  // With secret_key; both empty = look further down the chain.
   std::string secret_key;
   std::string session_token;
-  std::string profile;        // AWS profile name for the credential files.
-  bool path_style = true;     // Path-style addressing (required by most S3-compatible servers).
-  int max_retries = 5;        // For Unavailable/DeadlineExceeded, with exponential backoff+jitter.
+  std::string profile;     // AWS profile name for the credential files.
+  bool path_style = true;  // Path-style addressing (required by most S3-compatible servers).
+  int max_retries = 5;     // For Unavailable/DeadlineExceeded, with exponential backoff+jitter.
   int connect_timeout_ms = 3000;
+  // Limit of one HTTP request, extended by 1 s per MiB it carries (so big parts and PUTs are
+  // not cut off on slower links).
   int request_timeout_ms = 30000;
-  int max_connections = 64;   // Pooled keep-alive connections.
+  int max_connections = 64;  // Pooled keep-alive connections (also bounds parallel parts).
   uint64_t parallel_read_threshold = 8 << 20;  // Reads at least this large are split...
   uint64_t parallel_read_part = 4 << 20;       // ...into ranged GETs of this size, in parallel.
 };
 
 // Opens "file:///abs/path" or "s3://bucket/prefix". InvalidArgument for an unknown scheme or a
-// malformed URI; NotFound if a file root does not exist. Does not contact S3 (see Probe).
+// malformed URI; NotFound if a file root does not exist. Does not contact S3 (see Probe). An S3
+// store comes wrapped in RetryingUnderStorage (options.max_retries); a local one does not (its
+// errors are not transient). Thread-safe; the caller shares ownership of the result.
 StatusOr<std::shared_ptr<UnderStorage>> OpenUnderStorage(std::string_view uri,
                                                          const UfsOptions& options);
 
 // Checks that the storage answers (one small List). Maps failures to clear messages:
-// Unavailable (endpoint unreachable), PermissionDenied (wrong credentials), NotFound (no bucket).
+// Unavailable/DeadlineExceeded (endpoint unreachable), PermissionDenied (wrong credentials),
+// NotFound (no bucket or folder); other codes come back with "probe of <root>" context.
 Status Probe(UnderStorage& ufs);
 
 }  // namespace cairn::ufs

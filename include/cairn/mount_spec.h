@@ -1,0 +1,24 @@
+// MountSpec: one entry of the mount table (namespace path -> under-storage root).
+#ifndef CAIRN_MOUNT_SPEC_H_
+#define CAIRN_MOUNT_SPEC_H_
+
+#include <chrono>
+#include <map>
+#include <string>
+
+namespace cairn {
+
+struct MountSpec {
+  std::string path;  // "/bucket_a", or "/" for a single mount at the root.
+  std::string uri;   // "s3://bucket-a/prefix" or "file:///data/lake".
+  // Under-storage options by name: endpoint, region, access_key, secret_key, session_token,
+  // profile, path_style ("true"/"false"), max_retries, connect_timeout_ms, request_timeout_ms.
+  std::map<std::string, std::string> options;
+  // How long stat results and listings are trusted before the source is asked again
+  // (0 = ask on every open).
+  std::chrono::microseconds metadata_ttl{std::chrono::seconds(60)};
+};
+
+}  // namespace cairn
+
+#endif  // CAIRN_MOUNT_SPEC_H_

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# README command 2: sets everything up and runs every test suite:
+#   1. unit tests (GoogleTest, ctest label "unit"),
+#   2. integration tests that start real processes: s3rver, FUSE mounts, workers (ctest label
+#      "integration" and the pytest suite in tests/),
+#   3. the unit tests again under ASan+UBSan (skip with CAIRN_SKIP_SANITIZERS=1).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/install-deps.sh
+scripts/build.sh release
+
+status=0
+run() {
+  echo "==> $*"
+  if ! "$@"; then
+    echo "FAILED: $*" >&2
+    status=1
+  fi
+}
+
+run ctest --test-dir build -L unit --output-on-failure -j 2 --timeout 300
+run ctest --test-dir build -L integration --output-on-failure -j 1 --timeout 600
+run /usr/bin/python3 -m pytest -v -p no:cacheprovider tests/ --cairn-bin="$PWD/build/cairn"
+if [[ "${CAIRN_SKIP_SANITIZERS:-0}" != 1 ]]; then
+  run scripts/build.sh asan
+  run env ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+    ctest --test-dir build-asan -L unit --output-on-failure -j 2 --timeout 600
+fi
+if ((status)); then echo "SOME TESTS FAILED"; else echo "ALL TESTS PASSED"; fi
+exit $status

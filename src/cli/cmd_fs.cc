@@ -1,0 +1,140 @@
+// `cairn ls|stat|cat PATH`: one-shot namespace reads through the client library (through the
+// workers when --worker is given, else straight from the source).
+#include <unistd.h>
+
+#include <cinttypes>
+#include <cstdio>
+#include <ctime>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "cairn/client.h"
+#include "cli/commands.h"
+#include "cli/common.h"
+
+namespace cairn::cli {
+namespace {
+
+struct FsFlags {
+  SourceFlags source;
+  std::string path;
+  bool json = false;
+  bool long_format = false;
+};
+
+StatusOr<std::unique_ptr<Client>> MakeClient(const FsFlags& f) {
+  CAIRN_ASSIGN_OR_RETURN(config::Config cfg, BuildConfig(f.source));
+  return Client::Create(cfg.client);
+}
+
+std::string FormatTime(int64_t ns) {
+  time_t t = static_cast<time_t>(ns / 1'000'000'000);
+  char buf[32];
+  struct tm tm {};
+  gmtime_r(&t, &tm);
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+nlohmann::json ToJson(const FileInfo& info) {
+  return {{"name", info.name},         {"type", info.is_dir ? "dir" : "file"},
+          {"size", info.size},         {"version", info.version},
+          {"mtime", FormatTime(info.mtime_ns)}};
+}
+
+int RunLs(const FsFlags& f) {
+  auto client = MakeClient(f);
+  if (!client.ok()) return Fail(client.status());
+  auto self = (*client)->Stat(f.path);
+  if (!self.ok()) return Fail(self.status());
+  nlohmann::json all = nlohmann::json::array();
+  auto print = [&](const FileInfo& e) {
+    if (f.json) {
+      all.push_back(ToJson(e));
+    } else if (f.long_format) {
+      std::printf("%s %12" PRIu64 " %s %s%s\n", e.is_dir ? "d" : "-", e.size,
+                  e.is_dir ? "-                   " : FormatTime(e.mtime_ns).c_str(),
+                  e.name.c_str(), e.is_dir ? "/" : "");
+    } else {
+      std::printf("%s%s\n", e.name.c_str(), e.is_dir ? "/" : "");
+    }
+  };
+  if (!self->is_dir) {
+    print(*self);
+  } else {
+    std::string token;
+    do {
+      auto page = (*client)->ListDir(f.path, token, 1000);
+      if (!page.ok()) return Fail(page.status());
+      for (const FileInfo& e : page->entries) print(e);
+      token = page->next_token;
+    } while (!token.empty());
+  }
+  if (f.json) std::printf("%s\n", all.dump(2).c_str());
+  return kExitOk;
+}
+
+int RunStat(const FsFlags& f) {
+  auto client = MakeClient(f);
+  if (!client.ok()) return Fail(client.status());
+  auto info = (*client)->Stat(f.path);
+  if (!info.ok()) return Fail(info.status());
+  nlohmann::json j = ToJson(*info);
+  j["path"] = f.path;
+  std::printf("%s\n", j.dump(2).c_str());
+  return kExitOk;
+}
+
+int RunCat(const FsFlags& f) {
+  auto client = MakeClient(f);
+  if (!client.ok()) return Fail(client.status());
+  auto reader = (*client)->Open(f.path);
+  if (!reader.ok()) return Fail(reader.status());
+  std::string buf(4 << 20, '\0');
+  uint64_t offset = 0;
+  while (true) {
+    auto n = (*reader)->Read(offset, buf);
+    if (!n.ok()) return Fail(n.status());
+    if (*n == 0) break;
+    size_t written = 0;
+    while (written < *n) {
+      ssize_t w = write(STDOUT_FILENO, buf.data() + written, *n - written);
+      if (w < 0) {
+        if (errno == EINTR) continue;
+        return Fail(ErrnoToStatus(errno, "write to stdout"));
+      }
+      written += static_cast<size_t>(w);
+    }
+    offset += *n;
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+void RegisterFsCommands(CLI::App* app, std::vector<std::pair<CLI::App*, Runner>>* out) {
+  struct Spec {
+    const char* name;
+    const char* help;
+    int (*run)(const FsFlags&);
+  };
+  const Spec specs[] = {
+      {"ls", "List a folder of the namespace", RunLs},
+      {"stat", "Show metadata of a path as JSON", RunStat},
+      {"cat", "Write a file's bytes to stdout", RunCat},
+  };
+  for (const Spec& spec : specs) {
+    auto f = std::make_shared<FsFlags>();
+    CLI::App* cmd = app->add_subcommand(spec.name, spec.help);
+    cmd->add_option("PATH", f->path, "Namespace path, e.g. /lake/train/0001.tar")->required();
+    AddSourceFlags(cmd, &f->source, /*with_workers=*/true);
+    if (std::string(spec.name) == "ls") {
+      cmd->add_flag("--json", f->json, "Print JSON");
+      cmd->add_flag("-l,--long", f->long_format, "Show type, size and modification time");
+    }
+    auto run = spec.run;
+    out->push_back({cmd, [f, run] { return run(*f); }});
+  }
+}
+
+}  // namespace cairn::cli

@@ -1,0 +1,85 @@
+// `cairn worker`: a cache worker serving pages over TCP with metrics over HTTP.
+#include <spdlog/spdlog.h>
+
+#include <memory>
+
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "common/units.h"
+#include "mount/mount_table.h"
+#include "worker/worker.h"
+
+namespace cairn::cli {
+namespace {
+
+struct WorkerFlags {
+  SourceFlags source;
+  std::vector<std::string> cache_dirs;
+  std::string cache_size;
+  std::string listen;
+  std::string metrics_listen;
+  std::string id;
+  std::string eviction_policy;
+};
+
+Status BuildWorkerOptions(const WorkerFlags& f, worker::WorkerOptions* out) {
+  CAIRN_ASSIGN_OR_RETURN(config::Config cfg, BuildConfig(f.source));
+  config::WorkerConfig& w = cfg.worker;
+  if (!f.listen.empty()) w.listen = f.listen;
+  if (!f.metrics_listen.empty()) w.metrics_listen = f.metrics_listen == "off" ? "" : f.metrics_listen;
+  if (!f.id.empty()) w.id = f.id;
+  if (!f.eviction_policy.empty()) w.eviction_policy = f.eviction_policy;
+  uint64_t default_capacity = 0;
+  if (!f.cache_size.empty()) {
+    auto size = ParseBytes(f.cache_size);
+    if (!size.ok()) return size.status().WithContext("--cache-size");
+    if (*size == 0) return InvalidArgumentError("--cache-size must be greater than 0");
+    default_capacity = *size;
+  }
+  std::vector<std::string> dirs = f.cache_dirs;
+  if (dirs.empty() && w.cache_dirs.empty()) dirs.push_back(DefaultCacheDir());
+  for (const std::string& d : dirs) {
+    uint64_t cap = default_capacity;
+    if (cap == 0 && d.find(':') == std::string::npos) {
+      CAIRN_ASSIGN_OR_RETURN(cap, DefaultCacheCapacity(d));
+    }
+    CAIRN_ASSIGN_OR_RETURN(config::CacheDir dir, config::ParseCacheDirFlag(d, cap));
+    w.cache_dirs.push_back(dir);
+  }
+  out->config = w;
+  out->mounts = cfg.client.mounts;
+  out->page_size = cfg.client.page_size;
+  out->serve_tcp = true;
+  return Status::Ok();
+}
+
+}  // namespace
+
+Runner RegisterWorker(CLI::App* app) {
+  auto f = std::make_shared<WorkerFlags>();
+  CLI::App* cmd = app->add_subcommand("worker", "Run a cache worker (serves pages over TCP)");
+  AddSourceFlags(cmd, &f->source, /*with_workers=*/false);
+  cmd->add_option("--cache-dir", f->cache_dirs,
+                  "Cache folder, optionally DIR:SIZE (repeat for several disks)");
+  cmd->add_option("--cache-size", f->cache_size,
+                  "Capacity of each cache folder without a :SIZE (default: half the free space, "
+                  "at most 100GiB)");
+  cmd->add_option("--listen", f->listen, "Page service address (default 0.0.0.0:7070)");
+  cmd->add_option("--metrics-listen", f->metrics_listen,
+                  "Prometheus /metrics and /healthz address (default 0.0.0.0:9100; 'off')");
+  cmd->add_option("--id", f->id, "Stable worker identity (default hostname:port)");
+  cmd->add_option("--eviction-policy", f->eviction_policy, "Eviction policy (default lru)");
+  return [f]() -> int {
+    worker::WorkerOptions options;
+    Status s = BuildWorkerOptions(*f, &options);
+    if (!s.ok()) return Fail(s);
+    auto w = worker::Worker::Start(std::move(options));
+    if (!w.ok()) return Fail(w.status());
+    int sig = WaitForTerminationSignal();
+    spdlog::info("signal {} received; stopping worker", sig);
+    (*w)->Stop();
+    return kExitOk;
+  };
+}
+
+}  // namespace cairn::cli

@@ -1,0 +1,23 @@
+// The `cairn` subcommands. Each Register* adds its subcommand to the app and returns a function
+// that runs it after parsing (returning the process exit code).
+#ifndef CAIRN_CLI_COMMANDS_H_
+#define CAIRN_CLI_COMMANDS_H_
+
+#include <CLI/CLI.hpp>
+
+#include <functional>
+
+namespace cairn::cli {
+
+using Runner = std::function<int()>;
+
+Runner RegisterWorker(CLI::App* app);
+Runner RegisterFuse(CLI::App* app);
+Runner RegisterUp(CLI::App* app);
+Runner RegisterDemo(CLI::App* app);
+// ls, stat, cat: one-shot reads through the client library.
+void RegisterFsCommands(CLI::App* app, std::vector<std::pair<CLI::App*, Runner>>* out);
+
+}  // namespace cairn::cli
+
+#endif  // CAIRN_CLI_COMMANDS_H_

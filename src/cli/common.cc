@@ -1,0 +1,154 @@
+#include "cli/common.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+
+#include "common/units.h"
+
+namespace cairn::cli {
+
+void AddSourceFlags(CLI::App* app, SourceFlags* f, bool with_workers) {
+  app->add_option("--config", f->config_path, "JSON config file (see docs/configuration.md)");
+  app->add_option("--mount", f->mounts, "Mount PATH=URI, e.g. /lake=s3://bucket/prefix (repeat)");
+  if (with_workers) {
+    app->add_option("--worker", f->workers, "Cache worker host:port (repeat)");
+    app->add_option("--worker-timeout", f->worker_timeout,
+                    "Deadline of one page request before failing over (default 5s)");
+  }
+  app->add_option("--page-size", f->page_size, "Cache page size (default 1MiB)");
+  app->add_option("--metadata-ttl", f->metadata_ttl,
+                  "How long stat/list results are trusted (default 60s; 0 = always ask)");
+  app->add_option("--endpoint", f->endpoint, "S3 endpoint URL, e.g. http://127.0.0.1:9000");
+  app->add_option("--region", f->region, "S3 region (default us-east-1)");
+  app->add_option("--access-key", f->access_key, "S3 access key (default: AWS env/files)");
+  app->add_option("--secret-key", f->secret_key, "S3 secret key (default: AWS env/files)");
+  app->add_option("--profile", f->profile, "AWS profile in ~/.aws/credentials");
+  app->add_flag("--virtual-hosted", f->virtual_hosted,
+                "Use virtual-hosted-style S3 addressing (default: path style)");
+}
+
+Status ApplyMountFlags(const SourceFlags& f, MountSpec* spec) {
+  auto set = [&](const char* name, const std::string& value) {
+    if (!value.empty()) spec->options[name] = value;
+  };
+  set("endpoint", f.endpoint);
+  set("region", f.region);
+  set("access_key", f.access_key);
+  set("secret_key", f.secret_key);
+  set("profile", f.profile);
+  if (f.virtual_hosted) spec->options["path_style"] = "false";
+  if (!f.metadata_ttl.empty()) {
+    auto ttl = ParseDuration(f.metadata_ttl);
+    if (!ttl.ok()) return ttl.status().WithContext("--metadata-ttl");
+    spec->metadata_ttl = *ttl;
+  }
+  return Status::Ok();
+}
+
+StatusOr<config::Config> BuildConfig(const SourceFlags& f) {
+  config::Config cfg;
+  if (!f.config_path.empty()) {
+    CAIRN_ASSIGN_OR_RETURN(cfg, config::LoadConfigFile(f.config_path));
+  }
+  for (const std::string& m : f.mounts) {
+    CAIRN_ASSIGN_OR_RETURN(MountSpec spec, config::ParseMountFlag(m));
+    CAIRN_RETURN_IF_ERROR(ApplyMountFlags(f, &spec));
+    cfg.client.mounts.push_back(std::move(spec));
+  }
+  for (const std::string& w : f.workers) cfg.client.workers.push_back(w);
+  if (!f.page_size.empty()) {
+    auto ps = ParseBytes(f.page_size);
+    if (!ps.ok()) return ps.status().WithContext("--page-size");
+    if (*ps == 0 || *ps > (16u << 20) || *ps % (64 * 1024) != 0) {
+      return InvalidArgumentError("--page-size must be a multiple of 64KiB up to 16MiB");
+    }
+    cfg.client.page_size = static_cast<uint32_t>(*ps);
+  }
+  if (!f.worker_timeout.empty()) {
+    auto d = ParseDuration(f.worker_timeout);
+    if (!d.ok()) return d.status().WithContext("--worker-timeout");
+    cfg.client.worker_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(*d);
+    if (cfg.client.worker_timeout.count() <= 0) {
+      return InvalidArgumentError("--worker-timeout must be at least 1ms");
+    }
+  }
+  if (cfg.client.mounts.empty()) {
+    return InvalidArgumentError("no mounts: give --mount PATH=URI or --config FILE");
+  }
+  return cfg;
+}
+
+int Fail(const Status& status) {
+  std::fprintf(stderr, "cairn: error: %s\n", status.message().empty()
+                                                 ? status.ToString().c_str()
+                                                 : status.message().c_str());
+  return kExitError;
+}
+
+std::string DefaultCacheDir() {
+  if (geteuid() == 0) return "/var/cache/cairn";
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) {
+    return std::string(xdg) + "/cairn";
+  }
+  const char* home = std::getenv("HOME");
+  return std::string(home && *home ? home : "/tmp") + "/.cache/cairn";
+}
+
+StatusOr<uint64_t> DefaultCacheCapacity(const std::string& dir) {
+  std::filesystem::path p(dir);
+  while (!p.empty() && !std::filesystem::exists(p)) p = p.parent_path();
+  struct statvfs vfs {};
+  if (p.empty() || statvfs(p.c_str(), &vfs) != 0) {
+    return InvalidArgumentError("cannot find the file system of cache folder " + dir);
+  }
+  uint64_t free_bytes = static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize;
+  uint64_t capacity = std::min<uint64_t>(free_bytes / 2, 100ull << 30);
+  if (capacity < (64ull << 20)) {
+    return ResourceExhaustedError("only " + FormatBytes(free_bytes) + " free for cache folder " +
+                                  dir + "; give --cache-size or free some space");
+  }
+  return capacity;
+}
+
+void BlockTerminationSignals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+}
+
+int WaitForTerminationSignal() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGHUP);
+  int sig = 0;
+  sigwait(&set, &sig);
+  return sig;
+}
+
+SignalThread::SignalThread(std::function<void(int)> on_signal)
+    : thread_([this, on_signal = std::move(on_signal)] {
+        int sig = WaitForTerminationSignal();
+        if (!done_.load()) on_signal(sig);
+      }) {}
+
+SignalThread::~SignalThread() {
+  done_ = true;
+  // Wake the sigwait with a signal aimed at this thread only; it is blocked, so it cannot kill
+  // the process.
+  pthread_kill(thread_.native_handle(), SIGTERM);
+  thread_.join();
+}
+
+}  // namespace cairn::cli

@@ -1,0 +1,75 @@
+// Shared pieces of the `cairn` subcommands: flags every client/worker command takes, turning
+// them (and an optional config file) into options, and the exit-code convention.
+//
+// Exit codes: 0 success, 1 runtime error (message on stderr, no stack trace), 2 bad usage.
+#ifndef CAIRN_CLI_COMMON_H_
+#define CAIRN_CLI_COMMON_H_
+
+#include <CLI/CLI.hpp>
+
+#include <atomic>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "config/config.h"
+
+namespace cairn::cli {
+
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitError = 1;
+inline constexpr int kExitUsage = 2;
+
+// Flags that describe where data comes from and which workers serve it.
+struct SourceFlags {
+  std::string config_path;
+  std::vector<std::string> mounts;   // PATH=URI
+  std::vector<std::string> workers;  // host:port
+  std::string page_size;
+  std::string metadata_ttl;
+  std::string worker_timeout;
+  // S3 options applied to every mount given by flag (a config file sets them per mount).
+  std::string endpoint, region, access_key, secret_key, profile;
+  bool virtual_hosted = false;
+};
+
+void AddSourceFlags(CLI::App* app, SourceFlags* flags, bool with_workers);
+
+// Builds the configuration: the config file (if any), then flags on top.
+StatusOr<config::Config> BuildConfig(const SourceFlags& flags);
+
+// Applies the S3 flags and TTL to one mount spec.
+Status ApplyMountFlags(const SourceFlags& flags, MountSpec* spec);
+
+// Prints "cairn: error: ..." and returns kExitError.
+int Fail(const Status& status);
+
+// Default cache folder: /var/cache/cairn for root, else $XDG_CACHE_HOME/cairn or ~/.cache/cairn.
+std::string DefaultCacheDir();
+// Default capacity for a cache folder: half the free space of its file system, at most 100 GiB,
+// at least 64 MiB (InvalidArgument if even that is not free).
+StatusOr<uint64_t> DefaultCacheCapacity(const std::string& dir);
+
+// Blocks SIGINT/SIGTERM/SIGHUP in the calling thread (call first in main, so every thread
+// inherits the mask) and waits for one of them.
+void BlockTerminationSignals();
+int WaitForTerminationSignal();
+
+// Runs `on_signal` on a thread of its own when SIGINT/SIGTERM/SIGHUP arrives (signals must be
+// blocked, see BlockTerminationSignals). Destroying it without a signal just ends the thread.
+class SignalThread {
+ public:
+  explicit SignalThread(std::function<void(int)> on_signal);
+  ~SignalThread();
+  SignalThread(const SignalThread&) = delete;
+  SignalThread& operator=(const SignalThread&) = delete;
+
+ private:
+  std::atomic<bool> done_{false};
+  std::thread thread_;
+};
+
+}  // namespace cairn::cli
+
+#endif  // CAIRN_CLI_COMMON_H_

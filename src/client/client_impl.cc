@@ -1,0 +1,240 @@
+#include "client/client_impl.h"
+
+#include <algorithm>
+
+#include "client/file_reader.h"
+#include "client/remote_channel.h"
+#include "protocol/wire.h"
+
+namespace cairn::client {
+namespace {
+
+constexpr size_t kMaxMetadataEntries = 1 << 20;
+
+std::string BaseName(const std::string& path) {
+  size_t slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+std::string JoinPath(const std::string& dir, const std::string& name) {
+  return dir == "/" ? "/" + name : dir + "/" + name;
+}
+
+FileInfo DirInfo(std::string name) {
+  FileInfo info;
+  info.name = std::move(name);
+  info.is_dir = true;
+  return info;
+}
+
+// A channel that forwards to one not-owned channel (the in-process worker).
+class BorrowedChannel : public protocol::PageChannel {
+ public:
+  explicit BorrowedChannel(protocol::PageChannel* target) : target_(target) {}
+  void ReadPage(const protocol::ReadPageRequest& request, std::span<char> dest,
+                Callback done) override {
+    target_->ReadPage(request, dest, std::move(done));
+  }
+  std::string Describe() const override { return target_->Describe(); }
+
+ private:
+  protocol::PageChannel* target_;
+};
+
+}  // namespace
+
+StatusOr<std::unique_ptr<PageFetcher>> MakePageFetcher(const ClientOptions& options) {
+  if (options.page_size == 0 || options.page_size > protocol::kMaxPageSize ||
+      options.page_size % kChecksumChunkSize != 0) {
+    return InvalidArgumentError("page size must be a multiple of 64 KiB up to 16 MiB");
+  }
+  std::vector<placement::WorkerNode> nodes;
+  std::unordered_map<std::string, std::unique_ptr<protocol::PageChannel>> channels;
+  if (options.local_channel != nullptr) {
+    nodes.push_back({"local", "in-process", 1.0});
+    channels["local"] = std::make_unique<BorrowedChannel>(options.local_channel);
+  } else {
+    for (const std::string& address : options.workers) {
+      if (channels.count(address)) {
+        return InvalidArgumentError("worker " + address + " is listed twice");
+      }
+      RemoteChannelOptions ro;
+      ro.address = address;
+      ro.connections = options.connections_per_worker;
+      ro.page_size = options.page_size;
+      ro.request_timeout = options.worker_timeout;
+      ro.connect_timeout = std::min<std::chrono::milliseconds>(options.worker_timeout,
+                                                               std::chrono::milliseconds(1000));
+      nodes.push_back({address, address, 1.0});
+      channels[address] = std::make_unique<RemoteChannel>(ro);
+    }
+  }
+  CAIRN_ASSIGN_OR_RETURN(placement::Ring ring, placement::Ring::Create(std::move(nodes)));
+  return std::make_unique<PageFetcher>(options.page_size, std::move(ring), std::move(channels),
+                                       /*max_worker_attempts=*/2);
+}
+
+ClientImpl::ClientImpl(const ClientOptions& options,
+                       std::shared_ptr<const mount::MountTable> mounts,
+                       std::unique_ptr<PageFetcher> fetcher, Clock* clock)
+    : options_(options),
+      mounts_(std::move(mounts)),
+      metadata_(clock, kMaxMetadataEntries),
+      fetcher_(std::move(fetcher)),
+      buffer_(options.buffer_bytes),
+      prefetch_pool_(std::make_unique<ThreadPool>(16, "readahead")) {}
+
+ClientImpl::~ClientImpl() { prefetch_pool_.reset(); }
+
+StatusOr<FileInfo> ClientImpl::Stat(std::string_view raw_path) {
+  CAIRN_ASSIGN_OR_RETURN(std::string path, mount::NormalizePath(raw_path));
+  CAIRN_ASSIGN_OR_RETURN(mount::Resolved r, mounts_->Resolve(path));
+  std::string name = path == "/" ? "" : BaseName(path);
+  if (r.mount == nullptr || r.key.empty()) return DirInfo(name);
+  if (auto cached = metadata_.GetStat(path)) {
+    metadata_hits_.fetch_add(1, std::memory_order_relaxed);
+    return *cached;
+  }
+  metadata_misses_.fetch_add(1, std::memory_order_relaxed);
+  StatusOr<FileInfo> info = StatFromSource(*r.mount, r.key, name);
+  if (info.ok() || info.status().code() == StatusCode::kNotFound) {
+    metadata_.PutStat(path, info, r.mount->spec.metadata_ttl.count());
+  }
+  return info;
+}
+
+StatusOr<FileInfo> ClientImpl::StatFromSource(const mount::Mount& mount, const std::string& key,
+                                              const std::string& name) {
+  auto object = mount.ufs->Stat(key);
+  if (object.ok()) {
+    FileInfo info;
+    info.name = name;
+    info.size = object->size;
+    info.version = object->version;
+    info.mtime_ns = object->mtime_ns;
+    return info;
+  }
+  if (object.status().code() != StatusCode::kNotFound) return object.status();
+  // Not an object: a directory if anything lives under "key/".
+  ufs::ListOptions probe;
+  probe.prefix = key + "/";
+  probe.max_keys = 1;
+  CAIRN_ASSIGN_OR_RETURN(ufs::ListResult listed, mount.ufs->List(probe));
+  if (listed.objects.empty() && listed.common_prefixes.empty()) {
+    return NotFoundError("no such file or directory: " + key);
+  }
+  return DirInfo(name);
+}
+
+StatusOr<DirPage> ClientImpl::ListDir(std::string_view raw_path, std::string_view token,
+                                      int max_entries) {
+  CAIRN_ASSIGN_OR_RETURN(std::string path, mount::NormalizePath(raw_path));
+  CAIRN_ASSIGN_OR_RETURN(mount::Resolved r, mounts_->Resolve(path));
+  if (r.mount == nullptr) {
+    DirPage page;
+    for (std::string& child : mounts_->VirtualChildren(path)) {
+      page.entries.push_back(DirInfo(std::move(child)));
+    }
+    return page;
+  }
+  if (!r.key.empty()) {
+    CAIRN_ASSIGN_OR_RETURN(FileInfo self, Stat(path));
+    if (!self.is_dir) return InvalidArgumentError(path + " is not a directory");
+  }
+  if (auto cached = metadata_.GetList(path, token)) {
+    metadata_hits_.fetch_add(1, std::memory_order_relaxed);
+    return *cached;
+  }
+  metadata_misses_.fetch_add(1, std::memory_order_relaxed);
+  return ListFromSource(*r.mount, r.key, path, token, max_entries);
+}
+
+StatusOr<DirPage> ClientImpl::ListFromSource(const mount::Mount& mount, const std::string& key,
+                                             const std::string& path, std::string_view token,
+                                             int max_entries) {
+  ufs::ListOptions lo;
+  lo.prefix = key.empty() ? "" : key + "/";
+  lo.delimiter = "/";
+  lo.continuation_token = std::string(token);
+  lo.max_keys = std::clamp(max_entries, 1, 1000);
+  CAIRN_ASSIGN_OR_RETURN(ufs::ListResult listed, mount.ufs->List(lo));
+  int64_t ttl = mount.spec.metadata_ttl.count();
+  DirPage page;
+  page.next_token = listed.next_token;
+  for (const ufs::ObjectInfo& o : listed.objects) {
+    std::string name = o.key.substr(std::min(o.key.size(), lo.prefix.size()));
+    if (name.empty() || name.find('/') != std::string::npos) continue;  // "dir/" markers.
+    FileInfo info;
+    info.name = name;
+    info.size = o.size;
+    info.version = o.version;
+    info.mtime_ns = o.mtime_ns;
+    // Listing results answer the stats that usually follow (ls -l, readdirplus, DataLoader).
+    metadata_.PutStat(JoinPath(path, name), info, ttl);
+    page.entries.push_back(std::move(info));
+  }
+  for (const std::string& prefix : listed.common_prefixes) {
+    std::string name = prefix.substr(std::min(prefix.size(), lo.prefix.size()));
+    while (!name.empty() && name.back() == '/') name.pop_back();
+    if (name.empty() || name.find('/') != std::string::npos) continue;
+    FileInfo info = DirInfo(name);
+    metadata_.PutStat(JoinPath(path, name), info, ttl);
+    page.entries.push_back(std::move(info));
+  }
+  std::sort(page.entries.begin(), page.entries.end(),
+            [](const FileInfo& a, const FileInfo& b) { return a.name < b.name; });
+  // A key that is both an object and a prefix ("a" and "a/b") shows once, as the object.
+  page.entries.erase(std::unique(page.entries.begin(), page.entries.end(),
+                                 [](const FileInfo& a, const FileInfo& b) {
+                                   return a.name == b.name;
+                                 }),
+                     page.entries.end());
+  metadata_.PutList(path, token, page, ttl);
+  return page;
+}
+
+StatusOr<std::unique_ptr<FileReader>> ClientImpl::Open(std::string_view raw_path) {
+  CAIRN_ASSIGN_OR_RETURN(std::string path, mount::NormalizePath(raw_path));
+  CAIRN_ASSIGN_OR_RETURN(FileInfo info, Stat(path));
+  if (info.is_dir) return InvalidArgumentError(path + " is a directory");
+  CAIRN_ASSIGN_OR_RETURN(mount::Resolved r, mounts_->Resolve(path));
+  ObjectRef object;
+  object.mount = r.mount;
+  object.key = r.key;
+  object.object_id = r.mount->ObjectId(r.key);
+  object.info = std::move(info);
+  ReadContext ctx{fetcher_.get(), &buffer_, prefetch_pool_.get(), options_.max_readahead_pages,
+                  &buffer_hits_};
+  return std::unique_ptr<FileReader>(new FileReaderImpl(std::move(object), ctx));
+}
+
+void ClientImpl::InvalidateMetadata(std::string_view raw_path) {
+  auto path = mount::NormalizePath(raw_path);
+  if (path.ok()) metadata_.Invalidate(*path);
+}
+
+ClientStats ClientImpl::Stats() const {
+  ClientStats s;
+  FetcherCounters& c = fetcher_->counters();
+  s.page_reads = c.page_reads.load();
+  s.page_read_failures = c.page_read_failures.load();
+  s.fallback_bytes = c.fallback_bytes.load();
+  s.checksum_failures = c.checksum_failures.load();
+  s.buffer_hits = buffer_hits_.load();
+  s.metadata_hits = metadata_hits_.load();
+  s.metadata_misses = metadata_misses_.load();
+  return s;
+}
+
+}  // namespace cairn::client
+
+namespace cairn {
+
+StatusOr<std::unique_ptr<Client>> Client::Create(const ClientOptions& options) {
+  CAIRN_ASSIGN_OR_RETURN(auto mounts, mount::MountTable::Create(options.mounts));
+  CAIRN_ASSIGN_OR_RETURN(auto fetcher, client::MakePageFetcher(options));
+  return std::unique_ptr<Client>(
+      new client::ClientImpl(options, std::move(mounts), std::move(fetcher), Clock::Real()));
+}
+
+}  // namespace cairn

@@ -1,0 +1,55 @@
+// ClientImpl: the libcairn Client (see include/cairn/client.h for the contract).
+#ifndef CAIRN_CLIENT_CLIENT_IMPL_H_
+#define CAIRN_CLIENT_CLIENT_IMPL_H_
+
+#include <memory>
+
+#include "cairn/client.h"
+#include "client/metadata_cache.h"
+#include "client/page_buffer.h"
+#include "client/page_fetcher.h"
+#include "common/thread_pool.h"
+#include "mount/mount_table.h"
+
+namespace cairn::client {
+
+class ClientImpl : public Client {
+ public:
+  // For tests: a client over an existing mount table and fetcher.
+  ClientImpl(const ClientOptions& options, std::shared_ptr<const mount::MountTable> mounts,
+             std::unique_ptr<PageFetcher> fetcher, Clock* clock);
+  ~ClientImpl() override;
+
+  StatusOr<FileInfo> Stat(std::string_view path) override;
+  StatusOr<DirPage> ListDir(std::string_view path, std::string_view token,
+                            int max_entries) override;
+  StatusOr<std::unique_ptr<FileReader>> Open(std::string_view path) override;
+  void InvalidateMetadata(std::string_view path) override;
+  ClientStats Stats() const override;
+
+ private:
+  StatusOr<FileInfo> StatFromSource(const mount::Mount& mount, const std::string& key,
+                                    const std::string& name);
+  StatusOr<DirPage> ListFromSource(const mount::Mount& mount, const std::string& key,
+                                   const std::string& path, std::string_view token,
+                                   int max_entries);
+
+  const ClientOptions options_;
+  std::shared_ptr<const mount::MountTable> mounts_;
+  MetadataCache metadata_;
+  std::unique_ptr<PageFetcher> fetcher_;
+  PageBuffer buffer_;
+  std::atomic<uint64_t> buffer_hits_{0};
+  std::atomic<uint64_t> metadata_hits_{0};
+  std::atomic<uint64_t> metadata_misses_{0};
+  // Declared last so it is destroyed first: queued readahead uses the members above.
+  std::unique_ptr<ThreadPool> prefetch_pool_;
+};
+
+// Builds the page fetcher for the options: an in-process channel, or one RemoteChannel per
+// worker on a rendezvous ring.
+StatusOr<std::unique_ptr<PageFetcher>> MakePageFetcher(const ClientOptions& options);
+
+}  // namespace cairn::client
+
+#endif  // CAIRN_CLIENT_CLIENT_IMPL_H_

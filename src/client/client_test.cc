@@ -1,0 +1,264 @@
+// End-to-end tests of libcairn against a real worker (in process and over TCP) on a real page
+// store, with in-memory under-storage.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+#include <set>
+#include <thread>
+
+#include "client/client_impl.h"
+#include "ufs/memory_ufs.h"
+#include "worker/worker.h"
+
+namespace cairn::client {
+namespace {
+
+constexpr uint32_t kPage = 256 * 1024;
+
+std::string RandomBytes(size_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::string s(n, '\0');
+  for (auto& c : s) c = static_cast<char>(rng());
+  return s;
+}
+
+struct Mode {
+  bool tcp;
+};
+void PrintTo(const Mode& m, std::ostream* os) { *os << (m.tcp ? "tcp" : "in-process"); }
+
+class ClientTest : public ::testing::TestWithParam<Mode> {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("cairn-client-" + std::to_string(::getpid()) + "-" + std::to_string(counter_++));
+    std::filesystem::remove_all(dir_);
+    memory_ = std::make_shared<ufs::MemoryUnderStorage>("mem://lake");
+    spec_.path = "/lake";
+    spec_.uri = "mem://lake";
+    spec_.metadata_ttl = std::chrono::milliseconds(200);
+    StartWorker();
+  }
+  void TearDown() override {
+    client_.reset();
+    worker_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+
+  void StartWorker(uint16_t port = 0) {
+    worker::WorkerOptions o;
+    o.mounts = {spec_};
+    o.ufs_override = {memory_};
+    o.page_size = kPage;
+    o.serve_tcp = GetParam().tcp;
+    o.config.listen = "127.0.0.1:" + std::to_string(port);
+    o.config.metrics_listen = "";
+    o.config.cache_dirs.push_back({dir_.string(), 256ull << 20});
+    auto w = worker::Worker::Start(o);
+    ASSERT_TRUE(w.ok()) << w.status().ToString();
+    worker_ = std::move(w).value();
+  }
+
+  void MakeClient(std::vector<std::string> workers = {}) {
+    ClientOptions co;
+    co.page_size = kPage;
+    co.mounts = {spec_};
+    co.worker_timeout = std::chrono::milliseconds(2000);
+    if (GetParam().tcp) {
+      co.workers = workers.empty()
+                       ? std::vector<std::string>{"127.0.0.1:" + std::to_string(worker_->port())}
+                       : workers;
+    } else {
+      co.local_channel = worker_->local_channel();
+    }
+    auto mounts = mount::MountTable::CreateWith({spec_}, {memory_});
+    ASSERT_TRUE(mounts.ok());
+    auto fetcher = MakePageFetcher(co);
+    ASSERT_TRUE(fetcher.ok());
+    client_ = std::make_unique<ClientImpl>(co, *mounts, std::move(fetcher).value(),
+                                           Clock::Real());
+  }
+
+  std::string ReadAll(const std::string& path, size_t chunk) {
+    auto reader = client_->Open(path);
+    EXPECT_TRUE(reader.ok()) << reader.status().ToString();
+    if (!reader.ok()) return "";
+    std::string out;
+    std::string buf(chunk, '\0');
+    while (true) {
+      auto n = (*reader)->Read(out.size(), buf);
+      EXPECT_TRUE(n.ok()) << n.status().ToString();
+      if (!n.ok() || *n == 0) break;
+      out.append(buf.data(), *n);
+    }
+    return out;
+  }
+
+  static inline int counter_ = 0;
+  std::filesystem::path dir_;
+  std::shared_ptr<ufs::MemoryUnderStorage> memory_;
+  MountSpec spec_;
+  std::unique_ptr<worker::Worker> worker_;
+  std::unique_ptr<ClientImpl> client_;
+};
+
+TEST_P(ClientTest, ReadsEveryFileShapeByteForByte) {
+  std::map<std::string, std::string> files = {
+      {"empty", ""},
+      {"one", "x"},
+      {"exact", RandomBytes(kPage * 3, 1)},
+      {"odd", RandomBytes(kPage * 2 + 12345, 2)},
+      {"dir/with space/ünïcode ✓.bin", RandomBytes(70000, 3)},
+  };
+  for (auto& [k, v] : files) memory_->Put(k, v);
+  MakeClient();
+  for (int pass = 0; pass < 2; ++pass) {  // Cold, then warm.
+    for (auto& [k, v] : files) {
+      EXPECT_EQ(ReadAll("/lake/" + k, 100000), v) << k << " pass " << pass;
+    }
+  }
+  auto st = client_->Stat("/lake/odd");
+  ASSERT_TRUE(st.ok());
+  EXPECT_EQ(st->size, kPage * 2 + 12345);
+  EXPECT_FALSE(st->is_dir);
+  EXPECT_TRUE(client_->Stat("/lake/dir/with space")->is_dir);
+  EXPECT_TRUE(client_->Stat("/")->is_dir);
+  EXPECT_EQ(client_->Stat("/lake/nope").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(client_->Stat("/other").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(client_->Open("/lake/dir").status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST_P(ClientTest, RandomRangedReadsAcrossPageBoundaries) {
+  std::string data = RandomBytes(kPage * 5 + 777, 4);
+  memory_->Put("r.bin", data);
+  MakeClient();
+  auto reader = client_->Open("/lake/r.bin");
+  ASSERT_TRUE(reader.ok());
+  std::mt19937_64 rng(7);
+  for (int i = 0; i < 300; ++i) {
+    uint64_t off = rng() % (data.size() + 10);
+    size_t len = 1 + rng() % (kPage + 5000);
+    std::string buf(len, '\0');
+    auto n = (*reader)->Read(off, buf);
+    ASSERT_TRUE(n.ok()) << n.status().ToString();
+    size_t want = off >= data.size() ? 0 : std::min<size_t>(len, data.size() - off);
+    ASSERT_EQ(*n, want);
+    ASSERT_EQ(buf.substr(0, *n), data.substr(std::min<uint64_t>(off, data.size()), want));
+  }
+}
+
+TEST_P(ClientTest, ListsLargeFoldersInPages) {
+  for (int i = 0; i < 2500; ++i) memory_->Put("big/f" + std::to_string(i), "v");
+  memory_->Put("big/sub/x", "1");
+  MakeClient();
+  std::set<std::string> names;
+  std::string token;
+  int pages = 0;
+  do {
+    auto page = client_->ListDir("/lake/big", token, 1000);
+    ASSERT_TRUE(page.ok()) << page.status().ToString();
+    for (const auto& e : page->entries) EXPECT_TRUE(names.insert(e.name).second) << e.name;
+    token = page->next_token;
+    ++pages;
+  } while (!token.empty());
+  EXPECT_EQ(names.size(), 2501u);
+  EXPECT_GE(pages, 3);
+  auto root = client_->ListDir("/", "", 1000);
+  ASSERT_TRUE(root.ok());
+  ASSERT_EQ(root->entries.size(), 1u);
+  EXPECT_EQ(root->entries[0].name, "lake");
+  EXPECT_TRUE(root->entries[0].is_dir);
+}
+
+TEST_P(ClientTest, OverwrittenObjectShowsNewContentAfterTtlNeverAMix) {
+  std::string v1 = RandomBytes(kPage * 2, 5), v2 = RandomBytes(kPage * 2, 6);
+  memory_->Put("obj", v1);
+  MakeClient();
+  auto old_reader = client_->Open("/lake/obj");
+  ASSERT_TRUE(old_reader.ok());
+  std::string first_page(kPage, '\0');
+  ASSERT_TRUE((*old_reader)->Read(0, first_page).ok());
+  memory_->Put("obj", v2);
+  // The open reader is pinned to v1: it returns v1 bytes or an error, never v2 bytes.
+  std::string second_page(kPage, '\0');
+  auto n = (*old_reader)->Read(kPage, second_page);
+  if (n.ok()) {
+    EXPECT_EQ(second_page, v1.substr(kPage));
+  } else {
+    EXPECT_EQ(n.status().code(), StatusCode::kFailedPrecondition);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(250));  // Past the 200 ms TTL.
+  EXPECT_EQ(ReadAll("/lake/obj", kPage), v2);
+}
+
+TEST_P(ClientTest, CorruptPageOnDiskIsDetectedAndRefetched) {
+  std::string data = RandomBytes(kPage, 8);
+  memory_->Put("c.bin", data);
+  MakeClient();
+  ASSERT_EQ(ReadAll("/lake/c.bin", kPage), data);
+  // Wait for the page file, then flip one byte of its data.
+  std::filesystem::path page_file;
+  for (int i = 0; i < 500 && page_file.empty(); ++i) {
+    for (const auto& e : std::filesystem::recursive_directory_iterator(dir_)) {
+      if (e.is_regular_file() && e.file_size() > kPage / 2) page_file = e.path();
+    }
+    if (page_file.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_FALSE(page_file.empty());
+  {
+    std::fstream f(page_file, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(-100, std::ios::end);
+    char c;
+    f.get(c);
+    f.seekp(-100, std::ios::end);
+    f.put(static_cast<char>(c ^ 0x01));
+  }
+  MakeClient();  // A fresh client: nothing in its readahead buffer.
+  EXPECT_EQ(ReadAll("/lake/c.bin", kPage), data);
+  EXPECT_GE(client_->Stats().checksum_failures, 1u);
+  EXPECT_GE(worker_->service()->Stats().checksum_failures, 1u);
+}
+
+TEST_P(ClientTest, UnreachableWorkerFallsBackToTheSource) {
+  if (!GetParam().tcp) GTEST_SKIP() << "only meaningful over TCP";
+  std::string data = RandomBytes(kPage * 3 + 5, 9);
+  memory_->Put("f", data);
+  uint16_t port = worker_->port();
+  worker_.reset();  // Nothing listens there any more.
+  MakeClient({"127.0.0.1:" + std::to_string(port)});
+  EXPECT_EQ(ReadAll("/lake/f", 100000), data);
+  EXPECT_GE(client_->Stats().fallback_bytes, data.size());
+}
+
+TEST_P(ClientTest, WorkerKilledDuringReadsCausesNoReaderError) {
+  if (!GetParam().tcp) GTEST_SKIP() << "only meaningful over TCP";
+  std::string data = RandomBytes(kPage * 8, 10);
+  memory_->Put("f", data);
+  MakeClient();
+  auto reader = client_->Open("/lake/f");
+  ASSERT_TRUE(reader.ok());
+  std::string buf(kPage / 2, '\0');
+  for (uint64_t off = 0; off < data.size(); off += buf.size()) {
+    if (off == kPage * 3) worker_->Stop();
+    auto n = (*reader)->Read(off, buf);
+    ASSERT_TRUE(n.ok()) << n.status().ToString();
+    ASSERT_EQ(buf.substr(0, *n), data.substr(off, *n));
+  }
+}
+
+TEST_P(ClientTest, SequentialReadsUseReadahead) {
+  std::string data = RandomBytes(kPage * 8, 11);
+  memory_->Put("seq", data);
+  MakeClient();
+  EXPECT_EQ(ReadAll("/lake/seq", 128 * 1024), data);
+  EXPECT_GT(client_->Stats().buffer_hits, 8u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, ClientTest, ::testing::Values(Mode{false}, Mode{true}),
+                         [](const auto& info) { return info.param.tcp ? "Tcp" : "InProcess"; });
+
+}  // namespace
+}  // namespace cairn::client

@@ -1,0 +1,108 @@
+#include "client/file_reader.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "protocol/wire.h"
+
+namespace cairn::client {
+namespace {
+
+// Fetches a whole page into a buffer slot and publishes the result to its waiters.
+Status FillSlot(const ObjectRef& object, const ReadContext& ctx, uint64_t page, const Hash128& id,
+                PageBuffer::Slot* slot) {
+  slot->data.resize(protocol::PageLength(object.info.size, page, ctx.fetcher->page_size()));
+  Status s = ctx.fetcher->ReadRange(object, page, 0, slot->data);
+  if (!s.ok()) ctx.buffer->Erase(id);
+  slot->Finish(s);
+  return s;
+}
+
+}  // namespace
+
+Hash128 FileReaderImpl::PageId(uint64_t page) const {
+  std::string key = object_.object_id;
+  key += '\0';
+  key += object_.info.version;
+  key += '\0';
+  key += std::to_string(page);
+  return Hash128Of(key);
+}
+
+uint64_t FileReaderImpl::PageCount() const {
+  uint32_t ps = ctx_.fetcher->page_size();
+  return (object_.info.size + ps - 1) / ps;
+}
+
+uint32_t FileReaderImpl::UpdateStreak(uint64_t offset, size_t n) {
+  MutexLock l(&mu_);
+  if (offset == next_offset_) {
+    streak_ = std::min<uint32_t>(streak_ + 1, 16);
+  } else {
+    streak_ = 0;
+  }
+  next_offset_ = offset + n;
+  if (streak_ == 0) return 0;
+  return std::min<uint32_t>(ctx_.max_readahead_pages, 1u << std::min<uint32_t>(streak_ - 1, 5));
+}
+
+StatusOr<size_t> FileReaderImpl::Read(uint64_t offset, std::span<char> out) {
+  const uint64_t size = object_.info.size;
+  if (offset >= size || out.empty()) return size_t{0};
+  size_t n = static_cast<size_t>(std::min<uint64_t>(out.size(), size - offset));
+  const uint32_t ps = ctx_.fetcher->page_size();
+  uint32_t window = UpdateStreak(offset, n);
+  uint64_t last_page = (offset + n - 1) / ps;
+  if (window > 0) StartReadahead(last_page + 1, window);
+
+  size_t done = 0;
+  while (done < n) {
+    uint64_t pos = offset + done;
+    uint64_t page = pos / ps;
+    uint32_t in_page = static_cast<uint32_t>(pos % ps);
+    uint32_t page_length = protocol::PageLength(size, page, ps);
+    size_t len = std::min<size_t>(n - done, page_length - in_page);
+    CAIRN_RETURN_IF_ERROR(ReadPiece(page, in_page, out.subspan(done, len), window > 0));
+    done += len;
+  }
+  return n;
+}
+
+Status FileReaderImpl::ReadPiece(uint64_t page, uint32_t in_page, std::span<char> out,
+                                 bool sequential) {
+  Hash128 id = PageId(page);
+  std::shared_ptr<PageBuffer::Slot> slot = ctx_.buffer->Find(id);
+  if (!slot && sequential) {
+    // A sequential reader will want the rest of this page next: fetch it whole, once.
+    slot = ctx_.buffer->Create(id, protocol::PageLength(object_.info.size, page,
+                                                        ctx_.fetcher->page_size()));
+    if (slot) {
+      CAIRN_RETURN_IF_ERROR(FillSlot(object_, ctx_, page, id, slot.get()));
+    } else {
+      slot = ctx_.buffer->Find(id);  // Another reader created it meanwhile.
+    }
+  }
+  if (slot && slot->Wait().ok() && slot->data.size() >= in_page + out.size()) {
+    std::memcpy(out.data(), slot->data.data() + in_page, out.size());
+    ctx_.buffer_hits->fetch_add(1, std::memory_order_relaxed);
+    return Status::Ok();
+  }
+  return ctx_.fetcher->ReadRange(object_, page, in_page, out);
+}
+
+void FileReaderImpl::StartReadahead(uint64_t first_page, uint32_t window) {
+  uint64_t end = std::min<uint64_t>(PageCount(), first_page + window);
+  for (uint64_t page = first_page; page < end; ++page) {
+    Hash128 id = PageId(page);
+    if (ctx_.buffer->Find(id)) continue;
+    auto slot = ctx_.buffer->Create(
+        id, protocol::PageLength(object_.info.size, page, ctx_.fetcher->page_size()));
+    if (!slot) continue;
+    // The task holds copies of what it needs: the reader may be closed before it runs.
+    ctx_.prefetch_pool->Submit([object = object_, ctx = ctx_, page, slot, id] {
+      FillSlot(object, ctx, page, id, slot.get()).IgnoreError();  // Waiters see the status.
+    });
+  }
+}
+
+}  // namespace cairn::client

@@ -1,0 +1,87 @@
+#include "client/metadata_cache.h"
+
+namespace cairn::client {
+namespace {
+
+// Stat entries are keyed by the path; listing pages by path + '\0' + token, which never
+// collides with a path (paths cannot hold NUL).
+std::string ListKey(const std::string& path, std::string_view token) {
+  std::string key = path;
+  key += '\0';
+  key += token;
+  return key;
+}
+
+bool IsAtOrBelow(const std::string& key, std::string_view path) {
+  std::string_view k(key);
+  size_t nul = k.find('\0');
+  if (nul != std::string_view::npos) k = k.substr(0, nul);
+  if (path == "/") return true;
+  return k == path || (k.size() > path.size() && k.substr(0, path.size()) == path &&
+                       k[path.size()] == '/');
+}
+
+}  // namespace
+
+std::optional<StatusOr<FileInfo>> MetadataCache::GetStat(const std::string& path) {
+  MutexLock l(&mu_);
+  auto it = entries_.find(path);
+  if (it == entries_.end() || it->second.expires_us <= clock_->NowMicros()) return std::nullopt;
+  return it->second.stat;
+}
+
+void MetadataCache::PutStat(const std::string& path, const StatusOr<FileInfo>& info,
+                            int64_t ttl_us) {
+  if (ttl_us <= 0) return;
+  Entry e;
+  e.expires_us = clock_->NowMicros() + ttl_us;
+  e.stat = info;
+  MutexLock l(&mu_);
+  Insert(path, std::move(e));
+}
+
+std::optional<DirPage> MetadataCache::GetList(const std::string& path, std::string_view token) {
+  MutexLock l(&mu_);
+  auto it = entries_.find(ListKey(path, token));
+  if (it == entries_.end() || it->second.expires_us <= clock_->NowMicros()) return std::nullopt;
+  return it->second.list;
+}
+
+void MetadataCache::PutList(const std::string& path, std::string_view token, const DirPage& page,
+                            int64_t ttl_us) {
+  if (ttl_us <= 0) return;
+  Entry e;
+  e.expires_us = clock_->NowMicros() + ttl_us;
+  e.list = page;
+  MutexLock l(&mu_);
+  Insert(ListKey(path, token), std::move(e));
+}
+
+void MetadataCache::Insert(const std::string& key, Entry entry) {
+  auto it = entries_.find(key);
+  if (it != entries_.end()) {
+    order_.erase(it->second.order);
+    entries_.erase(it);
+  }
+  while (entries_.size() >= max_entries_ && !order_.empty()) {
+    entries_.erase(order_.front());
+    order_.pop_front();
+  }
+  order_.push_back(key);
+  entry.order = std::prev(order_.end());
+  entries_.emplace(key, std::move(entry));
+}
+
+void MetadataCache::Invalidate(std::string_view path) {
+  MutexLock l(&mu_);
+  for (auto it = entries_.begin(); it != entries_.end();) {
+    if (IsAtOrBelow(it->first, path)) {
+      order_.erase(it->second.order);
+      it = entries_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+}  // namespace cairn::client

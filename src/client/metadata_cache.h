@@ -1,0 +1,53 @@
+// MetadataCache: stat results (including "does not exist") and directory listing pages, each
+// trusted for its mount's TTL. Bounded: when full, the oldest entries go first.
+// Thread-safety: thread-safe.
+#ifndef CAIRN_CLIENT_METADATA_CACHE_H_
+#define CAIRN_CLIENT_METADATA_CACHE_H_
+
+#include <list>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+
+#include "cairn/client.h"
+#include "common/clock.h"
+#include "common/thread_annotations.h"
+
+namespace cairn::client {
+
+class MetadataCache {
+ public:
+  MetadataCache(Clock* clock, size_t max_entries) : clock_(clock), max_entries_(max_entries) {}
+
+  // The cached result for a path: a FileInfo or a NotFound status. nullopt on miss/expiry.
+  std::optional<StatusOr<FileInfo>> GetStat(const std::string& path) EXCLUDES(mu_);
+  void PutStat(const std::string& path, const StatusOr<FileInfo>& info, int64_t ttl_us)
+      EXCLUDES(mu_);
+
+  std::optional<DirPage> GetList(const std::string& path, std::string_view token) EXCLUDES(mu_);
+  void PutList(const std::string& path, std::string_view token, const DirPage& page,
+               int64_t ttl_us) EXCLUDES(mu_);
+
+  // Drops everything at `path` and below it.
+  void Invalidate(std::string_view path) EXCLUDES(mu_);
+
+ private:
+  struct Entry {
+    int64_t expires_us = 0;
+    std::optional<StatusOr<FileInfo>> stat;
+    std::optional<DirPage> list;
+    std::list<std::string>::iterator order;
+  };
+  void Insert(const std::string& key, Entry entry) REQUIRES(mu_);
+
+  Clock* clock_;
+  size_t max_entries_;
+  Mutex mu_;
+  std::unordered_map<std::string, Entry> entries_ GUARDED_BY(mu_);
+  std::list<std::string> order_ GUARDED_BY(mu_);  // Insertion order, oldest first.
+};
+
+}  // namespace cairn::client
+
+#endif  // CAIRN_CLIENT_METADATA_CACHE_H_

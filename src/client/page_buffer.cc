@@ -1,0 +1,40 @@
+#include "client/page_buffer.h"
+
+namespace cairn::client {
+
+std::shared_ptr<PageBuffer::Slot> PageBuffer::Find(const Hash128& id) {
+  MutexLock l(&mu_);
+  auto it = entries_.find(id);
+  if (it == entries_.end()) return nullptr;
+  lru_.splice(lru_.begin(), lru_, it->second.lru);
+  return it->second.slot;
+}
+
+std::shared_ptr<PageBuffer::Slot> PageBuffer::Create(const Hash128& id, uint64_t bytes) {
+  MutexLock l(&mu_);
+  if (entries_.count(id)) return nullptr;
+  // Evict from the cold end. Slots still being filled are kept alive by their fetcher's
+  // shared_ptr, so dropping them here only forgets them.
+  while (used_ + bytes > capacity_ && !lru_.empty()) {
+    auto victim = entries_.find(lru_.back());
+    used_ -= victim->second.bytes;
+    entries_.erase(victim);
+    lru_.pop_back();
+  }
+  auto slot = std::make_shared<Slot>();
+  lru_.push_front(id);
+  entries_.emplace(id, Entry{slot, bytes, lru_.begin()});
+  used_ += bytes;
+  return slot;
+}
+
+void PageBuffer::Erase(const Hash128& id) {
+  MutexLock l(&mu_);
+  auto it = entries_.find(id);
+  if (it == entries_.end()) return;
+  used_ -= it->second.bytes;
+  lru_.erase(it->second.lru);
+  entries_.erase(it);
+}
+
+}  // namespace cairn::client

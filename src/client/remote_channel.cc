@@ -1,0 +1,318 @@
+#include "client/remote_channel.h"
+
+#include <spdlog/spdlog.h>
+
+#include <array>
+#include <cstring>
+#include <optional>
+#include <unordered_map>
+
+#include "common/checksum.h"
+#include "common/clock.h"
+#include "net/stream.h"
+
+namespace cairn::client {
+
+using protocol::FrameHeader;
+using protocol::MessageType;
+
+namespace {
+int64_t NowUs() { return Clock::Real()->NowMicros(); }
+}  // namespace
+
+// One TCP connection with its reader thread and the requests waiting on it.
+class RemoteChannel::Conn : public std::enable_shared_from_this<Conn> {
+ public:
+  struct Pending {
+    std::span<char> dest;
+    Callback done;
+    int64_t deadline_us = 0;
+  };
+
+  static StatusOr<std::shared_ptr<Conn>> Open(const RemoteChannelOptions& options) {
+    auto stream = net::ConnectTcp(options.address, options.connect_timeout);
+    if (!stream.ok()) return stream.status();
+    auto conn = std::shared_ptr<Conn>(new Conn(std::move(stream).value()));
+    conn->stream_->SetReadTimeout(options.request_timeout);
+    CAIRN_RETURN_IF_ERROR(conn->Handshake(options.page_size));
+    conn->stream_->SetReadTimeout(std::chrono::milliseconds(0));  // The sweeper bounds waits.
+    conn->reader_ = std::thread([c = conn] { c->ReadLoop(); });
+    return conn;
+  }
+
+  ~Conn() {
+    stream_->Shutdown();
+    if (reader_.joinable()) {
+      if (reader_.get_id() == std::this_thread::get_id()) reader_.detach();
+      else reader_.join();
+    }
+  }
+
+  bool dead() const { return dead_.load(); }
+
+  void Send(uint64_t id, const protocol::ReadPageRequest& request, std::span<char> dest,
+            Callback done, int64_t deadline_us) {
+    bool registered = false;
+    {
+      MutexLock l(&mu_);
+      // Close() sets dead_ before it takes mu_ to fail pending requests, so a request either
+      // sees dead_ here or is failed by Close(): none is left waiting forever.
+      if (!dead_.load()) {
+        pending_.emplace(id, Pending{dest, std::move(done), deadline_us});
+        registered = true;
+      }
+    }
+    if (!registered) {
+      done(UnavailableError("connection to " + stream_->PeerName() + " is closed"));
+      return;
+    }
+    std::string payload = protocol::EncodeReadPageRequest(request);
+    std::array<char, protocol::kFrameHeaderSize> raw;
+    protocol::EncodeFrameHeader({MessageType::kReadPage, 0, id,
+                                 static_cast<uint32_t>(payload.size())},
+                                raw.data());
+    std::array<std::span<const char>, 2> bufs{std::span<const char>(raw),
+                                              std::span<const char>(payload)};
+    Status s;
+    {
+      MutexLock l(&write_mu_);
+      s = stream_->WriteAll(bufs);
+    }
+    if (!s.ok()) Close(s);
+  }
+
+  // Fails requests past their deadline. Returns true if any expired.
+  bool ExpireLate(int64_t now_us) {
+    std::vector<Callback> late;
+    {
+      MutexLock l(&mu_);
+      for (auto it = pending_.begin(); it != pending_.end();) {
+        if (it->second.deadline_us <= now_us) {
+          late.push_back(std::move(it->second.done));
+          it = pending_.erase(it);
+        } else {
+          ++it;
+        }
+      }
+    }
+    for (auto& cb : late) cb(DeadlineExceededError("worker did not answer in time"));
+    return !late.empty();
+  }
+
+  void Close(const Status& why) {
+    if (dead_.exchange(true)) return;
+    stream_->Shutdown();
+    std::unordered_map<uint64_t, Pending> failed;
+    {
+      MutexLock l(&mu_);
+      failed.swap(pending_);
+    }
+    spdlog::debug("connection to {} closed: {}", stream_->PeerName(), why.ToString());
+    for (auto& [id, p] : failed) p.done(UnavailableError(why.message()));
+  }
+
+ private:
+  explicit Conn(std::unique_ptr<net::Stream> stream) : stream_(std::move(stream)) {}
+
+  Status Handshake(uint32_t page_size) {
+    std::array<char, protocol::kFrameHeaderSize> raw;
+    protocol::EncodeFrameHeader({MessageType::kHello, 0, 0, 0}, raw.data());
+    std::array<std::span<const char>, 1> bufs{std::span<const char>(raw)};
+    CAIRN_RETURN_IF_ERROR(stream_->WriteAll(bufs));
+    CAIRN_RETURN_IF_ERROR(stream_->ReadFull(raw));
+    CAIRN_ASSIGN_OR_RETURN(FrameHeader h, protocol::DecodeFrameHeader(raw));
+    if (h.type != MessageType::kHelloReply || h.payload_length > 4096) {
+      return UnavailableError("unexpected handshake reply from " + stream_->PeerName());
+    }
+    std::string payload(h.payload_length, '\0');
+    CAIRN_RETURN_IF_ERROR(stream_->ReadFull(payload));
+    CAIRN_ASSIGN_OR_RETURN(protocol::HelloReply hello, protocol::DecodeHelloReply(payload));
+    if (hello.page_size != page_size) {
+      return InvalidArgumentError("worker " + stream_->PeerName() + " uses page size " +
+                                  std::to_string(hello.page_size) + ", this client " +
+                                  std::to_string(page_size));
+    }
+    return Status::Ok();
+  }
+
+  void ReadLoop() {
+    Status s = ReadReplies();
+    Close(s);
+  }
+
+  Status ReadReplies() {
+    std::array<char, protocol::kFrameHeaderSize> raw;
+    std::string meta;
+    std::string scratch;
+    while (true) {
+      CAIRN_RETURN_IF_ERROR(stream_->ReadFull(raw));
+      CAIRN_ASSIGN_OR_RETURN(FrameHeader h, protocol::DecodeFrameHeader(raw));
+      if (h.type == MessageType::kPong) continue;
+      if (h.type != MessageType::kReadPageReply) {
+        return CorruptionError("unexpected message type from worker");
+      }
+      CAIRN_RETURN_IF_ERROR(ReadMeta(h.payload_length, &meta));
+      size_t consumed = 0;
+      CAIRN_ASSIGN_OR_RETURN(protocol::ReadPageReplyHeader reply,
+                             protocol::DecodeReadPageReplyHeader(meta, &consumed));
+      uint64_t data_length = h.payload_length - consumed;
+      if (reply.status == StatusCode::kOk ? data_length != reply.data_length : data_length != 0) {
+        return CorruptionError("reply length does not match its header");
+      }
+      std::optional<Pending> pending = Claim(h.request_id);
+      if (!pending) {  // Timed out already: drain the bytes.
+        scratch.resize(data_length);
+        CAIRN_RETURN_IF_ERROR(stream_->ReadFull(scratch));
+        continue;
+      }
+      if (reply.status != StatusCode::kOk) {
+        pending->done(Status(reply.status, reply.error_message));
+        continue;
+      }
+      if (pending->dest.size() != data_length) {
+        scratch.resize(data_length);
+        Status r = stream_->ReadFull(scratch);
+        pending->done(CorruptionError("worker returned an unexpected range"));
+        CAIRN_RETURN_IF_ERROR(r);
+        continue;
+      }
+      Status r = stream_->ReadFull(pending->dest);
+      if (!r.ok()) {
+        pending->done(UnavailableError(r.message()));
+        return r;
+      }
+      protocol::PageReply out;
+      out.source = reply.source;
+      out.data_offset = reply.data_offset;
+      out.data_length = reply.data_length;
+      out.checksums = std::move(reply.checksums);
+      pending->done(std::move(out));
+    }
+  }
+
+  // Reads the reply metadata (everything before the data bytes) into *meta.
+  Status ReadMeta(uint32_t payload_length, std::string* meta) {
+    if (payload_length < 4) return CorruptionError("reply too short");
+    meta->resize(4);
+    CAIRN_RETURN_IF_ERROR(stream_->ReadFull(*meta));
+    if ((*meta)[0] != 0) {  // Error reply: the rest is the message.
+      if (payload_length > 70000) return CorruptionError("error reply too long");
+      meta->resize(payload_length);
+      return stream_->ReadFull(std::span<char>(meta->data() + 4, payload_length - 4));
+    }
+    if (payload_length < 16) return CorruptionError("reply too short");
+    meta->resize(16);
+    CAIRN_RETURN_IF_ERROR(stream_->ReadFull(std::span<char>(meta->data() + 4, 12)));
+    uint32_t n = 0;
+    std::memcpy(&n, meta->data() + 12, 4);
+    if (n > protocol::kMaxPageSize / kChecksumChunkSize + 1 || 16 + 8ull * n > payload_length) {
+      return CorruptionError("bad checksum count in reply");
+    }
+    meta->resize(16 + 8 * n);
+    return stream_->ReadFull(std::span<char>(meta->data() + 16, 8 * n));
+  }
+
+  std::optional<Pending> Claim(uint64_t id) {
+    MutexLock l(&mu_);
+    auto it = pending_.find(id);
+    if (it == pending_.end()) return std::nullopt;
+    Pending p = std::move(it->second);
+    pending_.erase(it);
+    return p;
+  }
+
+  std::unique_ptr<net::Stream> stream_;
+  std::thread reader_;
+  std::atomic<bool> dead_{false};
+  Mutex write_mu_;
+  Mutex mu_;
+  std::unordered_map<uint64_t, Pending> pending_ GUARDED_BY(mu_);
+};
+
+RemoteChannel::RemoteChannel(RemoteChannelOptions options) : options_(std::move(options)) {
+  options_.connections = std::max(1, options_.connections);
+  sweeper_ = std::thread([this] { SweepLoop(); });
+}
+
+RemoteChannel::~RemoteChannel() {
+  {
+    MutexLock l(&mu_);
+    stopping_ = true;
+  }
+  stop_cv_.NotifyAll();
+  sweeper_.join();
+  std::vector<std::shared_ptr<Conn>> conns;
+  {
+    MutexLock l(&mu_);
+    conns.swap(conns_);
+  }
+  for (auto& c : conns) {
+    if (c) c->Close(UnavailableError("channel closed"));
+  }
+}
+
+bool RemoteChannel::suspect() const { return NowUs() < suspect_until_us_.load(); }
+
+void RemoteChannel::MarkSuspect() {
+  suspect_until_us_.store(NowUs() + options_.suspect_backoff.count() * 1000);
+}
+
+std::shared_ptr<RemoteChannel::Conn> RemoteChannel::GetConnection() {
+  size_t slot = round_robin_.fetch_add(1) % options_.connections;
+  {
+    MutexLock l(&mu_);
+    if (conns_.size() < static_cast<size_t>(options_.connections)) conns_.resize(options_.connections);
+    if (conns_[slot] && !conns_[slot]->dead()) return conns_[slot];
+  }
+  auto opened = Conn::Open(options_);
+  if (!opened.ok()) {
+    spdlog::warn("cannot reach worker {}: {}", options_.address, opened.status().ToString());
+    MarkSuspect();
+    return nullptr;
+  }
+  MutexLock l(&mu_);
+  conns_[slot] = *opened;
+  return *opened;
+}
+
+void RemoteChannel::ReadPage(const protocol::ReadPageRequest& request, std::span<char> dest,
+                             Callback done) {
+  if (suspect()) {
+    done(UnavailableError("worker " + options_.address + " is suspect (recently unreachable)"));
+    return;
+  }
+  std::shared_ptr<Conn> conn = GetConnection();
+  if (!conn) {
+    done(UnavailableError("worker " + options_.address + " is unreachable"));
+    return;
+  }
+  protocol::ReadPageRequest sent = request;
+  sent.deadline_ms = static_cast<uint32_t>(options_.request_timeout.count());
+  int64_t deadline = NowUs() + options_.request_timeout.count() * 1000;
+  conn->Send(next_id_.fetch_add(1), sent, dest, std::move(done), deadline);
+}
+
+void RemoteChannel::SweepLoop() {
+  auto period = std::max(std::chrono::milliseconds(5), options_.request_timeout / 20);
+  MutexLock l(&mu_);
+  while (!stopping_) {
+    stop_cv_.WaitFor(&mu_, period, [this]() REQUIRES(mu_) { return stopping_; });
+    if (stopping_) break;
+    std::vector<std::shared_ptr<Conn>> conns = conns_;
+    mu_.Unlock();
+    int64_t now = NowUs();
+    for (auto& c : conns) {
+      if (c && c->ExpireLate(now)) {
+        // A worker that lets a request pass its deadline is stalled (SIGSTOP, overload,
+        // partition): stop using it for a while, and drop the connection so a reader blocked
+        // in the middle of a reply is woken up.
+        spdlog::warn("worker {} missed a deadline; marking it suspect", options_.address);
+        MarkSuspect();
+        c->Close(DeadlineExceededError("deadline missed"));
+      }
+    }
+    mu_.Lock();
+  }
+}
+
+}  // namespace cairn::client

@@ -1,0 +1,66 @@
+// RemoteChannel: a PageChannel to one worker over TCP, with pipelining.
+//
+// Requests are spread over a few persistent connections; each connection has one reader thread
+// that matches replies to requests by id, so many requests are in flight at once and replies
+// may come back in any order. Every request has a deadline: a sweeper fails late requests with
+// DeadlineExceeded. A connection failure fails every request on it with Unavailable and marks
+// the worker suspect, so further requests fail fast (no connect timeout per read) until a
+// reconnect succeeds after `suspect_backoff`.
+//
+// Thread-safety: thread-safe. Callbacks run on internal threads and must not block for long.
+#ifndef CAIRN_CLIENT_REMOTE_CHANNEL_H_
+#define CAIRN_CLIENT_REMOTE_CHANNEL_H_
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/thread_annotations.h"
+#include "protocol/page_channel.h"
+
+namespace cairn::client {
+
+struct RemoteChannelOptions {
+  std::string address;  // "host:port"
+  int connections = 4;
+  uint32_t page_size = 1 << 20;  // Checked against the worker's Hello reply.
+  std::chrono::milliseconds request_timeout{5000};
+  std::chrono::milliseconds connect_timeout{1000};
+  std::chrono::milliseconds suspect_backoff{1000};
+};
+
+class RemoteChannel : public protocol::PageChannel {
+ public:
+  explicit RemoteChannel(RemoteChannelOptions options);
+  ~RemoteChannel() override;
+
+  void ReadPage(const protocol::ReadPageRequest& request, std::span<char> dest,
+                Callback done) override;
+  std::string Describe() const override { return options_.address; }
+
+  // True while the worker is considered unreachable (requests fail fast).
+  bool suspect() const;
+
+ private:
+  class Conn;
+  std::shared_ptr<Conn> GetConnection() EXCLUDES(mu_);
+  void MarkSuspect();
+  void SweepLoop();
+
+  RemoteChannelOptions options_;
+  std::atomic<uint64_t> next_id_{1};
+  std::atomic<uint64_t> round_robin_{0};
+  std::atomic<int64_t> suspect_until_us_{0};
+  mutable Mutex mu_;
+  std::vector<std::shared_ptr<Conn>> conns_ GUARDED_BY(mu_);
+  CondVar stop_cv_;
+  bool stopping_ GUARDED_BY(mu_) = false;
+  std::thread sweeper_;
+};
+
+}  // namespace cairn::client
+
+#endif  // CAIRN_CLIENT_REMOTE_CHANNEL_H_

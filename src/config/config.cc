@@ -1,0 +1,172 @@
+#include "config/config.h"
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "common/units.h"
+
+namespace cairn::config {
+namespace {
+
+using nlohmann::json;
+
+Status FieldError(std::string_view field, std::string_view why) {
+  return InvalidArgumentError("config field '" + std::string(field) + "': " + std::string(why));
+}
+
+StatusOr<std::string> GetString(const json& obj, const char* field, std::string_view where) {
+  const json& v = obj.at(field);
+  if (!v.is_string()) return FieldError(std::string(where) + field, "must be a string");
+  return v.get<std::string>();
+}
+
+StatusOr<uint64_t> GetBytes(const json& v, std::string_view field) {
+  if (v.is_number_unsigned()) return v.get<uint64_t>();
+  if (!v.is_string()) return FieldError(field, "must be a size like \"10GiB\"");
+  auto b = ParseBytes(v.get<std::string>());
+  if (!b.ok()) return FieldError(field, b.status().message());
+  return *b;
+}
+
+StatusOr<std::chrono::microseconds> GetDuration(const json& v, std::string_view field) {
+  if (!v.is_string()) return FieldError(field, "must be a duration like \"30s\"");
+  auto d = ParseDuration(v.get<std::string>());
+  if (!d.ok()) return FieldError(field, d.status().message());
+  return *d;
+}
+
+StatusOr<MountSpec> ParseMount(const json& m, size_t index) {
+  std::string where = "mounts[" + std::to_string(index) + "].";
+  if (!m.is_object()) return FieldError(where, "must be an object");
+  MountSpec spec;
+  for (const auto& [k, v] : m.items()) {
+    if (k == "path") {
+      CAIRN_ASSIGN_OR_RETURN(spec.path, GetString(m, "path", where));
+    } else if (k == "uri") {
+      CAIRN_ASSIGN_OR_RETURN(spec.uri, GetString(m, "uri", where));
+    } else if (k == "metadata_ttl") {
+      CAIRN_ASSIGN_OR_RETURN(spec.metadata_ttl, GetDuration(v, where + k));
+    } else if (k == "options") {
+      if (!v.is_object()) return FieldError(where + k, "must be an object of strings");
+      for (const auto& [ok, ov] : v.items()) {
+        if (!ov.is_string()) return FieldError(where + k + "." + ok, "must be a string");
+        spec.options[ok] = ov.get<std::string>();
+      }
+    } else {
+      return FieldError(where + k, "unknown field");
+    }
+  }
+  if (spec.path.empty() || spec.uri.empty()) return FieldError(where, "needs path and uri");
+  return spec;
+}
+
+Status ParseWorker(const json& w, WorkerConfig* out) {
+  if (!w.is_object()) return FieldError("worker", "must be an object");
+  for (const auto& [k, v] : w.items()) {
+    if (k == "id") {
+      CAIRN_ASSIGN_OR_RETURN(out->id, GetString(w, "id", "worker."));
+    } else if (k == "listen") {
+      CAIRN_ASSIGN_OR_RETURN(out->listen, GetString(w, "listen", "worker."));
+    } else if (k == "metrics_listen") {
+      CAIRN_ASSIGN_OR_RETURN(out->metrics_listen, GetString(w, "metrics_listen", "worker."));
+    } else if (k == "eviction_policy") {
+      CAIRN_ASSIGN_OR_RETURN(out->eviction_policy, GetString(w, "eviction_policy", "worker."));
+    } else if (k == "cache_dirs") {
+      if (!v.is_array()) return FieldError("worker.cache_dirs", "must be an array");
+      for (size_t i = 0; i < v.size(); ++i) {
+        std::string where = "worker.cache_dirs[" + std::to_string(i) + "].";
+        if (!v[i].is_object() || !v[i].contains("path") || !v[i].contains("capacity")) {
+          return FieldError(where, "needs path and capacity");
+        }
+        CacheDir dir;
+        CAIRN_ASSIGN_OR_RETURN(dir.path, GetString(v[i], "path", where));
+        CAIRN_ASSIGN_OR_RETURN(dir.capacity_bytes, GetBytes(v[i]["capacity"], where + "capacity"));
+        out->cache_dirs.push_back(std::move(dir));
+      }
+    } else {
+      return FieldError("worker." + k, "unknown field");
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+StatusOr<Config> ParseConfig(std::string_view text) {
+  json root = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+  if (root.is_discarded()) return InvalidArgumentError("config is not valid JSON");
+  if (!root.is_object()) return InvalidArgumentError("config must be a JSON object");
+  Config config;
+  for (const auto& [k, v] : root.items()) {
+    if (k == "page_size") {
+      CAIRN_ASSIGN_OR_RETURN(uint64_t ps, GetBytes(v, k));
+      if (ps == 0 || ps > (16u << 20) || ps % (64 * 1024) != 0) {
+        return FieldError(k, "must be a multiple of 64KiB up to 16MiB");
+      }
+      config.client.page_size = static_cast<uint32_t>(ps);
+    } else if (k == "mounts") {
+      if (!v.is_array()) return FieldError(k, "must be an array");
+      for (size_t i = 0; i < v.size(); ++i) {
+        CAIRN_ASSIGN_OR_RETURN(MountSpec spec, ParseMount(v[i], i));
+        config.client.mounts.push_back(std::move(spec));
+      }
+    } else if (k == "workers") {
+      if (!v.is_array()) return FieldError(k, "must be an array of \"host:port\"");
+      for (const json& w : v) {
+        if (!w.is_string()) return FieldError(k, "must be an array of \"host:port\"");
+        config.client.workers.push_back(w.get<std::string>());
+      }
+    } else if (k == "worker_timeout") {
+      CAIRN_ASSIGN_OR_RETURN(auto d, GetDuration(v, k));
+      config.client.worker_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(d);
+    } else if (k == "worker") {
+      CAIRN_RETURN_IF_ERROR(ParseWorker(v, &config.worker));
+    } else {
+      return FieldError(k, "unknown field");
+    }
+  }
+  return config;
+}
+
+StatusOr<Config> LoadConfigFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return NotFoundError("cannot read config file " + path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  auto config = ParseConfig(ss.str());
+  if (!config.ok()) return config.status().WithContext(path);
+  return config;
+}
+
+StatusOr<MountSpec> ParseMountFlag(std::string_view flag) {
+  size_t eq = flag.find('=');
+  if (eq == std::string_view::npos || eq == 0 || eq + 1 == flag.size()) {
+    return InvalidArgumentError("--mount needs PATH=URI, e.g. /lake=s3://bucket/prefix");
+  }
+  MountSpec spec;
+  spec.path = std::string(flag.substr(0, eq));
+  spec.uri = std::string(flag.substr(eq + 1));
+  return spec;
+}
+
+StatusOr<CacheDir> ParseCacheDirFlag(std::string_view flag, uint64_t default_capacity) {
+  CacheDir dir;
+  size_t colon = flag.rfind(':');
+  if (colon == std::string_view::npos) {
+    dir.path = std::string(flag);
+    dir.capacity_bytes = default_capacity;
+  } else {
+    dir.path = std::string(flag.substr(0, colon));
+    auto b = ParseBytes(flag.substr(colon + 1));
+    if (!b.ok()) return b.status().WithContext("--cache-dir " + std::string(flag));
+    dir.capacity_bytes = *b;
+  }
+  if (dir.path.empty()) return InvalidArgumentError("--cache-dir needs a folder");
+  if (dir.capacity_bytes == 0) {
+    return InvalidArgumentError("cache size for " + dir.path + " must be greater than 0");
+  }
+  return dir;
+}
+
+}  // namespace cairn::config

@@ -1,0 +1,57 @@
+// Cairn configuration: one JSON file shared by workers and clients (docs/configuration.md).
+//
+//   {
+//     "page_size": "1MiB",
+//     "mounts": [ { "path": "/lake", "uri": "s3://bucket/prefix", "metadata_ttl": "60s",
+//                   "options": { "endpoint": "http://127.0.0.1:9000", "region": "us-east-1" } } ],
+//     "workers": [ "10.0.0.5:7070" ],
+//     "worker_timeout": "5s",
+//     "worker": { "id": "w1", "listen": "0.0.0.0:7070", "metrics_listen": "0.0.0.0:9100",
+//                 "cache_dirs": [ { "path": "/nvme0/cairn", "capacity": "3TiB" } ],
+//                 "eviction_policy": "lru" }
+//   }
+//
+// Every problem is reported as InvalidArgument naming the offending field.
+#ifndef CAIRN_CONFIG_CONFIG_H_
+#define CAIRN_CONFIG_CONFIG_H_
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "cairn/client.h"
+#include "common/status.h"
+
+namespace cairn::config {
+
+struct CacheDir {
+  std::string path;
+  uint64_t capacity_bytes = 0;
+};
+
+struct WorkerConfig {
+  std::string id;                     // Stable identity; default: hostname + listen port.
+  std::string listen = "0.0.0.0:7070";
+  std::string metrics_listen = "0.0.0.0:9100";  // Empty = no HTTP endpoint.
+  std::vector<CacheDir> cache_dirs;
+  std::string eviction_policy = "lru";
+};
+
+struct Config {
+  ClientOptions client;  // mounts, workers, page size, timeouts.
+  WorkerConfig worker;
+};
+
+// Parses JSON text. InvalidArgument with the field name on any problem.
+StatusOr<Config> ParseConfig(std::string_view json_text);
+// Reads and parses a file; NotFound if it does not exist.
+StatusOr<Config> LoadConfigFile(const std::string& path);
+
+// "PATH=URI" (as given to --mount) -> MountSpec; InvalidArgument otherwise.
+StatusOr<MountSpec> ParseMountFlag(std::string_view flag);
+// "DIR" or "DIR:SIZE" (as given to --cache-dir); `default_capacity` when no size is given.
+StatusOr<CacheDir> ParseCacheDirFlag(std::string_view flag, uint64_t default_capacity);
+
+}  // namespace cairn::config
+
+#endif  // CAIRN_CONFIG_CONFIG_H_

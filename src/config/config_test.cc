@@ -1,0 +1,56 @@
+#include "config/config.h"
+
+#include <gtest/gtest.h>
+
+namespace cairn::config {
+namespace {
+
+TEST(ConfigTest, ParsesFullConfig) {
+  auto c = ParseConfig(R"({
+    "page_size": "2MiB",
+    "mounts": [{"path": "/lake", "uri": "s3://b/p", "metadata_ttl": "5s",
+                "options": {"endpoint": "http://127.0.0.1:9000"}}],
+    "workers": ["127.0.0.1:7070", "127.0.0.1:7071"],
+    "worker_timeout": "750ms",
+    "worker": {"id": "w1", "listen": "127.0.0.1:7070",
+               "cache_dirs": [{"path": "/tmp/c", "capacity": "1GiB"}]}
+  })");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->client.page_size, 2u << 20);
+  ASSERT_EQ(c->client.mounts.size(), 1u);
+  EXPECT_EQ(c->client.mounts[0].metadata_ttl, std::chrono::seconds(5));
+  EXPECT_EQ(c->client.mounts[0].options.at("endpoint"), "http://127.0.0.1:9000");
+  EXPECT_EQ(c->client.workers.size(), 2u);
+  EXPECT_EQ(c->client.worker_timeout, std::chrono::milliseconds(750));
+  EXPECT_EQ(c->worker.cache_dirs[0].capacity_bytes, 1ull << 30);
+}
+
+TEST(ConfigTest, RejectsBadFieldsWithTheirNames) {
+  auto bad_json = ParseConfig("{");
+  EXPECT_EQ(bad_json.status().code(), StatusCode::kInvalidArgument);
+  auto unknown = ParseConfig(R"({"mountz": []})");
+  EXPECT_NE(unknown.status().message().find("mountz"), std::string::npos);
+  auto bad_size = ParseConfig(R"({"page_size": "1000"})");
+  EXPECT_NE(bad_size.status().message().find("page_size"), std::string::npos);
+  auto bad_mount = ParseConfig(R"({"mounts": [{"path": "/a"}]})");
+  EXPECT_FALSE(bad_mount.ok());
+  auto bad_cap = ParseConfig(R"({"worker": {"cache_dirs": [{"path": "/x", "capacity": "lots"}]}})");
+  EXPECT_NE(bad_cap.status().message().find("capacity"), std::string::npos);
+}
+
+TEST(ConfigTest, ParsesFlags) {
+  auto m = ParseMountFlag("/lake=s3://b/p");
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(m->path, "/lake");
+  EXPECT_EQ(m->uri, "s3://b/p");
+  EXPECT_FALSE(ParseMountFlag("nope").ok());
+  auto d = ParseCacheDirFlag("/nvme/c:10GiB", 5);
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->capacity_bytes, 10ull << 30);
+  EXPECT_EQ(ParseCacheDirFlag("/nvme/c", 5)->capacity_bytes, 5u);
+  EXPECT_FALSE(ParseCacheDirFlag("/nvme/c:0", 5).ok());
+  EXPECT_FALSE(ParseCacheDirFlag("/nvme/c:big", 5).ok());
+}
+
+}  // namespace
+}  // namespace cairn::config

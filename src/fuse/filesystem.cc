@@ -1,0 +1,548 @@
+#include "fuse/filesystem.h"
+
+#include <spdlog/spdlog.h>
+#include <sys/statvfs.h>
+
+#include <cerrno>
+#include <cstring>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "fuse/errno_map.h"
+
+namespace cairn::fuse {
+namespace {
+
+// d_ino reported by plain readdir for entries the kernel holds no reference to. Handing out a
+// real number would need a reference the kernel never returns; libfuse's high-level API uses
+// the same value for the same reason.
+constexpr fuse_ino_t kUnknownIno = 0xffffffff;
+
+// I/O size hint (st_blksize): large, so that cp/cat/stdio read in big chunks that map onto
+// whole cache pages instead of 4 KiB syscalls.
+constexpr blksize_t kPreferredIoSize = kMaxIoBytes;
+
+// statfs figures: a read-only filesystem with no free space and a size large enough that
+// nothing mistakes it for a small disk. f_namemax 255 matches what tools expect of Linux.
+constexpr uint64_t kStatFsBlockSize = 4096;
+constexpr uint64_t kStatFsBlocks = (1ull << 50) / kStatFsBlockSize;  // 1 PiB.
+constexpr uint64_t kStatFsFiles = 1ull << 32;
+constexpr unsigned long kNameMax = 255;
+
+Filesystem* Fs(fuse_req_t req) { return static_cast<Filesystem*>(fuse_req_userdata(req)); }
+
+timespec TimespecFromNanos(int64_t ns) {
+  int64_t sec = ns / 1'000'000'000;
+  int64_t rem = ns % 1'000'000'000;
+  if (rem < 0) {  // Floor, so pre-1970 times keep 0 <= tv_nsec < 1e9.
+    rem += 1'000'000'000;
+    sec -= 1;
+  }
+  return timespec{.tv_sec = static_cast<time_t>(sec), .tv_nsec = static_cast<long>(rem)};
+}
+
+void ReplyErofs(fuse_req_t req) { fuse_reply_err(req, EROFS); }
+
+}  // namespace
+
+struct stat AttrFromInfo(uint64_t ino, const FileInfo& info, const FilesystemConfig& config) {
+  struct stat st;
+  std::memset(&st, 0, sizeof(st));
+  st.st_ino = ino;
+  st.st_mode = info.is_dir ? (S_IFDIR | 0555) : (S_IFREG | 0444);
+  // Directories report 1 link too: the conventional "2 + subdirectories" would need a listing
+  // per stat, and 1 tells find/fts that the count is unknown, so they never prune on it.
+  st.st_nlink = 1;
+  st.st_uid = config.uid;
+  st.st_gid = config.gid;
+  st.st_size = info.is_dir ? 0 : static_cast<off_t>(info.size);
+  st.st_blksize = kPreferredIoSize;
+  st.st_blocks = static_cast<blkcnt_t>((info.is_dir ? 0 : info.size + 511) / 512);
+  st.st_mtim = TimespecFromNanos(info.mtime_ns);
+  st.st_atim = st.st_mtim;
+  st.st_ctim = st.st_mtim;
+  return st;
+}
+
+std::string JoinPath(const std::string& dir, std::string_view name) {
+  std::string path = dir;
+  if (path.empty() || path.back() != '/') path += '/';
+  path += name;
+  return path;
+}
+
+Filesystem::Filesystem(Client* client, FilesystemConfig config)
+    : client_(client), config_(config) {}
+
+Filesystem::~Filesystem() {
+  MutexLock lock(&handles_mu_);
+  if (!files_.empty() || !dirs_.empty()) {
+    spdlog::info(
+        "fuse: dropping {} open files and {} open directories the kernel did not "
+        "release",
+        files_.size(), dirs_.size());
+  }
+}
+
+size_t Filesystem::open_files() const {
+  MutexLock lock(&handles_mu_);
+  return files_.size();
+}
+
+size_t Filesystem::open_dirs() const {
+  MutexLock lock(&handles_mu_);
+  return dirs_.size();
+}
+
+void Filesystem::Init(fuse_conn_info* conn) {
+  // max_write bounds the request buffer libfuse allocates, and libfuse derives the kernel's
+  // max_pages from it; 1 MiB is FUSE's 256-page ceiling. max_read must equal the max_read mount
+  // option FuseMount passes (libfuse refuses the session otherwise).
+  conn->max_write = kMaxIoBytes;
+  conn->max_read = kMaxIoBytes;
+  // Reads are served from many threads; let the kernel keep more readahead requests in flight
+  // than its default of 12 so that large sequential reads keep all workers busy.
+  conn->max_background = 64;
+  conn->congestion_threshold = 48;
+  conn->time_gran = 1;
+  auto want_if_capable = [conn](unsigned cap) {
+    if (conn->capable & cap) conn->want |= cap;
+  };
+  want_if_capable(FUSE_CAP_ASYNC_READ);
+  want_if_capable(FUSE_CAP_PARALLEL_DIROPS);
+  // Drop cached pages when a getattr shows a different size or mtime (the object changed).
+  want_if_capable(FUSE_CAP_AUTO_INVAL_DATA);
+  want_if_capable(FUSE_CAP_READDIRPLUS);
+  want_if_capable(FUSE_CAP_READDIRPLUS_AUTO);
+  // Nothing here is lockable or writable.
+  conn->want &= ~(FUSE_CAP_POSIX_LOCKS | FUSE_CAP_FLOCK_LOCKS | FUSE_CAP_WRITEBACK_CACHE);
+  spdlog::info(
+      "fuse: connected (protocol {}.{}, max_read {}, max_write {}, max_readahead {}, "
+      "readdirplus {})",
+      conn->proto_major, conn->proto_minor, conn->max_read, conn->max_write, conn->max_readahead,
+      (conn->want & FUSE_CAP_READDIRPLUS) ? "on" : "off");
+}
+
+fuse_entry_param Filesystem::EntryFor(fuse_ino_t ino, const FileInfo& info) {
+  fuse_entry_param e;
+  std::memset(&e, 0, sizeof(e));
+  e.ino = ino;
+  e.generation = 0;  // Inode numbers are never reused.
+  e.attr = AttrFromInfo(ino, info, config_);
+  e.attr_timeout = config_.attr_timeout_s;
+  e.entry_timeout = config_.entry_timeout_s;
+  inodes_.RecordReportedSize(ino, static_cast<uint64_t>(e.attr.st_size));
+  return e;
+}
+
+void Filesystem::Lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  std::optional<InodeTable::Entry> dir = inodes_.Get(parent);
+  if (!dir) {
+    fuse_reply_err(req, ESTALE);
+    return;
+  }
+  if (!dir->is_dir) {
+    fuse_reply_err(req, ENOTDIR);
+    return;
+  }
+  if (!IsRepresentableName(name)) {
+    fuse_reply_err(req, ENOENT);
+    return;
+  }
+  const std::string path = JoinPath(dir->path, name);
+  StatusOr<FileInfo> info = client_->Stat(path);
+  if (!info.ok()) {
+    if (info.status().code() == StatusCode::kNotFound && config_.negative_timeout_s > 0) {
+      // A negative entry: the kernel remembers "no such name" for the timeout.
+      fuse_entry_param e;
+      std::memset(&e, 0, sizeof(e));
+      e.entry_timeout = config_.negative_timeout_s;
+      fuse_reply_entry(req, &e);
+      return;
+    }
+    fuse_reply_err(req, ErrnoForReply(info.status(), "lookup", path));
+    return;
+  }
+  // Take the reference before replying, so a concurrent FORGET of older references can never
+  // drop the number while this reply is in flight.
+  const fuse_ino_t ino = inodes_.Ref(path, info->is_dir);
+  fuse_entry_param e = EntryFor(ino, *info);
+  if (fuse_reply_entry(req, &e) == -ENOENT) {
+    // The request was aborted; the kernel never saw the entry.
+    inodes_.Forget(ino, 1);
+  }
+}
+
+void Filesystem::Forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup) {
+  inodes_.Forget(ino, nlookup);
+  fuse_reply_none(req);
+}
+
+void Filesystem::ForgetMulti(fuse_req_t req, size_t count, fuse_forget_data* forgets) {
+  for (size_t i = 0; i < count; ++i) inodes_.Forget(forgets[i].ino, forgets[i].nlookup);
+  fuse_reply_none(req);
+}
+
+void Filesystem::GetAttr(fuse_req_t req, fuse_ino_t ino) {
+  std::optional<InodeTable::Entry> entry = inodes_.Get(ino);
+  if (!entry) {
+    fuse_reply_err(req, ESTALE);
+    return;
+  }
+  StatusOr<FileInfo> info = client_->Stat(entry->path);
+  if (!info.ok()) {
+    fuse_reply_err(req, ErrnoForReply(info.status(), "getattr", entry->path));
+    return;
+  }
+  if (ino == InodeTable::kRootIno) info->is_dir = true;  // The mount root is a directory.
+  struct stat st = AttrFromInfo(ino, *info, config_);
+  inodes_.RecordReportedSize(ino, static_cast<uint64_t>(st.st_size));
+  fuse_reply_attr(req, &st, config_.attr_timeout_s);
+}
+
+void Filesystem::OpenDir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  std::optional<InodeTable::Entry> entry = inodes_.Get(ino);
+  if (!entry) {
+    fuse_reply_err(req, ESTALE);
+    return;
+  }
+  if (!entry->is_dir) {
+    fuse_reply_err(req, ENOTDIR);
+    return;
+  }
+  auto handle = std::make_unique<OpenDirHandle>(client_, entry->path, config_.readdir_page_entries);
+  if (ino == InodeTable::kRootIno) {
+    handle->parent_ino = InodeTable::kRootIno;
+  } else {
+    const std::string parent = entry->path.substr(0, std::max<size_t>(1, entry->path.rfind('/')));
+    const uint64_t parent_ino = inodes_.Find(parent);
+    handle->parent_ino = parent_ino != 0 ? parent_ino : kUnknownIno;
+  }
+  Status started;
+  {
+    MutexLock lock(&handle->mu);
+    started = handle->stream.Start();
+  }
+  if (!started.ok()) {
+    fuse_reply_err(req, ErrnoForReply(started, "opendir", entry->path));
+    return;
+  }
+  OpenDirHandle* raw = handle.get();
+  fi->fh = reinterpret_cast<uint64_t>(raw);
+  {
+    MutexLock lock(&handles_mu_);
+    dirs_[fi->fh] = std::move(handle);
+  }
+  if (fuse_reply_open(req, fi) == -ENOENT) {
+    // opendir was interrupted: no releasedir will come for this handle.
+    std::unique_ptr<OpenDirHandle> dropped;
+    MutexLock lock(&handles_mu_);
+    dropped = std::move(dirs_[fi->fh]);
+    dirs_.erase(fi->fh);
+  }
+}
+
+StatusOr<std::optional<Filesystem::DirEntryView>> Filesystem::EntryAt(OpenDirHandle* dir,
+                                                                      fuse_ino_t ino,
+                                                                      uint64_t pos) {
+  if (pos == 0) return std::optional<DirEntryView>(DirEntryView{".", ino, nullptr});
+  if (pos == 1) return std::optional<DirEntryView>(DirEntryView{"..", dir->parent_ino, nullptr});
+  CAIRN_ASSIGN_OR_RETURN(const FileInfo* info, dir->stream.At(pos - 2));
+  if (info == nullptr) return std::optional<DirEntryView>();  // End of the listing.
+  return std::optional<DirEntryView>(DirEntryView{info->name.c_str(), 0, info});
+}
+
+size_t Filesystem::AppendEntry(fuse_req_t req, OpenDirHandle* dir, const DirEntryView& entry,
+                               std::span<char> room, off_t cookie, bool plus,
+                               std::vector<fuse_ino_t>* referenced) {
+  if (!plus) {
+    struct stat st;
+    std::memset(&st, 0, sizeof(st));
+    if (entry.info == nullptr) {
+      st.st_ino = entry.dot_ino;
+      st.st_mode = S_IFDIR;
+    } else {
+      const uint64_t known = inodes_.Find(JoinPath(dir->stream.path(), entry.name));
+      st.st_ino = known != 0 ? known : kUnknownIno;
+      st.st_mode = entry.info->is_dir ? S_IFDIR : S_IFREG;
+    }
+    const size_t need = fuse_add_direntry(req, room.data(), room.size(), entry.name, &st, cookie);
+    return need > room.size() ? 0 : need;
+  }
+  // readdirplus: check the fit first, so that a reference is taken only for entries that ship.
+  const size_t need = fuse_add_direntry_plus(req, nullptr, 0, entry.name, nullptr, 0);
+  if (need > room.size()) return 0;
+  fuse_entry_param e;
+  std::memset(&e, 0, sizeof(e));
+  if (entry.info == nullptr) {
+    // The kernel ignores attributes of "." and ".." and takes no reference for them.
+    e.attr.st_ino = entry.dot_ino;
+    e.attr.st_mode = S_IFDIR;
+  } else {
+    const fuse_ino_t child =
+        inodes_.Ref(JoinPath(dir->stream.path(), entry.name), entry.info->is_dir);
+    referenced->push_back(child);
+    e = EntryFor(child, *entry.info);
+  }
+  return fuse_add_direntry_plus(req, room.data(), room.size(), entry.name, &e, cookie);
+}
+
+void Filesystem::ReadDir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi,
+                         bool plus) {
+  auto* dir = reinterpret_cast<OpenDirHandle*>(fi->fh);
+  if (off < 0) {
+    fuse_reply_err(req, EINVAL);
+    return;
+  }
+  std::vector<char> buf(size);
+  size_t used = 0;
+  int err = 0;
+  std::vector<fuse_ino_t> referenced;  // Lookups taken by this readdirplus reply.
+  {
+    MutexLock lock(&dir->mu);
+    // Position 0 is ".", 1 is "..", 2 + i is listing entry i; the cookie stored with an entry
+    // (the offset the kernel passes back to continue after it) is its position + 1.
+    for (uint64_t pos = static_cast<uint64_t>(off);; ++pos) {
+      StatusOr<std::optional<DirEntryView>> entry = EntryAt(dir, ino, pos);
+      if (!entry.ok()) {
+        err = ErrnoForReply(entry.status(), "readdir", dir->stream.path());
+        break;
+      }
+      if (!entry->has_value()) break;
+      const size_t added =
+          AppendEntry(req, dir, **entry, std::span<char>(buf.data() + used, size - used),
+                      static_cast<off_t>(pos + 1), plus, &referenced);
+      if (added == 0) break;  // The reply buffer is full.
+      used += added;
+    }
+  }
+  if (used == 0 && err != 0) {
+    fuse_reply_err(req, err);
+    return;
+  }
+  // On an error after some entries, those entries go out now; the kernel asks again from the
+  // next cookie and gets the error then.
+  if (fuse_reply_buf(req, buf.data(), used) == -ENOENT) {
+    for (fuse_ino_t child : referenced) inodes_.Forget(child, 1);
+  }
+}
+
+void Filesystem::ReleaseDir(fuse_req_t req, fuse_file_info* fi) {
+  std::unique_ptr<OpenDirHandle> dropped;
+  {
+    MutexLock lock(&handles_mu_);
+    auto it = dirs_.find(fi->fh);
+    if (it != dirs_.end()) {
+      dropped = std::move(it->second);
+      dirs_.erase(it);
+    }
+  }
+  fuse_reply_err(req, 0);
+}
+
+void Filesystem::InvalidateKernelAttrs(fuse_ino_t ino) {
+  fuse_session* session = session_.load();
+  if (session == nullptr) return;
+  // A negative offset invalidates attributes only. This takes no lock the kernel could hold
+  // while waiting for the open being served, so it is safe from inside a handler.
+  int rc = fuse_lowlevel_notify_inval_inode(session, ino, -1, 0);
+  if (rc != 0 && rc != -ENOENT) {
+    spdlog::debug("fuse: attribute invalidation of inode {} failed: {}", ino, std::strerror(-rc));
+  }
+}
+
+bool Filesystem::DecideKeepCache(fuse_ino_t ino, const FileInfo& info) {
+  // The kernel's cached pages of this inode are valid exactly when they came from the version
+  // this open is pinned to, i.e. when the previous open of the inode saw the same version.
+  const bool same_version = inodes_.RecordOpenVersion(ino, info.version);
+  if (!same_version) {
+    std::optional<uint64_t> told = inodes_.ReportedSize(ino);
+    if (told.has_value() && *told != info.size) InvalidateKernelAttrs(ino);
+  }
+  return same_version;
+}
+
+void Filesystem::Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & (O_TRUNC | O_APPEND)) != 0) {
+    fuse_reply_err(req, EROFS);
+    return;
+  }
+  std::optional<InodeTable::Entry> entry = inodes_.Get(ino);
+  if (!entry) {
+    fuse_reply_err(req, ESTALE);
+    return;
+  }
+  if (entry->is_dir) {
+    fuse_reply_err(req, EISDIR);
+    return;
+  }
+  StatusOr<std::unique_ptr<FileReader>> opened = client_->Open(entry->path);
+  if (!opened.ok()) {
+    fuse_reply_err(req, ErrnoForReply(opened.status(), "open", entry->path));
+    return;
+  }
+  const FileInfo& info = (*opened)->info();
+  if (info.is_dir) {
+    fuse_reply_err(req, EISDIR);
+    return;
+  }
+  fi->keep_cache = DecideKeepCache(ino, info) ? 1 : 0;
+  fi->direct_io = 0;
+  fi->noflush = 1;  // Nothing to flush on close; saves a round trip per close.
+
+  auto file = std::make_unique<OpenFile>();
+  file->reader = std::move(*opened);
+  file->path = entry->path;
+  fi->fh = reinterpret_cast<uint64_t>(file.get());
+  {
+    MutexLock lock(&handles_mu_);
+    files_[fi->fh] = std::move(file);
+  }
+  if (fuse_reply_open(req, fi) == -ENOENT) {
+    // open was interrupted: no release will come for this handle.
+    std::unique_ptr<OpenFile> dropped;
+    MutexLock lock(&handles_mu_);
+    dropped = std::move(files_[fi->fh]);
+    files_.erase(fi->fh);
+  }
+}
+
+void Filesystem::Read(fuse_req_t req, size_t size, off_t off, fuse_file_info* fi) {
+  auto* file = reinterpret_cast<OpenFile*>(fi->fh);
+  if (off < 0) {
+    fuse_reply_err(req, EINVAL);
+    return;
+  }
+  // One buffer per worker thread, reused: a fresh 1 MiB allocation per request would be an
+  // mmap plus 256 page faults every time.
+  thread_local std::vector<char> buffer;
+  if (buffer.size() < size) buffer.resize(size);
+  // The kernel treats a short reply as end of file (and shrinks its idea of the file size), so
+  // keep reading until the request is full or the reader reports end of file.
+  size_t done = 0;
+  while (done < size) {
+    StatusOr<size_t> n = file->reader->Read(static_cast<uint64_t>(off) + done,
+                                            std::span<char>(buffer.data() + done, size - done));
+    if (!n.ok()) {
+      fuse_reply_err(req, ErrnoForReply(n.status(), "read", file->path));
+      return;
+    }
+    if (*n == 0) break;
+    if (*n > size - done) {
+      spdlog::error("fuse: read '{}': reader returned {} bytes for a {}-byte buffer", file->path,
+                    *n, size - done);
+      fuse_reply_err(req, EIO);
+      return;
+    }
+    done += *n;
+  }
+  fuse_reply_buf(req, buffer.data(), done);
+}
+
+void Filesystem::Release(fuse_req_t req, fuse_file_info* fi) {
+  std::unique_ptr<OpenFile> dropped;
+  {
+    MutexLock lock(&handles_mu_);
+    auto it = files_.find(fi->fh);
+    if (it != files_.end()) {
+      dropped = std::move(it->second);
+      files_.erase(it);
+    }
+  }
+  fuse_reply_err(req, 0);
+}
+
+void Filesystem::StatFs(fuse_req_t req) {
+  struct statvfs st;
+  std::memset(&st, 0, sizeof(st));
+  st.f_bsize = kStatFsBlockSize;
+  st.f_frsize = kStatFsBlockSize;
+  st.f_blocks = kStatFsBlocks;
+  st.f_bfree = 0;
+  st.f_bavail = 0;
+  st.f_files = kStatFsFiles;
+  st.f_ffree = 0;
+  st.f_favail = 0;
+  st.f_namemax = kNameMax;
+  st.f_flag = ST_RDONLY;
+  fuse_reply_statfs(req, &st);
+}
+
+const fuse_lowlevel_ops& Filesystem::Ops() {
+  static const fuse_lowlevel_ops ops = [] {
+    fuse_lowlevel_ops o;
+    std::memset(&o, 0, sizeof(o));
+    o.init = [](void* userdata, fuse_conn_info* conn) {
+      static_cast<Filesystem*>(userdata)->Init(conn);
+    };
+    o.lookup = [](fuse_req_t req, fuse_ino_t parent, const char* name) {
+      Fs(req)->Lookup(req, parent, name);
+    };
+    o.forget = [](fuse_req_t req, fuse_ino_t ino, uint64_t n) { Fs(req)->Forget(req, ino, n); };
+    o.forget_multi = [](fuse_req_t req, size_t count, fuse_forget_data* forgets) {
+      Fs(req)->ForgetMulti(req, count, forgets);
+    };
+    o.getattr = [](fuse_req_t req, fuse_ino_t ino, fuse_file_info*) { Fs(req)->GetAttr(req, ino); };
+    o.opendir = [](fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+      Fs(req)->OpenDir(req, ino, fi);
+    };
+    o.readdir = [](fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) {
+      Fs(req)->ReadDir(req, ino, size, off, fi, /*plus=*/false);
+    };
+    o.readdirplus = [](fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) {
+      Fs(req)->ReadDir(req, ino, size, off, fi, /*plus=*/true);
+    };
+    o.releasedir = [](fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
+      Fs(req)->ReleaseDir(req, fi);
+    };
+    o.open = [](fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+      Fs(req)->Open(req, ino, fi);
+    };
+    o.read = [](fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file_info* fi) {
+      Fs(req)->Read(req, size, off, fi);
+    };
+    o.release = [](fuse_req_t req, fuse_ino_t, fuse_file_info* fi) { Fs(req)->Release(req, fi); };
+    o.statfs = [](fuse_req_t req, fuse_ino_t) { Fs(req)->StatFs(req); };
+
+    // Extended attributes: ENOSYS makes the kernel stop asking for the rest of the mount (it
+    // then answers EOPNOTSUPP itself), which saves a round trip per `ls -l` entry.
+    o.getxattr = [](fuse_req_t req, fuse_ino_t, const char*, size_t) {
+      fuse_reply_err(req, ENOSYS);
+    };
+    o.listxattr = [](fuse_req_t req, fuse_ino_t, size_t) { fuse_reply_err(req, ENOSYS); };
+
+    // Everything that would change the namespace or file contents.
+    o.setattr = [](fuse_req_t req, fuse_ino_t, struct stat*, int, fuse_file_info*) {
+      ReplyErofs(req);
+    };
+    o.mknod = [](fuse_req_t req, fuse_ino_t, const char*, mode_t, dev_t) { ReplyErofs(req); };
+    o.mkdir = [](fuse_req_t req, fuse_ino_t, const char*, mode_t) { ReplyErofs(req); };
+    o.unlink = [](fuse_req_t req, fuse_ino_t, const char*) { ReplyErofs(req); };
+    o.rmdir = [](fuse_req_t req, fuse_ino_t, const char*) { ReplyErofs(req); };
+    o.symlink = [](fuse_req_t req, const char*, fuse_ino_t, const char*) { ReplyErofs(req); };
+    o.rename = [](fuse_req_t req, fuse_ino_t, const char*, fuse_ino_t, const char*, unsigned int) {
+      ReplyErofs(req);
+    };
+    o.link = [](fuse_req_t req, fuse_ino_t, fuse_ino_t, const char*) { ReplyErofs(req); };
+    o.write = [](fuse_req_t req, fuse_ino_t, const char*, size_t, off_t, fuse_file_info*) {
+      ReplyErofs(req);
+    };
+    o.create = [](fuse_req_t req, fuse_ino_t, const char*, mode_t, fuse_file_info*) {
+      ReplyErofs(req);
+    };
+    o.setxattr = [](fuse_req_t req, fuse_ino_t, const char*, const char*, size_t, int) {
+      ReplyErofs(req);
+    };
+    o.removexattr = [](fuse_req_t req, fuse_ino_t, const char*) { ReplyErofs(req); };
+    o.fallocate = [](fuse_req_t req, fuse_ino_t, int, off_t, off_t, fuse_file_info*) {
+      ReplyErofs(req);
+    };
+    o.copy_file_range = [](fuse_req_t req, fuse_ino_t, off_t, fuse_file_info*, fuse_ino_t, off_t,
+                           fuse_file_info*, size_t, int) { ReplyErofs(req); };
+    return o;
+  }();
+  return ops;
+}
+
+}  // namespace cairn::fuse

@@ -1,0 +1,153 @@
+// Filesystem: the FUSE low-level request handlers that present a cairn::Client namespace as a
+// read-only POSIX tree. Internal to the fuse module; FuseMount (fuse_mount.h) is the public API.
+//
+// What each request does:
+//   lookup / getattr / readdirplus  Client::Stat or the listing entry -> attributes; every entry
+//                                   handed to the kernel takes one lookup reference in the
+//                                   InodeTable, returned by forget / forget_multi.
+//   opendir / readdir(plus)         a DirStream per open directory (fi->fh), paging through
+//                                   Client::ListDir; offsets are listing positions + 2.
+//   open / read / release           a FileReader per open file (fi->fh), pinned to one version;
+//                                   keep_cache is set when the previous open of the inode saw
+//                                   the same version.
+//   statfs                          fixed, large, read-only figures.
+//   every mutating request          EROFS (the mount is also "-o ro", so the VFS normally
+//                                   refuses first; these replies are the second line).
+//
+// Lock order (outer to inner): OpenDir::mu -> InodeTable's mutex. handles_mu_ is a leaf and is
+// never held across a client call or a FUSE reply. Client calls are made without any
+// Filesystem lock except OpenDir::mu (which only serializes one directory handle).
+//
+// Thread-safety: the handlers run concurrently on libfuse's worker threads; all shared state is
+// guarded as annotated. The kernel guarantees that a file handle receives no request after its
+// release, which is what makes the unlocked fi->fh dereferences safe.
+#ifndef CAIRN_FUSE_FILESYSTEM_H_
+#define CAIRN_FUSE_FILESYSTEM_H_
+
+#ifndef FUSE_USE_VERSION
+#define FUSE_USE_VERSION 312
+#endif
+#include <fuse_lowlevel.h>
+#include <sys/stat.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "cairn/client.h"
+#include "common/thread_annotations.h"
+#include "fuse/dir_stream.h"
+#include "fuse/inode_table.h"
+
+namespace cairn::fuse {
+
+// Largest read and write the mount negotiates with the kernel (FUSE's 256-page ceiling).
+inline constexpr uint32_t kMaxIoBytes = 1u << 20;
+
+struct FilesystemConfig {
+  double attr_timeout_s = 1.0;
+  double entry_timeout_s = 1.0;
+  double negative_timeout_s = 1.0;  // 0: do not let the kernel cache "does not exist".
+  int readdir_page_entries = 1024;
+  uid_t uid = 0;
+  gid_t gid = 0;
+};
+
+// Attributes of an entry: 0444 regular files / 0555 directories owned by config uid/gid,
+// nlink 1, times from info.mtime_ns, st_blocks in 512-byte units.
+struct stat AttrFromInfo(uint64_t ino, const FileInfo& info, const FilesystemConfig& config);
+
+// Joins a directory path and an entry name: ("/", "a") -> "/a", ("/a", "b") -> "/a/b".
+std::string JoinPath(const std::string& dir, std::string_view name);
+
+class Filesystem {
+ public:
+  // `client` is not owned and must outlive the Filesystem.
+  Filesystem(Client* client, FilesystemConfig config);
+  ~Filesystem();  // Frees handles the kernel never released (connection aborted).
+
+  Filesystem(const Filesystem&) = delete;
+  Filesystem& operator=(const Filesystem&) = delete;
+
+  // The handler table to pass to fuse_session_new with `this` as userdata.
+  static const fuse_lowlevel_ops& Ops();
+
+  // The session, for kernel notifications (attribute invalidation). Set once before the session
+  // loop starts; may be null (notifications are then skipped).
+  void set_session(fuse_session* session) { session_.store(session); }
+
+  InodeTable& inodes() { return inodes_; }
+  const InodeTable& inodes() const { return inodes_; }
+  // Handles currently open (thread-safe).
+  size_t open_files() const;
+  size_t open_dirs() const;
+
+  // Handlers (called through Ops()).
+  void Init(fuse_conn_info* conn);
+  void Lookup(fuse_req_t req, fuse_ino_t parent, const char* name);
+  void Forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup);
+  void ForgetMulti(fuse_req_t req, size_t count, fuse_forget_data* forgets);
+  void GetAttr(fuse_req_t req, fuse_ino_t ino);
+  void OpenDir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi);
+  void ReadDir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi,
+               bool plus);
+  void ReleaseDir(fuse_req_t req, fuse_file_info* fi);
+  void Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi);
+  void Read(fuse_req_t req, size_t size, off_t off, fuse_file_info* fi);
+  void Release(fuse_req_t req, fuse_file_info* fi);
+  void StatFs(fuse_req_t req);
+
+ private:
+  struct OpenFile {
+    std::unique_ptr<FileReader> reader;
+    std::string path;
+  };
+  struct OpenDirHandle {
+    OpenDirHandle(Client* client, std::string path, int page_entries)
+        : stream(client, std::move(path), page_entries) {}
+    fuse_ino_t parent_ino = 0;  // For "..": FUSE_UNKNOWN_INO-like value when not known.
+    Mutex mu;
+    DirStream stream GUARDED_BY(mu);
+  };
+
+  // One directory entry to emit: "." / ".." (info == nullptr, number dot_ino) or a listing
+  // entry (info set; name points into it).
+  struct DirEntryView {
+    const char* name;
+    fuse_ino_t dot_ino;
+    const FileInfo* info;
+  };
+  // The entry at readdir position `pos`; nullopt at the end of the listing.
+  StatusOr<std::optional<DirEntryView>> EntryAt(OpenDirHandle* dir, fuse_ino_t ino, uint64_t pos)
+      REQUIRES(dir->mu);
+  // Appends `entry` to `room`; returns the bytes used, 0 when it does not fit. For readdirplus
+  // takes one lookup reference per entry added and records it in `referenced`.
+  size_t AppendEntry(fuse_req_t req, OpenDirHandle* dir, const DirEntryView& entry,
+                     std::span<char> room, off_t cookie, bool plus,
+                     std::vector<fuse_ino_t>* referenced) REQUIRES(dir->mu);
+  // keep_cache for an open of `ino` pinned to `info`; also invalidates the kernel's cached
+  // attributes when the opened size differs from what it was told.
+  bool DecideKeepCache(fuse_ino_t ino, const FileInfo& info);
+  // Makes the kernel drop its cached attributes of `ino` (size, mtime) so its next access asks
+  // again; used when an open sees a version whose size differs from what the kernel was told.
+  void InvalidateKernelAttrs(fuse_ino_t ino);
+  fuse_entry_param EntryFor(fuse_ino_t ino, const FileInfo& info);
+
+  Client* const client_;
+  const FilesystemConfig config_;
+  InodeTable inodes_;
+  std::atomic<fuse_session*> session_{nullptr};
+
+  mutable Mutex handles_mu_;
+  std::unordered_map<uint64_t, std::unique_ptr<OpenFile>> files_ GUARDED_BY(handles_mu_);
+  std::unordered_map<uint64_t, std::unique_ptr<OpenDirHandle>> dirs_ GUARDED_BY(handles_mu_);
+};
+
+}  // namespace cairn::fuse
+
+#endif  // CAIRN_FUSE_FILESYSTEM_H_

@@ -1,0 +1,107 @@
+#include "fuse/inode_table.h"
+
+#include <spdlog/spdlog.h>
+
+#include <utility>
+
+namespace cairn::fuse {
+
+InodeTable::InodeTable() {
+  MutexLock lock(&mu_);
+  // The kernel never looks the root up and never forgets it; a count of 1 keeps it pinned.
+  Node root;
+  root.path = "/";
+  root.is_dir = true;
+  root.nlookup = 1;
+  by_ino_[kRootIno] = std::move(root);
+  by_path_["/"] = kRootIno;
+}
+
+uint64_t InodeTable::Ref(const std::string& path, bool is_dir) {
+  MutexLock lock(&mu_);
+  auto found = by_path_.find(path);
+  if (found != by_path_.end()) {
+    Node& node = by_ino_.at(found->second);
+    if (node.is_dir == is_dir || found->second == kRootIno) {
+      if (found->second != kRootIno) node.nlookup++;
+      return found->second;
+    }
+    // Type changed: the old number keeps its remaining lookups but no longer owns the path.
+  }
+  const uint64_t ino = next_ino_++;
+  Node& node = by_ino_[ino];
+  node.path = path;
+  node.is_dir = is_dir;
+  node.nlookup = 1;
+  by_path_[path] = ino;
+  return ino;
+}
+
+void InodeTable::Forget(uint64_t ino, uint64_t n) {
+  if (ino == kRootIno) return;
+  MutexLock lock(&mu_);
+  auto it = by_ino_.find(ino);
+  if (it == by_ino_.end()) {
+    spdlog::warn("fuse: FORGET of unknown inode {} (n={})", ino, n);
+    return;
+  }
+  Node& node = it->second;
+  if (n > node.nlookup) {
+    spdlog::warn("fuse: FORGET of {} lookups for inode {} ('{}') that has only {}", n, ino,
+                 node.path, node.nlookup);
+  }
+  node.nlookup = n >= node.nlookup ? 0 : node.nlookup - n;
+  if (node.nlookup > 0) return;
+  auto path_it = by_path_.find(node.path);
+  if (path_it != by_path_.end() && path_it->second == ino) by_path_.erase(path_it);
+  by_ino_.erase(it);
+}
+
+std::optional<InodeTable::Entry> InodeTable::Get(uint64_t ino) const {
+  MutexLock lock(&mu_);
+  auto it = by_ino_.find(ino);
+  if (it == by_ino_.end()) return std::nullopt;
+  return Entry{.path = it->second.path, .is_dir = it->second.is_dir};
+}
+
+uint64_t InodeTable::Find(std::string_view path) const {
+  MutexLock lock(&mu_);
+  auto it = by_path_.find(std::string(path));
+  return it == by_path_.end() ? 0 : it->second;
+}
+
+bool InodeTable::RecordOpenVersion(uint64_t ino, std::string_view version) {
+  MutexLock lock(&mu_);
+  auto it = by_ino_.find(ino);
+  if (it == by_ino_.end()) return false;
+  std::optional<std::string>& seen = it->second.open_version;
+  const bool same = seen.has_value() && *seen == version;
+  if (!same) seen = std::string(version);
+  return same;
+}
+
+void InodeTable::RecordReportedSize(uint64_t ino, uint64_t size) {
+  MutexLock lock(&mu_);
+  auto it = by_ino_.find(ino);
+  if (it != by_ino_.end()) it->second.reported_size = size;
+}
+
+std::optional<uint64_t> InodeTable::ReportedSize(uint64_t ino) const {
+  MutexLock lock(&mu_);
+  auto it = by_ino_.find(ino);
+  if (it == by_ino_.end()) return std::nullopt;
+  return it->second.reported_size;
+}
+
+uint64_t InodeTable::LookupCount(uint64_t ino) const {
+  MutexLock lock(&mu_);
+  auto it = by_ino_.find(ino);
+  return it == by_ino_.end() ? 0 : it->second.nlookup;
+}
+
+size_t InodeTable::size() const {
+  MutexLock lock(&mu_);
+  return by_ino_.size();
+}
+
+}  // namespace cairn::fuse

@@ -1,0 +1,99 @@
+// InodeTable: the inode numbers the FUSE mount hands to the kernel, the namespace path behind
+// each, and the kernel's lookup count for each.
+//
+// The kernel refers to files by inode number only. Every reply that gives the kernel an entry
+// (lookup, readdirplus) increments that inode's lookup count by one; FORGET later returns the
+// counts, and at zero the kernel no longer knows the number, so the table drops it. Numbers are
+// never reused (a 64-bit counter), so a late request for a dropped number cannot hit another
+// file, and the generation number can stay 0.
+//
+// Stability: a path keeps its number while the kernel holds a reference to it. A path that was
+// forgotten gets a fresh number on its next lookup. If a path changes type (a file replaced by a
+// directory of the same name), the next Ref gives it a fresh number, because the kernel cannot
+// change the type of a live inode; the old number stays valid (and resolves to the same path)
+// until the kernel forgets it.
+//
+// Per-inode open state also lives here: the version seen by the last open (the keep_cache
+// decision) and the file size last reported to the kernel.
+//
+// Thread-safety: all methods are thread-safe. One mutex guards the table; every operation is a
+// few hash-map steps, far cheaper than the kernel round trip that triggers it, so sharding would
+// buy nothing measurable. The mutex is a leaf: no other lock is taken while it is held, and no
+// client or kernel call is made under it.
+#ifndef CAIRN_FUSE_INODE_TABLE_H_
+#define CAIRN_FUSE_INODE_TABLE_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+
+#include "common/thread_annotations.h"
+
+namespace cairn::fuse {
+
+class InodeTable {
+ public:
+  static constexpr uint64_t kRootIno = 1;  // FUSE_ROOT_ID; always "/", never forgotten.
+
+  struct Entry {
+    std::string path;
+    bool is_dir = false;
+  };
+
+  InodeTable();
+  InodeTable(const InodeTable&) = delete;
+  InodeTable& operator=(const InodeTable&) = delete;
+
+  // Returns the inode number of `path` (absolute, normalized; "/" is the root) and increments
+  // its lookup count by one. The caller must hand the number to the kernel or undo with
+  // Forget(ino, 1). A new path, or a known path whose type differs from `is_dir`, gets a new
+  // number.
+  uint64_t Ref(const std::string& path, bool is_dir);
+
+  // Drops `n` lookups from `ino`; at zero the number is forgotten. Forgetting the root is a
+  // no-op. An unknown number or an `n` larger than the count is a kernel/bookkeeping mismatch:
+  // logged, the entry is dropped, never a crash.
+  void Forget(uint64_t ino, uint64_t n);
+
+  // The path and type behind `ino`; nullopt for a number the table does not know.
+  std::optional<Entry> Get(uint64_t ino) const;
+
+  // The current number of `path` without touching counts; 0 when the path is not known.
+  uint64_t Find(std::string_view path) const;
+
+  // Records `version` as the one the latest open of `ino` saw. Returns true when the previous
+  // open of the same inode number saw the same version (the kernel's cached pages are still
+  // those of this version), false on the first open or after a change. Unknown `ino`: false.
+  bool RecordOpenVersion(uint64_t ino, std::string_view version);
+
+  // Remembers the file size last reported to the kernel for `ino` (no-op for unknown numbers).
+  void RecordReportedSize(uint64_t ino, uint64_t size);
+  // The size last reported; nullopt when none was or the number is unknown.
+  std::optional<uint64_t> ReportedSize(uint64_t ino) const;
+
+  // The kernel's lookup count of `ino` (0 when unknown); for tests and debugging.
+  uint64_t LookupCount(uint64_t ino) const;
+  // Number of known inodes, root included.
+  size_t size() const;
+
+ private:
+  struct Node {
+    std::string path;
+    bool is_dir = false;
+    uint64_t nlookup = 0;
+    std::optional<std::string> open_version;
+    std::optional<uint64_t> reported_size;
+  };
+
+  mutable Mutex mu_;
+  std::unordered_map<uint64_t, Node> by_ino_ GUARDED_BY(mu_);
+  // Path -> its current number. An older number of a path that changed type is in by_ino_ only.
+  std::unordered_map<std::string, uint64_t> by_path_ GUARDED_BY(mu_);
+  uint64_t next_ino_ GUARDED_BY(mu_) = kRootIno + 1;
+};
+
+}  // namespace cairn::fuse
+
+#endif  // CAIRN_FUSE_INODE_TABLE_H_

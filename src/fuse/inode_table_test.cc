@@ -1,0 +1,109 @@
+#include "fuse/inode_table.h"
+
+#include <gtest/gtest.h>
+
+#include <thread>
+#include <vector>
+
+namespace cairn::fuse {
+namespace {
+
+TEST(InodeTableTest, RootIsKnownAndPinned) {
+  InodeTable table;
+  EXPECT_EQ(table.Find("/"), InodeTable::kRootIno);
+  ASSERT_TRUE(table.Get(InodeTable::kRootIno).has_value());
+  EXPECT_EQ(table.Get(InodeTable::kRootIno)->path, "/");
+  EXPECT_TRUE(table.Get(InodeTable::kRootIno)->is_dir);
+  table.Forget(InodeTable::kRootIno, 100);
+  EXPECT_TRUE(table.Get(InodeTable::kRootIno).has_value());
+  EXPECT_EQ(table.Ref("/", true), InodeTable::kRootIno);
+}
+
+TEST(InodeTableTest, SamePathKeepsNumberWhileReferenced) {
+  InodeTable table;
+  const uint64_t a = table.Ref("/a", false);
+  EXPECT_NE(a, InodeTable::kRootIno);
+  EXPECT_EQ(table.Ref("/a", false), a);
+  EXPECT_EQ(table.LookupCount(a), 2u);
+  EXPECT_NE(table.Ref("/b", false), a);
+  table.Forget(a, 1);
+  EXPECT_EQ(table.Find("/a"), a);
+  EXPECT_EQ(table.Ref("/a", false), a);
+}
+
+TEST(InodeTableTest, ForgetToZeroDropsAndNumbersAreNeverReused) {
+  InodeTable table;
+  const uint64_t a = table.Ref("/a", false);
+  table.Forget(a, 1);
+  EXPECT_FALSE(table.Get(a).has_value());
+  EXPECT_EQ(table.Find("/a"), 0u);
+  const uint64_t again = table.Ref("/a", false);
+  EXPECT_NE(again, a);
+  EXPECT_EQ(table.size(), 2u);
+}
+
+TEST(InodeTableTest, ForgetMismatchesAreToleratedNotFatal) {
+  InodeTable table;
+  table.Forget(12345, 1);  // Unknown: logged only.
+  const uint64_t a = table.Ref("/a", false);
+  table.Forget(a, 5);  // More than held: clamps to zero and drops.
+  EXPECT_FALSE(table.Get(a).has_value());
+}
+
+TEST(InodeTableTest, TypeChangeGetsNewNumberAndOldOneLivesUntilForgotten) {
+  InodeTable table;
+  const uint64_t file = table.Ref("/x", false);
+  const uint64_t dir = table.Ref("/x", true);
+  EXPECT_NE(file, dir);
+  EXPECT_EQ(table.Find("/x"), dir);
+  ASSERT_TRUE(table.Get(file).has_value());
+  EXPECT_FALSE(table.Get(file)->is_dir);
+  table.Forget(file, 1);  // Must not unmap the path from the new number.
+  EXPECT_EQ(table.Find("/x"), dir);
+  EXPECT_TRUE(table.Get(dir)->is_dir);
+}
+
+TEST(InodeTableTest, OpenVersionDecidesKeepCache) {
+  InodeTable table;
+  const uint64_t a = table.Ref("/a", false);
+  EXPECT_FALSE(table.RecordOpenVersion(a, "v1"));  // First open: nothing cached to keep.
+  EXPECT_TRUE(table.RecordOpenVersion(a, "v1"));
+  EXPECT_FALSE(table.RecordOpenVersion(a, "v2"));
+  EXPECT_TRUE(table.RecordOpenVersion(a, "v2"));
+  EXPECT_FALSE(table.RecordOpenVersion(999, "v1"));
+  // A re-created inode starts over.
+  table.Forget(a, 1);
+  const uint64_t b = table.Ref("/a", false);
+  EXPECT_FALSE(table.RecordOpenVersion(b, "v2"));
+}
+
+TEST(InodeTableTest, ReportedSize) {
+  InodeTable table;
+  const uint64_t a = table.Ref("/a", false);
+  EXPECT_FALSE(table.ReportedSize(a).has_value());
+  table.RecordReportedSize(a, 42);
+  EXPECT_EQ(table.ReportedSize(a), 42u);
+  EXPECT_FALSE(table.ReportedSize(777).has_value());
+}
+
+TEST(InodeTableTest, ConcurrentRefAndForgetBalance) {
+  InodeTable table;
+  constexpr int kThreads = 8;
+  constexpr int kIters = 2000;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&table, t] {
+      for (int i = 0; i < kIters; ++i) {
+        const std::string path = "/f" + std::to_string((i + t) % 17);
+        const uint64_t ino = table.Ref(path, false);
+        EXPECT_EQ(table.Get(ino)->path, path);
+        table.Forget(ino, 1);
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(table.size(), 1u);  // Only the root is left.
+}
+
+}  // namespace
+}  // namespace cairn::fuse

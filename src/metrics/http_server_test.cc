@@ -1,0 +1,435 @@
+#include "metrics/http_server.h"
+
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace cairn::metrics {
+namespace {
+
+using std::chrono::milliseconds;
+using SteadyClock = std::chrono::steady_clock;
+
+struct HttpResponse {
+  int status = 0;
+  std::map<std::string, std::string> headers;  // Names lower-cased.
+  std::string body;
+};
+
+// A deliberately dumb blocking client over a real socket, with a receive timeout so that a server
+// bug fails the test instead of hanging it.
+class RawClient {
+ public:
+  explicit RawClient(uint16_t port) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    timeval timeout{5, 0};
+    ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(port);
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    connected_ = ::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  }
+  ~RawClient() { ::close(fd_); }
+
+  bool connected() const { return connected_; }
+
+  bool Send(const std::string& data) {
+    return ::send(fd_, data.data(), data.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(data.size());
+  }
+
+  // Reads one response (Content-Length framed); nullopt on EOF, timeout or garbage.
+  std::optional<HttpResponse> Read(bool head_request = false) {
+    size_t head_end;
+    while ((head_end = buffer_.find("\r\n\r\n")) == std::string::npos) {
+      if (!Fill()) return std::nullopt;
+    }
+    HttpResponse response;
+    const std::string head = buffer_.substr(0, head_end);
+    if (head.size() < 12 || head.compare(0, 9, "HTTP/1.1 ") != 0) return std::nullopt;
+    response.status = std::stoi(head.substr(9, 3));
+    size_t pos = head.find("\r\n");
+    while (pos != std::string::npos) {
+      const size_t next = head.find("\r\n", pos + 2);
+      const std::string line =
+          head.substr(pos + 2, next == std::string::npos ? next : next - pos - 2);
+      const size_t colon = line.find(':');
+      std::string name = line.substr(0, colon);
+      for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      response.headers[name] = line.substr(line.find_first_not_of(' ', colon + 1));
+      pos = next;
+    }
+    const size_t length = head_request ? 0 : std::stoul(response.headers["content-length"]);
+    buffer_.erase(0, head_end + 4);
+    while (buffer_.size() < length) {
+      if (!Fill()) return std::nullopt;
+    }
+    response.body = buffer_.substr(0, length);
+    buffer_.erase(0, length);
+    return response;
+  }
+
+  // True if the server closes the connection (EOF) with no further bytes within the timeout.
+  bool ClosedByPeer() {
+    char c;
+    return buffer_.empty() && ::recv(fd_, &c, 1, 0) == 0;
+  }
+
+ private:
+  bool Fill() {
+    char chunk[4096];
+    const ssize_t n = ::recv(fd_, chunk, sizeof(chunk), 0);
+    if (n <= 0) return false;
+    buffer_.append(chunk, static_cast<size_t>(n));
+    return true;
+  }
+
+  int fd_ = -1;
+  bool connected_ = false;
+  std::string buffer_;
+};
+
+std::string Get(const std::string& path, const std::string& extra_headers = "") {
+  return "GET " + path + " HTTP/1.1\r\nHost: localhost\r\n" + extra_headers + "\r\n";
+}
+
+class HttpServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    reads_ = registry_.AddCounter("cairn_reads_total", "Reads.");
+    options_.host = "127.0.0.1";
+    options_.registry = &registry_;
+  }
+
+  std::unique_ptr<HttpServer> StartServer() {
+    StatusOr<std::unique_ptr<HttpServer>> server = HttpServer::Start(options_);
+    EXPECT_TRUE(server.ok()) << server.status().ToString();
+    return server.ok() ? std::move(server).value() : nullptr;
+  }
+
+  Registry registry_;
+  Counter* reads_ = nullptr;
+  HttpServerOptions options_;
+};
+
+TEST_F(HttpServerTest, ServesMetrics) {
+  auto server = StartServer();
+  ASSERT_NE(server, nullptr);
+  EXPECT_NE(server->port(), 0);
+  reads_->Increment(7);
+  RawClient client(server->port());
+  ASSERT_TRUE(client.connected());
+  ASSERT_TRUE(client.Send(Get("/metrics")));
+  const auto response = client.Read();
+  ASSERT_TRUE(response.has_value());
+  EXPECT_EQ(response->status, 200);
+  EXPECT_EQ(response->headers.at("content-type"), "text/plain; version=0.0.4; charset=utf-8");
+  EXPECT_EQ(response->body,
+            "# HELP cairn_reads_total Reads.\n"
+            "# TYPE cairn_reads_total counter\n"
+            "cairn_reads_total 7\n");
+}
+
+TEST_F(HttpServerTest, KeepAliveAndPipelining) {
+  auto server = StartServer();
+  ASSERT_NE(server, nullptr);
+  RawClient client(server->port());
+  ASSERT_TRUE(client.Send(Get("/metrics")));
+  auto first = client.Read();
+  ASSERT_TRUE(first.has_value());
+  EXPECT_EQ(first->headers.at("connection"), "keep-alive");
+  reads_->Increment();
+  // Two requests in one segment: both answered, in order, on the same connection.
+  ASSERT_TRUE(client.Send(Get("/metrics") + Get("/nope")));
+  auto second = client.Read();
+  auto third = client.Read();
+  ASSERT_TRUE(second.has_value() && third.has_value());
+  EXPECT_NE(second->body.find("cairn_reads_total 1\n"), std::string::npos);
+  EXPECT_EQ(third->status, 404);
+  EXPECT_EQ(server->open_connections(), 1u);
+}
+
+TEST_F(HttpServerTest, HealthReflectsTheCallback) {
+  std::atomic<bool> healthy = true;
+  options_.health = [&healthy]() -> std::pair<bool, std::string> {
+    if (healthy) return {true, ""};
+    return {false, "page store: disk /nvme0 failed"};
+  };
+  auto server = StartServer();
+  ASSERT_NE(server, nullptr);
+  RawClient client(server->port());
+  ASSERT_TRUE(client.Send(Get("/healthz")));
+  auto ok = client.Read();
+  ASSERT_TRUE(ok.has_value());
+  EXPECT_EQ(ok->status, 200);
+  EXPECT_EQ(ok->body, "ok\n");
+  healthy = false;
+  ASSERT_TRUE(client.Send(Get("/healthz")));
+  auto sick = client.Read();
+  ASSERT_TRUE(sick.has_value());
+  EXPECT_EQ(sick->status, 503);
+  EXPECT_EQ(sick->body, "page store: disk /nvme0 failed\n");
+}
+
+TEST_F(HttpServerTest, HealthWithoutCallbackIsOk) {
+  auto server = StartServer();
+  ASSERT_NE(server, nullptr);
+  RawClient client(server->port());
+  ASSERT_TRUE(client.Send(Get("/healthz")));
+  auto response = client.Read();
+  ASSERT_TRUE(response.has_value());
+  EXPECT_EQ(response->status, 200);
+  EXPECT_EQ(response->body, "ok\n");
+}
+
+TEST_F(HttpServerTest, ThrowingHealthCallbackAnswers500) {
+  options_.health = []() -> std::pair<bool, std::string> { throw std::runtime_error("bug"); };
+  auto server = StartServer();
+  ASSERT_NE(server, nullptr);
+  RawClient client(server->port());
+  ASSERT_TRUE(client.Send(Get("/healthz")));
+  auto response = client.Read();
+  ASSERT_TRUE(response.has_value());
+  EXPECT_EQ(response->status, 500);
+  EXPECT_TRUE(client.ClosedByPeer());
+}
+
+TEST_F(HttpServerTest, UnknownPathIs404AndWrongMethodIs405) {
+  auto server = StartServer();
+  ASSERT_NE(server, nullptr);
+  RawClient client(server->port());
+  ASSERT_TRUE(client.Send(Get("/metricsx")));
+  auto missing = client.Read();
+  ASSERT_TRUE(missing.has_value());
+  EXPECT_EQ(missing->status, 404);
+  // A body is read and dropped, so the connection stays usable.
+  ASSERT_TRUE(client.Send("POST /metrics HTTP/1.1\r\nContent-Length: 5\r\n\r\nhello"));
+  auto wrong = client.Read();
+  ASSERT_TRUE(wrong.has_value());
+  EXPECT_EQ(wrong->status, 405);
+  EXPECT_EQ(wrong->headers.at("allow"), "GET, HEAD");
+  ASSERT_TRUE(client.Send(Get("/healthz")));
+  auto after = client.Read();
+  ASSERT_TRUE(after.has_value());
+  EXPECT_EQ(after->status, 200);
+}
+
+TEST_F(HttpServerTest, HeadHasHeadersButNoBody) {
+  auto server = StartServer();
+  ASSERT_NE(server, nullptr);
+  RawClient client(server->port());
+  ASSERT_TRUE(client.Send("HEAD /metrics HTTP/1.1\r\n\r\n" + Get("/healthz")));
+  auto head = client.Read(/*head_request=*/true);
+  ASSERT_TRUE(head.has_value());
+  EXPECT_EQ(head->status, 200);
+  EXPECT_EQ(head->headers.at("content-length"), std::to_string(registry_.ExposeText().size()));
+  auto next = client.Read();  // Would be garbled if the HEAD response carried a body.
+  ASSERT_TRUE(next.has_value());
+  EXPECT_EQ(next->body, "ok\n");
+}
+
+TEST_F(HttpServerTest, MalformedRequestGets400AndIsClosed) {
+  auto server = StartServer();
+  ASSERT_NE(server, nullptr);
+  RawClient client(server->port());
+  ASSERT_TRUE(client.Send("this is not http\r\n\r\n"));
+  auto response = client.Read();
+  ASSERT_TRUE(response.has_value());
+  EXPECT_EQ(response->status, 400);
+  EXPECT_EQ(response->headers.at("connection"), "close");
+  EXPECT_TRUE(client.ClosedByPeer());
+}
+
+TEST_F(HttpServerTest, OversizedRequestsAreRefusedAndClosed) {
+  options_.max_request_bytes = 1024;
+  auto server = StartServer();
+  ASSERT_NE(server, nullptr);
+  {
+    RawClient client(server->port());
+    ASSERT_TRUE(client.Send("GET /metrics HTTP/1.1\r\nX: " + std::string(2000, 'a') + "\r\n\r\n"));
+    auto response = client.Read();
+    ASSERT_TRUE(response.has_value());
+    EXPECT_EQ(response->status, 431);
+    EXPECT_TRUE(client.ClosedByPeer());
+  }
+  {
+    RawClient client(server->port());
+    ASSERT_TRUE(client.Send("POST /metrics HTTP/1.1\r\nContent-Length: 5000\r\n\r\n"));
+    auto response = client.Read();
+    ASSERT_TRUE(response.has_value());
+    EXPECT_EQ(response->status, 413);
+    EXPECT_TRUE(client.ClosedByPeer());
+  }
+  {
+    RawClient client(server->port());
+    ASSERT_TRUE(client.Send("POST /metrics HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"));
+    auto response = client.Read();
+    ASSERT_TRUE(response.has_value());
+    EXPECT_EQ(response->status, 501);
+    EXPECT_TRUE(client.ClosedByPeer());
+  }
+}
+
+TEST_F(HttpServerTest, Http10ClosesAfterTheResponse) {
+  auto server = StartServer();
+  ASSERT_NE(server, nullptr);
+  RawClient client(server->port());
+  ASSERT_TRUE(client.Send("GET /healthz HTTP/1.0\r\n\r\n"));
+  auto response = client.Read();
+  ASSERT_TRUE(response.has_value());
+  EXPECT_EQ(response->headers.at("connection"), "close");
+  EXPECT_TRUE(client.ClosedByPeer());
+}
+
+TEST_F(HttpServerTest, SlowRequestTimesOutWith408) {
+  options_.request_timeout = milliseconds(200);
+  auto server = StartServer();
+  ASSERT_NE(server, nullptr);
+  RawClient client(server->port());
+  const auto start = SteadyClock::now();
+  ASSERT_TRUE(client.Send("GET /metr"));
+  auto response = client.Read();
+  ASSERT_TRUE(response.has_value());
+  EXPECT_EQ(response->status, 408);
+  EXPECT_TRUE(client.ClosedByPeer());
+  EXPECT_LT(SteadyClock::now() - start, std::chrono::seconds(3));
+}
+
+TEST_F(HttpServerTest, TricklingClientCannotExtendTheDeadline) {
+  options_.request_timeout = milliseconds(300);
+  auto server = StartServer();
+  ASSERT_NE(server, nullptr);
+  RawClient client(server->port());
+  const auto start = SteadyClock::now();
+  // One byte every 50 ms would keep a per-read timeout alive forever.
+  for (int i = 0; i < 40 && client.Send("X"); ++i) std::this_thread::sleep_for(milliseconds(50));
+  auto response = client.Read();
+  ASSERT_TRUE(response.has_value());
+  EXPECT_EQ(response->status, 408);
+  EXPECT_LT(SteadyClock::now() - start, std::chrono::seconds(3));
+}
+
+TEST_F(HttpServerTest, IdleConnectionIsClosedSilently) {
+  options_.idle_timeout = milliseconds(200);
+  auto server = StartServer();
+  ASSERT_NE(server, nullptr);
+  RawClient client(server->port());
+  ASSERT_TRUE(client.connected());
+  EXPECT_TRUE(client.ClosedByPeer());
+}
+
+TEST_F(HttpServerTest, ConnectionLimitAnswers503) {
+  options_.max_connections = 1;
+  auto server = StartServer();
+  ASSERT_NE(server, nullptr);
+  RawClient first(server->port());
+  ASSERT_TRUE(first.Send(Get("/healthz")));
+  ASSERT_TRUE(first.Read().has_value());  // The first connection is now being served.
+  RawClient second(server->port());
+  auto refused = second.Read();
+  ASSERT_TRUE(refused.has_value());
+  EXPECT_EQ(refused->status, 503);
+  // The first connection is unaffected.
+  ASSERT_TRUE(first.Send(Get("/healthz")));
+  EXPECT_TRUE(first.Read().has_value());
+}
+
+TEST_F(HttpServerTest, ManyConcurrentClients) {
+  auto server = StartServer();
+  ASSERT_NE(server, nullptr);
+  std::atomic<int> ok_responses = 0;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&] {
+      RawClient client(server->port());
+      for (int i = 0; i < 25; ++i) {
+        reads_->Increment();
+        if (!client.Send(Get("/metrics"))) return;
+        auto response = client.Read();
+        if (response && response->status == 200) ++ok_responses;
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  EXPECT_EQ(ok_responses, 200);
+}
+
+TEST_F(HttpServerTest, StopClosesIdleConnectionsPromptlyAndFreesThePort) {
+  options_.idle_timeout = std::chrono::minutes(10);
+  auto server = StartServer();
+  ASSERT_NE(server, nullptr);
+  const uint16_t port = server->port();
+  RawClient idle(port);
+  ASSERT_TRUE(idle.Send(Get("/healthz")));
+  ASSERT_TRUE(idle.Read().has_value());
+  RawClient half(port);
+  ASSERT_TRUE(half.Send("GET /hea"));  // Mid-request.
+  std::this_thread::sleep_for(milliseconds(50));
+
+  const auto start = SteadyClock::now();
+  server->Stop();
+  EXPECT_LT(SteadyClock::now() - start, std::chrono::seconds(2));
+  EXPECT_TRUE(idle.ClosedByPeer());
+  server->Stop();  // Idempotent.
+  server.reset();
+
+  RawClient refused(port);
+  EXPECT_FALSE(refused.connected());
+
+  // Start again on the same port.
+  options_.port = port;
+  auto again = StartServer();
+  ASSERT_NE(again, nullptr);
+  EXPECT_EQ(again->port(), port);
+  RawClient client(port);
+  ASSERT_TRUE(client.Send(Get("/healthz")));
+  auto response = client.Read();
+  ASSERT_TRUE(response.has_value());
+  EXPECT_EQ(response->status, 200);
+}
+
+TEST_F(HttpServerTest, PortInUseIsAnError) {
+  auto server = StartServer();
+  ASSERT_NE(server, nullptr);
+  options_.port = server->port();
+  StatusOr<std::unique_ptr<HttpServer>> second = HttpServer::Start(options_);
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.status().code(), StatusCode::kIoError) << second.status().ToString();
+}
+
+TEST_F(HttpServerTest, RejectsBadOptions) {
+  HttpServerOptions options = options_;
+  options.registry = nullptr;
+  EXPECT_EQ(HttpServer::Start(options).status().code(), StatusCode::kInvalidArgument);
+  options = options_;
+  options.max_connections = 0;
+  EXPECT_EQ(HttpServer::Start(options).status().code(), StatusCode::kInvalidArgument);
+  options = options_;
+  options.request_timeout = milliseconds(0);
+  EXPECT_EQ(HttpServer::Start(options).status().code(), StatusCode::kInvalidArgument);
+  options = options_;
+  options.host = "nonexistent.invalid";  // RFC 6761: never resolves.
+  EXPECT_EQ(HttpServer::Start(options).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST_F(HttpServerTest, BindsIpv6LoopbackWhenAvailable) {
+  options_.host = "::1";
+  StatusOr<std::unique_ptr<HttpServer>> server = HttpServer::Start(options_);
+  if (!server.ok()) GTEST_SKIP() << "no IPv6 loopback here: " << server.status().ToString();
+  EXPECT_NE((*server)->port(), 0);
+}
+
+}  // namespace
+}  // namespace cairn::metrics

@@ -1,0 +1,73 @@
+#include "mount/mount_table.h"
+
+#include <gtest/gtest.h>
+
+#include "ufs/memory_ufs.h"
+
+namespace cairn::mount {
+namespace {
+
+MountSpec Spec(std::string path, std::string uri = "mem://x") {
+  MountSpec s;
+  s.path = std::move(path);
+  s.uri = std::move(uri);
+  return s;
+}
+
+std::shared_ptr<ufs::UnderStorage> Mem(std::string uri) {
+  return std::make_shared<ufs::MemoryUnderStorage>(std::move(uri));
+}
+
+TEST(MountTableTest, NormalizesPaths) {
+  EXPECT_EQ(*NormalizePath("/a//b/"), "/a/b");
+  EXPECT_EQ(*NormalizePath("/"), "/");
+  EXPECT_EQ(*NormalizePath("//"), "/");
+  EXPECT_FALSE(NormalizePath("a/b").ok());
+  EXPECT_FALSE(NormalizePath("/a/../b").ok());
+  EXPECT_FALSE(NormalizePath("/a/./b").ok());
+}
+
+TEST(MountTableTest, ResolvesPathsUnderMountsAndVirtualDirs) {
+  auto t = MountTable::CreateWith({Spec("/data/a"), Spec("/data/b/")},
+                                  {Mem("mem://a"), Mem("mem://b")});
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  auto r = (*t)->Resolve("/data/a/x/y.bin");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->mount->spec.path, "/data/a");
+  EXPECT_EQ(r->key, "x/y.bin");
+  EXPECT_EQ(r->mount->ObjectId(r->key), "mem://a/x/y.bin");
+  EXPECT_EQ((*t)->Resolve("/data/b")->key, "");
+  EXPECT_EQ((*t)->Resolve("/data")->mount, nullptr);
+  EXPECT_EQ((*t)->Resolve("/")->mount, nullptr);
+  EXPECT_EQ((*t)->Resolve("/elsewhere").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ((*t)->Resolve("/data/ab").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ((*t)->VirtualChildren("/"), std::vector<std::string>{"data"});
+  EXPECT_EQ((*t)->VirtualChildren("/data"), (std::vector<std::string>{"a", "b"}));
+  EXPECT_TRUE((*t)->FindByPath("/data/b").ok());
+  EXPECT_FALSE((*t)->FindByPath("/data").ok());
+}
+
+TEST(MountTableTest, RootMountServesEverything) {
+  auto t = MountTable::CreateWith({Spec("/")}, {Mem("mem://r")});
+  ASSERT_TRUE(t.ok());
+  auto r = (*t)->Resolve("/a/b");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->key, "a/b");
+  EXPECT_EQ((*t)->Resolve("/")->key, "");
+}
+
+TEST(MountTableTest, RejectsBadTables) {
+  EXPECT_FALSE(MountTable::CreateWith({}, {}).ok());
+  EXPECT_FALSE(MountTable::CreateWith({Spec("/a"), Spec("/a/")}, {Mem("m1"), Mem("m2")}).ok());
+  EXPECT_FALSE(MountTable::CreateWith({Spec("/a"), Spec("/a/b")}, {Mem("m1"), Mem("m2")}).ok());
+  EXPECT_FALSE(MountTable::CreateWith({Spec("/"), Spec("/b")}, {Mem("m1"), Mem("m2")}).ok());
+  EXPECT_FALSE(MountTable::CreateWith({Spec("relative")}, {Mem("m1")}).ok());
+  auto unknown = MountTable::Create({Spec("/a", "ftp://host/x")});
+  EXPECT_EQ(unknown.status().code(), StatusCode::kInvalidArgument);
+  MountSpec bad_option = Spec("/a", "file:///tmp");
+  bad_option.options["colour"] = "blue";
+  EXPECT_EQ(MountTable::Create({bad_option}).status().code(), StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace cairn::mount

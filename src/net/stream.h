@@ -1,0 +1,64 @@
+// Byte streams between clients and workers. `Stream` is the seam where TLS will plug in: the
+// worker and client code only see this interface; TcpStream is the plain-TCP implementation.
+//
+// Thread-safety: one reader thread and one writer thread may use a Stream at the same time
+// (reads and writes are independent); two concurrent writers must serialise themselves.
+#ifndef CAIRN_NET_STREAM_H_
+#define CAIRN_NET_STREAM_H_
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "common/status.h"
+
+namespace cairn::net {
+
+class Stream {
+ public:
+  virtual ~Stream() = default;
+  // Reads exactly out.size() bytes. Unavailable on EOF/reset ("connection closed"),
+  // DeadlineExceeded if the receive timeout passes with no progress.
+  virtual Status ReadFull(std::span<char> out) = 0;
+  // Writes all bytes of each buffer in order (gathered: one syscall where possible).
+  virtual Status WriteAll(std::span<const std::span<const char>> buffers) = 0;
+  // Sends `length` bytes of file `fd` from `offset` without copying through user space where
+  // the transport allows (sendfile for TCP).
+  virtual Status SendFile(int fd, uint64_t offset, uint64_t length) = 0;
+  // Timeout for each blocking read (0 = none).
+  virtual void SetReadTimeout(std::chrono::milliseconds timeout) = 0;
+  // Wakes any blocked reader/writer; later calls fail. Idempotent.
+  virtual void Shutdown() = 0;
+  virtual std::string PeerName() const = 0;
+};
+
+// Splits "host:port" (IPv4 names or "[v6]:port"); InvalidArgument otherwise.
+Status ParseHostPort(std::string_view text, std::string* host, uint16_t* port);
+
+// Connects with a deadline; Unavailable ("connection refused", "timed out") on failure.
+StatusOr<std::unique_ptr<Stream>> ConnectTcp(std::string_view host_port,
+                                             std::chrono::milliseconds timeout);
+
+// A listening TCP socket.
+class Listener {
+ public:
+  // Binds host:port (port 0 = ephemeral). Unavailable/PermissionDenied with the reason.
+  static StatusOr<std::unique_ptr<Listener>> Bind(const std::string& host, uint16_t port);
+  ~Listener();
+  uint16_t port() const { return port_; }
+  // Blocks for the next connection; Unavailable once Shutdown() was called.
+  StatusOr<std::unique_ptr<Stream>> Accept();
+  void Shutdown();
+
+ private:
+  explicit Listener(int fd, uint16_t port) : fd_(fd), port_(port) {}
+  int fd_;
+  uint16_t port_;
+};
+
+}  // namespace cairn::net
+
+#endif  // CAIRN_NET_STREAM_H_

@@ -1,0 +1,68 @@
+#include "pagestore/page_file.h"
+
+#include <algorithm>
+#include <vector>
+
+namespace cairn::pagestore {
+
+Status FilePageReader::ReadAt(uint32_t offset, std::span<char> out) const {
+  if (offset > header_.data_length || out.size() > header_.data_length - offset) {
+    return InvalidArgumentError("read of " + std::to_string(out.size()) + " bytes at " +
+                                std::to_string(offset) + " is past the page end (" +
+                                std::to_string(header_.data_length) + " bytes)");
+  }
+  CAIRN_ASSIGN_OR_RETURN(size_t n, file_->ReadAt(uint64_t{header_.data_offset} + offset, out));
+  if (n != out.size()) return IoError("short read: the page file was truncated");
+  return Status::Ok();
+}
+
+StatusOr<std::unique_ptr<FilePageReader>> OpenPageFile(Disk& disk, const std::string& path,
+                                                       std::string_view serialized_key,
+                                                       uint64_t page_index) {
+  CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> file, disk.OpenForRead(path));
+  // One read covers the whole header of any page whose key is shorter than ~4 KiB minus the
+  // checksum array: the common case costs open + pread + fstat.
+  std::vector<char> buf(kPageAlignment);
+  CAIRN_ASSIGN_OR_RETURN(size_t n, file->ReadAt(0, buf));
+  CAIRN_ASSIGN_OR_RETURN(uint32_t header_length,
+                         PeekHeaderLength(std::span<const char>(buf.data(), n)));
+  if (header_length > n) {
+    if (n < buf.size()) return CorruptionError("page header truncated");
+    buf.resize(header_length);
+    CAIRN_ASSIGN_OR_RETURN(size_t more,
+                           file->ReadAt(n, std::span<char>(buf.data() + n, header_length - n)));
+    if (more != header_length - n) return CorruptionError("page header truncated");
+    n = header_length;
+  }
+  CAIRN_ASSIGN_OR_RETURN(PageHeader header, DecodePageHeader(std::span<const char>(buf.data(), n)));
+  if (header.serialized_key != serialized_key || header.page_index != page_index) {
+    return CorruptionError("page file holds another page");
+  }
+  CAIRN_ASSIGN_OR_RETURN(uint64_t size, file->Size());
+  if (size != header.file_size()) {
+    return CorruptionError("page file is " + std::to_string(size) + " bytes, header says " +
+                           std::to_string(header.file_size()));
+  }
+  return std::make_unique<FilePageReader>(std::move(file), std::move(header));
+}
+
+Status VerifyPage(const PageReader& reader) {
+  const uint32_t length = reader.data_length();
+  const std::vector<uint64_t>& sums = reader.chunk_checksums();
+  if (sums.size() != ChunkCount(length)) {
+    return CorruptionError("page has " + std::to_string(sums.size()) + " chunk checksums for " +
+                           std::to_string(length) + " bytes");
+  }
+  std::vector<char> buf(std::min<uint32_t>(length, kChecksumChunkSize));
+  for (uint32_t chunk = 0; chunk < sums.size(); ++chunk) {
+    uint32_t offset = chunk * kChecksumChunkSize;
+    std::span<char> piece(buf.data(), std::min<uint32_t>(kChecksumChunkSize, length - offset));
+    CAIRN_RETURN_IF_ERROR(reader.ReadAt(offset, piece));
+    if (Checksum64(piece) != sums[chunk]) {
+      return CorruptionError("page data checksum mismatch in chunk " + std::to_string(chunk));
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace cairn::pagestore

@@ -1,0 +1,45 @@
+// Page files on a Disk: the cheap open-time check and the PageReader over an open page file.
+// Thread-safety: functions are thread-safe; a FilePageReader is safe for concurrent reads.
+#ifndef CAIRN_PAGESTORE_PAGE_FILE_H_
+#define CAIRN_PAGESTORE_PAGE_FILE_H_
+
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "pagestore/disk.h"
+#include "pagestore/page_format.h"
+#include "pagestore/page_store.h"
+
+namespace cairn::pagestore {
+
+class FilePageReader final : public PageReader {
+ public:
+  FilePageReader(std::unique_ptr<RandomAccessFile> file, PageHeader header)
+      : file_(std::move(file)), header_(std::move(header)) {}
+
+  uint32_t data_length() const override { return header_.data_length; }
+  const std::vector<uint64_t>& chunk_checksums() const override { return header_.chunk_checksums; }
+  Status ReadAt(uint32_t offset, std::span<char> out) const override;
+  int native_fd() const override { return file_->native_fd(); }
+  uint64_t data_file_offset() const override { return header_.data_offset; }
+
+  const PageHeader& header() const { return header_; }
+
+ private:
+  std::unique_ptr<RandomAccessFile> file_;
+  PageHeader header_;
+};
+
+// Opens the page file at `path` and checks, without reading the data, that it holds the page
+// whose serialized key is `serialized_key`: the header parses and its checksum matches, the key
+// bytes and page index are equal, and the file size is data_offset + data_length.
+// Returns NotFound if there is no file, Corruption if the file is not a valid copy of that page
+// (truncated, extended, another key, garbage), IoError if reading failed.
+StatusOr<std::unique_ptr<FilePageReader>> OpenPageFile(Disk& disk, const std::string& path,
+                                                       std::string_view serialized_key,
+                                                       uint64_t page_index);
+
+}  // namespace cairn::pagestore
+
+#endif  // CAIRN_PAGESTORE_PAGE_FILE_H_

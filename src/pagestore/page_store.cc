@@ -1,0 +1,125 @@
+// PageStore: routes each page to one of the cache folders (CacheDir) and sums their stats.
+#include "pagestore/page_store.h"
+
+#include <set>
+
+#include "pagestore/cache_dir.h"
+#include "pagestore/disk.h"
+
+namespace cairn::pagestore {
+namespace {
+
+// Jump consistent hash (Lamping & Veach, 2014): maps `key` to [0, buckets) so that growing the
+// bucket count from n to n+1 moves only 1/(n+1) of the keys, all to the new bucket.
+int JumpConsistentHash(uint64_t key, int buckets) {
+  int64_t b = -1;
+  int64_t j = 0;
+  while (j < buckets) {
+    b = j;
+    key = key * 2862933555777941757ULL + 1;
+    j = static_cast<int64_t>(static_cast<double>(b + 1) * (static_cast<double>(1LL << 31) /
+                                                           static_cast<double>((key >> 33) + 1)));
+  }
+  return static_cast<int>(b);
+}
+
+Status CheckKey(const PageKey& key) {
+  if (key.object_id.find('\0') != std::string::npos ||
+      key.version.find('\0') != std::string::npos) {
+    return InvalidArgumentError("page key fields must not contain NUL bytes");
+  }
+  return Status::Ok();
+}
+
+class PageStoreImpl final : public PageStore {
+ public:
+  PageStoreImpl(std::vector<std::unique_ptr<CacheDir>> dirs, uint32_t page_size)
+      : dirs_(std::move(dirs)), page_size_(page_size) {}
+
+  StatusOr<std::unique_ptr<PageReader>> Open(const PageKey& key) override {
+    CAIRN_RETURN_IF_ERROR(CheckKey(key));
+    KeyInfo info(key);
+    return DirFor(info).OpenPage(info);
+  }
+
+  Status Put(const PageKey& key, std::span<const char> data) override {
+    CAIRN_RETURN_IF_ERROR(CheckKey(key));
+    if (data.size() > page_size_) {
+      return InvalidArgumentError("page of " + std::to_string(data.size()) +
+                                  " bytes is larger than the page size " +
+                                  std::to_string(page_size_));
+    }
+    KeyInfo info(key);
+    return DirFor(info).Put(info, data);
+  }
+
+  Status Remove(const PageKey& key, RemoveReason reason) override {
+    CAIRN_RETURN_IF_ERROR(CheckKey(key));
+    KeyInfo info(key);
+    return DirFor(info).Remove(info, reason);
+  }
+
+  bool Contains(const PageKey& key) override {
+    if (!CheckKey(key).ok()) return false;
+    KeyInfo info(key);
+    return DirFor(info).Contains(info);
+  }
+
+  PageStoreStats Stats() const override {
+    PageStoreStats total;
+    for (const auto& dir : dirs_) {
+      PageStoreStats s = dir->Stats();
+      total.pages += s.pages;
+      total.used_bytes += s.used_bytes;
+      total.capacity_bytes += s.capacity_bytes;
+      total.evictions += s.evictions;
+      total.corrupt_pages += s.corrupt_pages;
+      total.recovered_pages += s.recovered_pages;
+      total.recovering = total.recovering || s.recovering;
+    }
+    return total;
+  }
+
+ private:
+  // The low word of the id; the sub-folder inside a folder uses the top byte of the high word,
+  // so the two choices are independent.
+  CacheDir& DirFor(const KeyInfo& info) {
+    return *dirs_[JumpConsistentHash(info.id.low, static_cast<int>(dirs_.size()))];
+  }
+
+  const std::vector<std::unique_ptr<CacheDir>> dirs_;
+  const uint32_t page_size_;
+};
+
+}  // namespace
+
+StatusOr<std::unique_ptr<PageStore>> PageStore::Create(const PageStoreOptions& options) {
+  if (options.dirs.empty()) return InvalidArgumentError("page store needs at least one folder");
+  if (options.page_size == 0 || options.page_size > kMaxPageDataLength) {
+    return InvalidArgumentError("page size must be between 1 byte and 1 GiB");
+  }
+  std::set<std::string> seen;
+  for (const CacheDirOptions& d : options.dirs) {
+    std::string path = DirLayout(d.path).root();
+    if (!seen.insert(path).second) {
+      return InvalidArgumentError("cache folder " + path + " is listed twice");
+    }
+  }
+  std::vector<std::unique_ptr<CacheDir>> dirs;
+  for (const CacheDirOptions& d : options.dirs) {
+    CacheDir::Config config;
+    config.path = d.path;
+    config.capacity_bytes = d.capacity_bytes;
+    config.page_size = options.page_size;
+    config.eviction_policy = options.eviction_policy;
+    config.recovery_threads = options.recovery_threads_per_dir;
+    config.disk = options.disk ? options.disk : PosixDisk();
+    config.clock = options.clock ? options.clock : Clock::Real();
+    CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<CacheDir> dir, CacheDir::Open(std::move(config)));
+    dirs.push_back(std::move(dir));
+  }
+  return std::unique_ptr<PageStore>(
+      std::make_unique<PageStoreImpl>(std::move(dirs), options.page_size));
+}
+
+}  // namespace cairn::pagestore

@@ -1,0 +1,235 @@
+// The POSIX implementation of Disk.
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <vector>
+
+#include "pagestore/disk.h"
+
+namespace cairn::pagestore {
+namespace {
+
+Status Errno(std::string_view what, const std::string& path) {
+  return ErrnoToStatus(errno, std::string(what) + " " + path);
+}
+
+class PosixFile final : public RandomAccessFile {
+ public:
+  explicit PosixFile(int fd) : fd_(fd) {}
+  ~PosixFile() override { ::close(fd_); }
+  PosixFile(const PosixFile&) = delete;
+  PosixFile& operator=(const PosixFile&) = delete;
+
+  StatusOr<size_t> ReadAt(uint64_t offset, std::span<char> out) const override {
+    size_t done = 0;
+    while (done < out.size()) {
+      ssize_t n =
+          ::pread(fd_, out.data() + done, out.size() - done, static_cast<off_t>(offset + done));
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        return ErrnoToStatus(errno, "pread");
+      }
+      if (n == 0) break;
+      done += static_cast<size_t>(n);
+    }
+    return done;
+  }
+
+  StatusOr<uint64_t> Size() const override {
+    struct stat st;
+    if (::fstat(fd_, &st) != 0) return ErrnoToStatus(errno, "fstat");
+    return static_cast<uint64_t>(st.st_size);
+  }
+
+  int native_fd() const override { return fd_; }
+
+ private:
+  const int fd_;
+};
+
+class PosixLock final : public DiskLock {
+ public:
+  explicit PosixLock(int fd) : fd_(fd) {}
+  ~PosixLock() override { ::close(fd_); }  // Closing the descriptor releases the flock.
+  PosixLock(const PosixLock&) = delete;
+  PosixLock& operator=(const PosixLock&) = delete;
+
+ private:
+  const int fd_;
+};
+
+// Writes all of `iov` at the current position, resuming after short writes and EINTR.
+Status WriteAll(int fd, std::vector<struct iovec> iov) {
+  size_t first = 0;
+  while (first < iov.size()) {
+    int count = static_cast<int>(std::min<size_t>(iov.size() - first, IOV_MAX));
+    ssize_t n = ::writev(fd, iov.data() + first, count);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return ErrnoToStatus(errno, "write");
+    }
+    size_t left = static_cast<size_t>(n);
+    while (first < iov.size() && left >= iov[first].iov_len) {
+      left -= iov[first].iov_len;
+      ++first;
+    }
+    if (left > 0) {
+      iov[first].iov_base = static_cast<char*>(iov[first].iov_base) + left;
+      iov[first].iov_len -= left;
+    }
+  }
+  return Status::Ok();
+}
+
+class PosixDiskImpl final : public Disk {
+ public:
+  Status CreateDir(const std::string& path) override {
+    if (::mkdir(path.c_str(), 0700) == 0) {
+      // mkdir's mode is filtered by the umask; chmod sets exactly what we asked for.
+      if (::chmod(path.c_str(), 0700) != 0) return Errno("chmod", path);
+      return Status::Ok();
+    }
+    if (errno != EEXIST) return Errno("mkdir", path);
+    struct stat st;
+    if (::stat(path.c_str(), &st) != 0) return Errno("stat", path);
+    if (!S_ISDIR(st.st_mode)) {
+      return FailedPreconditionError(path + " exists and is not a directory");
+    }
+    return Status::Ok();
+  }
+
+  StatusOr<FileInfo> Stat(const std::string& path) override {
+    struct stat st;
+    if (::stat(path.c_str(), &st) != 0) return Errno("stat", path);
+    FileInfo info;
+    info.is_dir = S_ISDIR(st.st_mode);
+    info.is_regular = S_ISREG(st.st_mode);
+    info.mode = st.st_mode & 07777;
+    info.size = static_cast<uint64_t>(st.st_size);
+    return info;
+  }
+
+  Status CheckWritable(const std::string& path) override {
+    // AT_EACCESS: check with the effective ids, the ones our file operations will use.
+    if (::faccessat(AT_FDCWD, path.c_str(), W_OK | X_OK, AT_EACCESS) == 0) return Status::Ok();
+    if (errno == EACCES || errno == EPERM || errno == EROFS) {
+      return PermissionDeniedError(path +
+                                   " is not writable by this process: " + std::strerror(errno));
+    }
+    return Errno("access", path);
+  }
+
+  StatusOr<std::unique_ptr<RandomAccessFile>> OpenForRead(const std::string& path) override {
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0) return Errno("open", path);
+    return std::unique_ptr<RandomAccessFile>(std::make_unique<PosixFile>(fd));
+  }
+
+  Status WriteNewFile(const std::string& path,
+                      std::span<const std::span<const char>> pieces) override {
+    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0) return Errno("create", path);
+    std::vector<struct iovec> iov;
+    for (std::span<const char> piece : pieces) {
+      if (piece.empty()) continue;
+      iov.push_back({const_cast<char*>(piece.data()), piece.size()});
+    }
+    Status s = WriteAll(fd, std::move(iov)).WithContext(path);
+    // close() can report a deferred write error (e.g. on NFS); do not ignore it.
+    if (::close(fd) != 0 && s.ok()) s = Errno("close", path);
+    if (!s.ok()) ::unlink(path.c_str());
+    return s;
+  }
+
+  Status Rename(const std::string& from, const std::string& to) override {
+    if (::rename(from.c_str(), to.c_str()) != 0) return Errno("rename", from);
+    return Status::Ok();
+  }
+
+  Status Unlink(const std::string& path) override {
+    if (::unlink(path.c_str()) != 0) return Errno("unlink", path);
+    return Status::Ok();
+  }
+
+  StatusOr<std::vector<DirEntry>> ListDir(const std::string& path) override {
+    int dfd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0) return Errno("open directory", path);
+    DIR* dir = ::fdopendir(dfd);
+    if (dir == nullptr) {
+      Status s = Errno("fdopendir", path);
+      ::close(dfd);
+      return s;
+    }
+    std::vector<DirEntry> out;
+    Status status;
+    while (true) {
+      errno = 0;
+      struct dirent* e = ::readdir(dir);
+      if (e == nullptr) {
+        if (errno != 0) status = Errno("readdir", path);
+        break;
+      }
+      if (std::strcmp(e->d_name, ".") == 0 || std::strcmp(e->d_name, "..") == 0) continue;
+      DirEntry entry;
+      entry.name = e->d_name;
+      if (e->d_type == DT_DIR) {
+        entry.is_dir = true;
+      } else if (e->d_type == DT_REG || e->d_type == DT_UNKNOWN) {
+        // Sizes need one fstatat per file; relative to the directory fd, so no path building.
+        struct stat st;
+        if (::fstatat(dfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
+          if (errno == ENOENT) continue;  // Removed since readdir returned it.
+          status = Errno("stat", path + "/" + entry.name);
+          break;
+        }
+        entry.is_dir = S_ISDIR(st.st_mode);
+        entry.is_regular = S_ISREG(st.st_mode);
+        entry.size = static_cast<uint64_t>(st.st_size);
+      }
+      out.push_back(std::move(entry));
+    }
+    ::closedir(dir);  // Also closes dfd.
+    if (!status.ok()) return status;
+    return out;
+  }
+
+  StatusOr<uint64_t> FileSystemUsedBytes(const std::string& path) override {
+    struct statvfs vfs;
+    if (::statvfs(path.c_str(), &vfs) != 0) return Errno("statvfs", path);
+    return static_cast<uint64_t>(vfs.f_blocks - vfs.f_bfree) * vfs.f_frsize;
+  }
+
+  StatusOr<std::unique_ptr<DiskLock>> LockFile(const std::string& path) override {
+    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0) return Errno("open", path);
+    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+      int err = errno;
+      ::close(fd);
+      if (err == EWOULDBLOCK) {
+        return FailedPreconditionError(path +
+                                       " is locked: the cache folder is in use by another "
+                                       "page store (another process, or listed twice)");
+      }
+      return ErrnoToStatus(err, "flock " + path);
+    }
+    return std::unique_ptr<DiskLock>(std::make_unique<PosixLock>(fd));
+  }
+};
+
+}  // namespace
+
+std::shared_ptr<Disk> PosixDisk() {
+  static const std::shared_ptr<Disk> disk = std::make_shared<PosixDiskImpl>();
+  return disk;
+}
+
+}  // namespace cairn::pagestore

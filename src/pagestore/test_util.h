@@ -1,0 +1,81 @@
+// Helpers shared by the page store tests (test-only; not part of cairn_pagestore).
+#ifndef CAIRN_PAGESTORE_TEST_UTIL_H_
+#define CAIRN_PAGESTORE_TEST_UTIL_H_
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <random>
+#include <string>
+#include <thread>
+
+#include "pagestore/page_store.h"
+
+namespace cairn::pagestore::testing {
+
+// A fresh folder under the system temp dir, removed with everything in it at destruction.
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "pagestore_test_XXXXXX").string();
+    path_ = ::mkdtemp(tmpl.data());
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// Deterministic pseudo-random bytes.
+inline std::string Bytes(uint64_t seed, size_t n) {
+  std::mt19937_64 rng(seed);
+  std::string out(n, '\0');
+  for (char& c : out) c = static_cast<char>(rng());
+  return out;
+}
+
+inline PageKey Key(uint64_t i, std::string version = "v1") {
+  return PageKey{"s3://bucket/data/object-" + std::to_string(i / 4), std::move(version), i % 4};
+}
+
+// Reads the whole page through the reader.
+inline std::string ReadAll(const PageReader& reader) {
+  std::string out(reader.data_length(), '\0');
+  Status s = reader.ReadAt(0, out);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  return out;
+}
+
+// Waits (up to 30 s) until the store's startup scan has finished.
+inline bool WaitForRecovery(const PageStore& store) {
+  for (int i = 0; i < 3000; ++i) {
+    if (!store.Stats().recovering) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
+}
+
+// What `du` counts: allocated blocks of every file and folder under `root`, root included.
+inline uint64_t DiskUsage(const std::string& root) {
+  uint64_t total = 0;
+  struct stat st;
+  if (::lstat(root.c_str(), &st) == 0) total += uint64_t(st.st_blocks) * 512;
+  std::error_code ec;
+  for (auto it = std::filesystem::recursive_directory_iterator(root, ec);
+       it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
+    if (ec) break;
+    if (::lstat(it->path().c_str(), &st) == 0) total += uint64_t(st.st_blocks) * 512;
+  }
+  return total;
+}
+
+}  // namespace cairn::pagestore::testing
+
+#endif  // CAIRN_PAGESTORE_TEST_UTIL_H_

@@ -1,0 +1,46 @@
+// PageChannel: how a client asks one worker for page bytes. Two implementations: the TCP
+// channel (client/remote_channel.h) and the in-process channel of an embedded worker
+// (worker/local_channel.h), so `cairn up` skips the network hop entirely.
+//
+// Thread-safety: implementations are safe for concurrent use.
+#ifndef CAIRN_PROTOCOL_PAGE_CHANNEL_H_
+#define CAIRN_PROTOCOL_PAGE_CHANNEL_H_
+
+#include <functional>
+#include <span>
+#include <string>
+
+#include "common/status.h"
+#include "protocol/wire.h"
+
+namespace cairn::protocol {
+
+// The result of a page read: where the returned bytes sit in the page and their checksums.
+// The bytes themselves were written to the caller's buffer.
+struct PageReply {
+  PageSource source = PageSource::kCache;
+  uint32_t data_offset = 0;
+  uint32_t data_length = 0;
+  std::vector<uint64_t> checksums;
+};
+
+class PageChannel {
+ public:
+  using Callback = std::function<void(StatusOr<PageReply>)>;
+  virtual ~PageChannel() = default;
+
+  // Reads the chunk-aligned range AlignedRange(request.offset, request.length, page_length) of
+  // the page into `dest`, which must be exactly that range's size and stay alive until `done`
+  // runs. `done` runs exactly once, possibly on another thread, possibly before this returns.
+  // Errors: Unavailable/DeadlineExceeded (worker unreachable or too slow: try elsewhere),
+  // FailedPrecondition (the object changed: the version is gone), NotFound (object deleted),
+  // others as reported by the worker. The caller verifies the checksums.
+  virtual void ReadPage(const ReadPageRequest& request, std::span<char> dest, Callback done) = 0;
+
+  // A short description for logs ("127.0.0.1:7070", "in-process").
+  virtual std::string Describe() const = 0;
+};
+
+}  // namespace cairn::protocol
+
+#endif  // CAIRN_PROTOCOL_PAGE_CHANNEL_H_

@@ -1,0 +1,144 @@
+#include "ufs/memory_ufs.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "ufs/ufs_keys.h"
+
+namespace cairn::ufs {
+
+MemoryUnderStorage::MemoryUnderStorage(std::string root_uri, Clock* clock)
+    : root_uri_(std::move(root_uri)), clock_(clock) {}
+
+ObjectInfo MemoryUnderStorage::InfoOf(const std::string& key, const Object& obj) const {
+  ObjectInfo info;
+  info.key = key;
+  info.size = obj.data->size();
+  info.version = obj.version;
+  info.mtime_ns = obj.mtime_ns;
+  return info;
+}
+
+StatusOr<ObjectInfo> MemoryUnderStorage::Stat(std::string_view key) {
+  CAIRN_RETURN_IF_ERROR(ValidatePortableKey(key));
+  MutexLock lock(&mu_);
+  auto it = objects_.find(key);
+  if (it == objects_.end()) {
+    return NotFoundError("no such object '" + std::string(key) + "' in " + root_uri_);
+  }
+  return InfoOf(it->first, it->second);
+}
+
+StatusOr<ListResult> MemoryUnderStorage::List(const ListOptions& options) {
+  CAIRN_RETURN_IF_ERROR(ValidatePortablePrefix(options.prefix));
+  CAIRN_ASSIGN_OR_RETURN(int page_size, EffectivePageSize(options));
+  ListPageBuilder builder(options, page_size);
+  MutexLock lock(&mu_);
+  const std::string& start = std::max(options.prefix, options.continuation_token);
+  auto it = objects_.lower_bound(start);
+  while (it != objects_.end() && std::string_view(it->first).starts_with(options.prefix)) {
+    ListPageBuilder::Verdict v;
+    if (std::optional<std::string> cp = builder.CommonPrefixOf(it->first)) {
+      v = builder.AddPrefix(*cp);
+      // Everything under the common prefix is folded into it: jump past the whole range.
+      std::string next = PrefixSuccessor(*cp);
+      it = next.empty() ? objects_.end() : objects_.lower_bound(next);
+    } else {
+      const auto& [key, obj] = *it;
+      v = builder.AddObject(key, [&]() -> std::optional<ObjectInfo> { return InfoOf(key, obj); });
+      ++it;
+    }
+    if (v == ListPageBuilder::Verdict::kFull) break;
+  }
+  return std::move(builder).Finish();
+}
+
+StatusOr<size_t> MemoryUnderStorage::Read(std::string_view key, std::string_view expected_version,
+                                          uint64_t offset, std::span<char> out) {
+  CAIRN_RETURN_IF_ERROR(ValidatePortableKey(key));
+  std::shared_ptr<const std::string> data;
+  {
+    MutexLock lock(&mu_);
+    auto it = objects_.find(key);
+    if (it == objects_.end()) {
+      return NotFoundError("no such object '" + std::string(key) + "' in " + root_uri_);
+    }
+    if (!expected_version.empty() && it->second.version != expected_version) {
+      return FailedPreconditionError("object '" + std::string(key) + "' in " + root_uri_ +
+                                     " changed: expected version " + std::string(expected_version) +
+                                     ", found " + it->second.version);
+    }
+    data = it->second.data;
+  }
+  if (offset >= data->size()) return size_t{0};
+  size_t n = std::min<uint64_t>(out.size(), data->size() - offset);
+  std::memcpy(out.data(), data->data() + offset, n);
+  return n;
+}
+
+Status MemoryUnderStorage::Write(std::string_view key, std::span<const char> data) {
+  CAIRN_RETURN_IF_ERROR(ValidatePortableKey(key));
+  Store(key, std::string_view(data.data(), data.size()));
+  return Status::Ok();
+}
+
+std::string MemoryUnderStorage::Store(std::string_view key, std::string_view data) {
+  auto content = std::make_shared<const std::string>(data);
+  int64_t now = clock_->WallNanos();
+  MutexLock lock(&mu_);
+  Object& obj = objects_[std::string(key)];
+  obj.data = std::move(content);
+  obj.version = "m" + std::to_string(next_version_++);
+  obj.mtime_ns = now;
+  return obj.version;
+}
+
+Status MemoryUnderStorage::Delete(std::string_view key) {
+  CAIRN_RETURN_IF_ERROR(ValidatePortableKey(key));
+  MutexLock lock(&mu_);
+  auto it = objects_.find(key);
+  if (it == objects_.end()) {
+    return NotFoundError("no such object '" + std::string(key) + "' in " + root_uri_);
+  }
+  objects_.erase(it);
+  return Status::Ok();
+}
+
+std::string MemoryUnderStorage::Put(std::string_view key, std::string_view data) {
+  if (!ValidatePortableKey(key).ok()) return "";
+  return Store(key, data);
+}
+
+std::optional<std::string> MemoryUnderStorage::Get(std::string_view key) const {
+  MutexLock lock(&mu_);
+  auto it = objects_.find(key);
+  if (it == objects_.end()) return std::nullopt;
+  return *it->second.data;
+}
+
+std::vector<std::string> MemoryUnderStorage::Keys() const {
+  MutexLock lock(&mu_);
+  std::vector<std::string> keys;
+  keys.reserve(objects_.size());
+  for (const auto& [key, obj] : objects_) keys.push_back(key);
+  return keys;
+}
+
+size_t MemoryUnderStorage::ObjectCount() const {
+  MutexLock lock(&mu_);
+  return objects_.size();
+}
+
+uint64_t MemoryUnderStorage::TotalBytes() const {
+  MutexLock lock(&mu_);
+  uint64_t total = 0;
+  for (const auto& [key, obj] : objects_) total += obj.data->size();
+  return total;
+}
+
+void MemoryUnderStorage::Clear() {
+  MutexLock lock(&mu_);
+  objects_.clear();
+}
+
+}  // namespace cairn::ufs

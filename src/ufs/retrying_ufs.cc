@@ -1,0 +1,106 @@
+#include "ufs/retrying_ufs.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <optional>
+
+namespace cairn::ufs {
+
+bool IsRetryable(const Status& status) {
+  return status.code() == StatusCode::kUnavailable ||
+         status.code() == StatusCode::kDeadlineExceeded;
+}
+
+RetryingUnderStorage::RetryingUnderStorage(std::shared_ptr<UnderStorage> target,
+                                           RetryOptions options, Clock* clock)
+    : UnderStorageWrapper(std::move(target)),
+      options_(options),
+      clock_(clock),
+      rng_(options.seed != 0 ? options.seed : std::random_device{}()) {}
+
+int64_t RetryingUnderStorage::NextBackoffMicros(int retry) {
+  int64_t cap = options_.base_backoff_us;
+  for (int i = 0; i < retry && cap < options_.max_backoff_us; ++i) cap *= 2;
+  cap = std::min(cap, options_.max_backoff_us);
+  if (cap <= 0) return 0;
+  MutexLock lock(&mu_);
+  return std::uniform_int_distribution<int64_t>(0, cap)(rng_);
+}
+
+Status RetryingUnderStorage::Run(const std::function<Status()>& attempt) {
+  const int64_t start = clock_->NowMicros();
+  int attempts = 0;
+  while (true) {
+    Status status = attempt();
+    ++attempts;
+    if (status.ok() || !IsRetryable(status)) return status;
+    int retry = attempts - 1;
+    if (retry >= options_.max_retries) {
+      return status.WithContext("giving up after " + std::to_string(attempts) + " attempt(s)");
+    }
+    int64_t sleep = NextBackoffMicros(retry);
+    int64_t elapsed = clock_->NowMicros() - start;
+    if (elapsed + sleep > options_.max_elapsed_us) {
+      return status.WithContext("giving up after " + std::to_string(attempts) + " attempt(s) and " +
+                                std::to_string(elapsed / 1000) + " ms");
+    }
+    spdlog::debug("ufs: {} on {}; retry {} of {} in {} ms", status.ToString(), RootUri(), retry + 1,
+                  options_.max_retries, sleep / 1000);
+    retries_.fetch_add(1, std::memory_order_relaxed);
+    clock_->SleepForMicros(sleep);
+  }
+}
+
+StatusOr<ObjectInfo> RetryingUnderStorage::Stat(std::string_view key) {
+  std::optional<ObjectInfo> info;
+  Status st = Run([&]() -> Status {
+    StatusOr<ObjectInfo> r = target()->Stat(key);
+    if (!r.ok()) return r.status();
+    info = std::move(r).value();
+    return Status::Ok();
+  });
+  if (!st.ok()) return st;
+  return std::move(*info);
+}
+
+StatusOr<ListResult> RetryingUnderStorage::List(const ListOptions& options) {
+  std::optional<ListResult> result;
+  Status st = Run([&]() -> Status {
+    StatusOr<ListResult> r = target()->List(options);
+    if (!r.ok()) return r.status();
+    result = std::move(r).value();
+    return Status::Ok();
+  });
+  if (!st.ok()) return st;
+  return std::move(*result);
+}
+
+StatusOr<size_t> RetryingUnderStorage::Read(std::string_view key, std::string_view expected_version,
+                                            uint64_t offset, std::span<char> out) {
+  size_t n = 0;
+  Status st = Run([&]() -> Status {
+    StatusOr<size_t> r = target()->Read(key, expected_version, offset, out);
+    if (!r.ok()) return r.status();
+    n = *r;
+    return Status::Ok();
+  });
+  if (!st.ok()) return st;
+  return n;
+}
+
+Status RetryingUnderStorage::Write(std::string_view key, std::span<const char> data) {
+  return Run([&]() { return target()->Write(key, data); });
+}
+
+Status RetryingUnderStorage::Delete(std::string_view key) {
+  bool had_transient_failure = false;
+  return Run([&]() -> Status {
+    Status st = target()->Delete(key);
+    if (st.code() == StatusCode::kNotFound && had_transient_failure) return Status::Ok();
+    if (IsRetryable(st)) had_transient_failure = true;
+    return st;
+  });
+}
+
+}  // namespace cairn::ufs

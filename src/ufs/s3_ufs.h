@@ -1,0 +1,111 @@
+// S3UnderStorage: an S3-compatible bucket (AWS S3, MinIO, Ceph RGW, s3rver, ...) as an
+// under-storage, over libcurl.
+//
+// Root "s3://bucket/prefix": key "a/b" is object "prefix/a/b" ("a/b" without a prefix). Keys are
+// passed through as S3 keys (UTF-8, any bytes but NUL; at most 1024 bytes with the prefix), so
+// listing returns them exactly as stored. Object versions are ETags without quotes.
+//
+// Requests: Stat = HEAD; List = ListObjectsV2 (keys relative to the root, zero-byte "folder
+// marker" keys ending in '/' are hidden); Read = ranged GET, split into parallel ranged GETs of
+// parallel_read_part bytes when at least parallel_read_threshold bytes are asked for; Write = one
+// PUT (objects up to 5 GiB; no multipart upload); Delete = HEAD then DELETE (S3 answers 204 for
+// a missing key, the HEAD is what makes Delete return NotFound; a concurrent deleter can still
+// race it). No retries here: OpenUnderStorage wraps this in RetryingUnderStorage.
+//
+// Version checks: with an expected version, every GET carries If-Match and the ETag of every
+// response is compared with it too (some servers, e.g. s3rver, ignore If-Match);
+// FailedPrecondition on a mismatch or a 412. A parallel read without an expected version still
+// requires all its parts to carry the same ETag, so it never stitches two versions together.
+//
+// Thread-safety: safe for concurrent use; connections come from a bounded pool.
+#ifndef CAIRN_UFS_S3_UFS_H_
+#define CAIRN_UFS_S3_UFS_H_
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+
+#include "common/status.h"
+#include "common/thread_pool.h"
+#include "common/uri.h"
+#include "ufs/aws_credentials.h"
+#include "ufs/curl_pool.h"
+#include "ufs/s3_errors.h"
+#include "ufs/s3_url.h"
+#include "ufs/ufs.h"
+
+namespace cairn::ufs {
+
+class S3UnderStorage : public UnderStorage {
+ public:
+  // Builds a store for `uri` (scheme "s3") with settings resolved per aws_credentials.h from
+  // `options` and `env`. InvalidArgument for a bad endpoint, bucket or option value, or broken
+  // credential files. Does not contact the server (see Probe).
+  static StatusOr<std::unique_ptr<S3UnderStorage>> Create(const Uri& uri, const UfsOptions& options,
+                                                          const s3::EnvLookup& env);
+  ~S3UnderStorage() override;
+
+  // "s3://bucket/prefix" (or "s3://bucket").
+  std::string RootUri() const override;
+  // HEAD. NotFound if absent (including "folders"), errors as in s3_errors.h.
+  StatusOr<ObjectInfo> Stat(std::string_view key) override;
+  // One ListObjectsV2 page. The token is S3's opaque continuation token.
+  StatusOr<ListResult> List(const ListOptions& options) override;
+  // Ranged GET(s); see the version-check rules above.
+  StatusOr<size_t> Read(std::string_view key, std::string_view expected_version, uint64_t offset,
+                        std::span<char> out) override;
+  // PUT with the payload's SHA-256 signed. InvalidArgument above 5 GiB.
+  Status Write(std::string_view key, std::span<const char> data) override;
+  // HEAD + DELETE; NotFound if absent.
+  Status Delete(std::string_view key) override;
+
+  // The resolved endpoint ("http://127.0.0.1:9000") and credential source, for diagnostics.
+  std::string endpoint() const { return endpoint_.ToString(); }
+  const std::string& credentials_source() const { return settings_.credentials_source; }
+
+ private:
+  struct RangeResult {
+    size_t bytes = 0;
+    std::string etag;  // Stripped; empty when the response had none (e.g. 416).
+  };
+
+  S3UnderStorage(std::string bucket, std::string prefix, s3::AwsSettings settings,
+                 s3::Endpoint endpoint, const UfsOptions& options);
+
+  Status ValidateKey(std::string_view key) const;
+  std::string FullKey(std::string_view key) const;
+  std::string ResourceOf(std::string_view key) const;
+  s3::RequestContext Context(std::string_view op, const std::string& resource) const;
+  // Signing-related headers every request carries.
+  std::vector<std::string> BaseHeaders(std::string_view payload_sha256) const;
+  // Performs a request; maps transport errors (not HTTP statuses) to Status.
+  StatusOr<s3::HttpResponse> Send(s3::HttpRequest request, const s3::RequestContext& ctx);
+  // Timeout for a request moving `bytes`: request_timeout_ms plus 1 s per MiB.
+  long TimeoutFor(uint64_t bytes) const;
+
+  // One ranged GET into `out`; checks the ETag against `expected_version` when non-empty.
+  StatusOr<RangeResult> GetRange(std::string_view key, std::string_view expected_version,
+                                 uint64_t offset, std::span<char> out);
+  StatusOr<size_t> ParallelRead(std::string_view key, std::string_view expected_version,
+                                uint64_t offset, std::span<char> out);
+  ThreadPool& PartPool();
+
+  const std::string bucket_;
+  const std::string prefix_;  // Without leading/trailing '/'; "" for the whole bucket.
+  const s3::AwsSettings settings_;
+  const s3::Endpoint endpoint_;
+  const std::string endpoint_text_;
+  const bool path_style_;
+  const long request_timeout_ms_;
+  const uint64_t parallel_threshold_;
+  const uint64_t parallel_part_;
+  const int max_connections_;
+  s3::HttpClient http_;
+  std::once_flag pool_once_;
+  std::unique_ptr<ThreadPool> part_pool_;  // Created on the first parallel read.
+};
+
+}  // namespace cairn::ufs
+
+#endif  // CAIRN_UFS_S3_UFS_H_

@@ -1,0 +1,29 @@
+#include "worker/local_channel.h"
+
+namespace cairn::worker {
+
+void LocalChannel::ReadPage(const protocol::ReadPageRequest& request, std::span<char> dest,
+                            Callback done) {
+  auto result = service_->ReadPage(request);
+  if (!result.ok()) {
+    done(result.status());
+    return;
+  }
+  if (dest.size() != result->range.size()) {
+    done(InternalError("destination does not match the aligned page range"));
+    return;
+  }
+  Status s = result->CopyTo(dest);
+  if (!s.ok()) {
+    done(s);
+    return;
+  }
+  protocol::PageReply reply;
+  reply.source = result->source;
+  reply.data_offset = result->range.begin;
+  reply.data_length = result->range.size();
+  reply.checksums = std::move(result->checksums);
+  done(std::move(reply));
+}
+
+}  // namespace cairn::worker

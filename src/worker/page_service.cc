@@ -1,0 +1,267 @@
+#include "worker/page_service.h"
+
+#include <spdlog/spdlog.h>
+
+#include <cstring>
+
+namespace cairn::worker {
+
+using protocol::ByteRange;
+using protocol::PageSource;
+using protocol::ReadPageRequest;
+
+// One UFS fetch of a page, shared by every request that misses on it while it runs and while
+// its bytes are being written to the page store.
+struct PageService::Fetch {
+  Mutex mu;
+  CondVar cv;
+  bool done GUARDED_BY(mu) = false;
+  Status status GUARDED_BY(mu);
+  std::shared_ptr<const std::string> page;  // Set before done; immutable after.
+  std::vector<uint64_t> checksums;          // Of the whole page; immutable after done.
+};
+
+struct PageService::Metrics {
+  explicit Metrics(metrics::Registry* r)
+      : requests(r->AddCounter("cairn_worker_requests_total", "Page read requests received")),
+        hits(r->AddCounter("cairn_worker_cache_hits_total", "Page reads served from the cache")),
+        misses(r->AddCounter("cairn_worker_cache_misses_total",
+                             "Page reads that went to the under-storage")),
+        coalesced(r->AddCounter("cairn_worker_coalesced_misses_total",
+                                "Misses that joined an in-flight fetch of the same page")),
+        errors(r->AddCounter("cairn_worker_request_errors_total", "Page reads that failed")),
+        bytes_from_cache(r->AddCounter("cairn_worker_bytes_from_cache_total",
+                                       "Bytes served from cached pages")),
+        bytes_from_ufs(r->AddCounter("cairn_worker_bytes_from_ufs_total",
+                                     "Bytes read from the under-storage")),
+        ufs_requests(r->AddCounter("cairn_worker_ufs_requests_total",
+                                   "Read requests sent to the under-storage")),
+        ufs_errors(r->AddCounter("cairn_worker_ufs_errors_total",
+                                 "Under-storage reads that failed")),
+        checksum_failures(r->AddCounter(
+            "cairn_worker_checksum_failures_total",
+            "Cached pages reported corrupt by a client's end-to-end checksum check")),
+        store_failures(r->AddCounter("cairn_worker_store_failures_total",
+                                     "Fetched pages that could not be written to the cache")),
+        hit_latency(r->AddHistogram("cairn_worker_read_latency_seconds",
+                                    "Page read service time in the worker",
+                                    metrics::LatencyBucketsSeconds(), {{"result", "hit"}})),
+        miss_latency(r->AddHistogram("cairn_worker_read_latency_seconds",
+                                     "Page read service time in the worker",
+                                     metrics::LatencyBucketsSeconds(), {{"result", "miss"}})) {}
+  metrics::Counter* requests;
+  metrics::Counter* hits;
+  metrics::Counter* misses;
+  metrics::Counter* coalesced;
+  metrics::Counter* errors;
+  metrics::Counter* bytes_from_cache;
+  metrics::Counter* bytes_from_ufs;
+  metrics::Counter* ufs_requests;
+  metrics::Counter* ufs_errors;
+  metrics::Counter* checksum_failures;
+  metrics::Counter* store_failures;
+  metrics::Histogram* hit_latency;
+  metrics::Histogram* miss_latency;
+};
+
+namespace {
+
+std::vector<uint64_t> ChecksumsOf(const std::vector<uint64_t>& all, ByteRange range) {
+  size_t first = range.begin / kChecksumChunkSize;
+  size_t last = first + ChunkCount(range.size());
+  if (last > all.size()) last = all.size();
+  return std::vector<uint64_t>(all.begin() + first, all.begin() + last);
+}
+
+}  // namespace
+
+Status PageResult::CopyTo(std::span<char> dest) const {
+  if (dest.size() != range.size()) return InternalError("destination size mismatch");
+  if (page) {
+    std::memcpy(dest.data(), page->data() + range.begin, range.size());
+    return Status::Ok();
+  }
+  return reader->ReadAt(range.begin, dest);
+}
+
+PageService::PageService(std::shared_ptr<const mount::MountTable> mounts,
+                         pagestore::PageStore* store, metrics::Registry* registry,
+                         PageServiceOptions options)
+    : mounts_(std::move(mounts)),
+      store_(store),
+      options_(std::move(options)),
+      metrics_(std::make_unique<Metrics>(registry)),
+      store_pool_(std::make_unique<ThreadPool>(options_.store_threads, "page-writer")) {}
+
+PageService::~PageService() { store_pool_.reset(); }  // Finish queued page writes first.
+
+ServiceStats PageService::Stats() const {
+  ServiceStats s;
+  s.requests = metrics_->requests->value();
+  s.hits = metrics_->hits->value();
+  s.misses = metrics_->misses->value();
+  s.bytes_from_cache = metrics_->bytes_from_cache->value();
+  s.bytes_from_ufs = metrics_->bytes_from_ufs->value();
+  s.ufs_requests = metrics_->ufs_requests->value();
+  s.checksum_failures = metrics_->checksum_failures->value();
+  return s;
+}
+
+bool PageService::LikelyCached(const ReadPageRequest& request) {
+  auto mount = mounts_->FindByPath(request.mount);
+  if (!mount.ok()) return false;
+  return store_->Contains({(*mount)->ObjectId(request.key), request.version, request.page_index});
+}
+
+StatusOr<PageResult> PageService::ReadPage(const ReadPageRequest& request) {
+  int64_t start = options_.clock->NowMicros();
+  metrics_->requests->Increment();
+  if (request.page_size != options_.page_size) {
+    metrics_->errors->Increment();
+    return InvalidArgumentError("page size mismatch: client uses " +
+                                std::to_string(request.page_size) + ", worker " +
+                                std::to_string(options_.page_size));
+  }
+  auto mount = mounts_->FindByPath(request.mount);
+  if (!mount.ok()) {
+    metrics_->errors->Increment();
+    return mount.status();
+  }
+  uint32_t page_length = protocol::PageLength(request.object_size, request.page_index,
+                                              request.page_size);
+  if (page_length == 0 || request.offset >= page_length) {
+    metrics_->errors->Increment();
+    return InvalidArgumentError("page range past end of object");
+  }
+  pagestore::PageKey key{(*mount)->ObjectId(request.key), request.version, request.page_index};
+
+  if (request.flags & protocol::kFlagRefetch) {
+    metrics_->checksum_failures->Increment();
+    store_->Remove(key, pagestore::RemoveReason::kCorrupt).IgnoreError();
+  } else {
+    auto cached = ServeFromCache(key, page_length, request);
+    if (cached.ok()) {
+      metrics_->hits->Increment();
+      metrics_->bytes_from_cache->Increment(cached->range.size());
+      metrics_->hit_latency->Observe((options_.clock->NowMicros() - start) / 1e6);
+      return cached;
+    }
+  }
+
+  metrics_->misses->Increment();
+  auto fetch = FetchPage(**mount, key, request, page_length);
+  if (!fetch.ok()) {
+    metrics_->errors->Increment();
+    return fetch.status();
+  }
+  PageResult result;
+  result.source = PageSource::kUnderStorage;
+  result.range = protocol::AlignedRange(request.offset, request.length, page_length);
+  result.checksums = ChecksumsOf((*fetch)->checksums, result.range);
+  result.page = (*fetch)->page;
+  metrics_->miss_latency->Observe((options_.clock->NowMicros() - start) / 1e6);
+  return result;
+}
+
+StatusOr<PageResult> PageService::ServeFromCache(const pagestore::PageKey& key,
+                                                 uint32_t page_length,
+                                                 const ReadPageRequest& request) {
+  auto reader = store_->Open(key);
+  if (!reader.ok()) return reader.status();
+  if ((*reader)->data_length() != page_length) {
+    // Same key, different length: the page was written for another object size. Never serve.
+    store_->Remove(key, pagestore::RemoveReason::kCorrupt).IgnoreError();
+    return CorruptionError("cached page length does not match the object size");
+  }
+  PageResult result;
+  result.source = PageSource::kCache;
+  result.range = protocol::AlignedRange(request.offset, request.length, page_length);
+  result.checksums = ChecksumsOf((*reader)->chunk_checksums(), result.range);
+  result.reader = std::move(reader).value();
+  return result;
+}
+
+StatusOr<std::shared_ptr<PageService::Fetch>> PageService::FetchPage(
+    const mount::Mount& mount, const pagestore::PageKey& key, const ReadPageRequest& request,
+    uint32_t page_length) {
+  Hash128 id = key.Id();
+  std::shared_ptr<Fetch> fetch;
+  bool leader = false;
+  {
+    MutexLock l(&mu_);
+    auto it = in_flight_.find(id);
+    if (it != in_flight_.end()) {
+      fetch = it->second;
+    } else {
+      fetch = std::make_shared<Fetch>();
+      in_flight_.emplace(id, fetch);
+      leader = true;
+    }
+  }
+  if (!leader) {
+    metrics_->coalesced->Increment();
+    MutexLock l(&fetch->mu);
+    fetch->cv.Wait(&fetch->mu, [&]() REQUIRES(fetch->mu) { return fetch->done; });
+    if (!fetch->status.ok()) return fetch->status;
+    return fetch;
+  }
+
+  auto bytes = std::make_shared<std::string>(page_length, '\0');
+  metrics_->ufs_requests->Increment();
+  uint64_t offset = request.page_index * request.page_size;
+  auto n = mount.ufs->Read(request.key, request.version, offset, *bytes);
+  Status status;
+  if (!n.ok()) {
+    status = n.status();
+  } else if (*n != page_length) {
+    status = FailedPreconditionError("object " + request.key + " is shorter than its size at open");
+  }
+  if (status.ok()) {
+    metrics_->bytes_from_ufs->Increment(page_length);
+    fetch->checksums = ChunkChecksums(*bytes);
+    fetch->page = std::move(bytes);
+  } else {
+    metrics_->ufs_errors->Increment();
+    spdlog::warn("UFS read of {} page {} failed: {}", mount.ObjectId(request.key),
+                 request.page_index, status.ToString());
+  }
+  {
+    MutexLock l(&fetch->mu);
+    fetch->done = true;
+    fetch->status = status;
+  }
+  fetch->cv.NotifyAll();
+  if (!status.ok()) {
+    Retire(id);
+    return status;
+  }
+  if (request.flags & protocol::kFlagNoCache) {
+    Retire(id);
+  } else if (pending_stores_.fetch_add(1) < options_.max_pending_stores) {
+    store_pool_->Submit([this, key, fetch] {
+      StoreAndRetire(key, fetch);
+      pending_stores_.fetch_sub(1);
+    });
+  } else {
+    StoreAndRetire(key, fetch);  // Writers are behind: push back on this reader instead.
+    pending_stores_.fetch_sub(1);
+  }
+  return fetch;
+}
+
+void PageService::StoreAndRetire(const pagestore::PageKey& key, std::shared_ptr<Fetch> fetch) {
+  Status s = store_->Put(key, *fetch->page);
+  if (!s.ok()) {
+    metrics_->store_failures->Increment();
+    spdlog::warn("caching page {} of {} failed: {}", key.page_index, key.object_id,
+                 s.ToString());
+  }
+  Retire(key.Id());
+}
+
+void PageService::Retire(const Hash128& id) {
+  MutexLock l(&mu_);
+  in_flight_.erase(id);
+}
+
+}  // namespace cairn::worker

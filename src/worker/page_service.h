@@ -1,0 +1,111 @@
+// PageService: the worker's read path, independent of the transport.
+//
+// ReadPage serves the chunk-aligned range of one page: from the page store when cached (a hit),
+// else from the under-storage (a miss), which is then stored. Concurrent misses on one page
+// coalesce into a single UFS fetch, and requests arriving while that page is being written to
+// disk are served from the fetched bytes. The checksums returned are the stored ones for hits
+// (the client verifies them: end-to-end), fresh ones for misses.
+//
+// Thread-safety: all methods are thread-safe.
+#ifndef CAIRN_WORKER_PAGE_SERVICE_H_
+#define CAIRN_WORKER_PAGE_SERVICE_H_
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <unordered_map>
+
+#include "common/checksum.h"
+#include "common/clock.h"
+#include "common/thread_annotations.h"
+#include "common/thread_pool.h"
+#include "metrics/registry.h"
+#include "mount/mount_table.h"
+#include "pagestore/page_store.h"
+#include "protocol/wire.h"
+
+namespace cairn::worker {
+
+struct PageServiceOptions {
+  uint32_t page_size = 1 << 20;
+  std::string worker_id = "worker";
+  int store_threads = 2;       // Background page writers.
+  size_t max_pending_stores = 64;  // Pages queued for writing before misses write inline.
+  Clock* clock = Clock::Real();
+};
+
+// The bytes of a served range. Exactly one of `reader` (a cached page: the data sits in its
+// file at reader->data_file_offset() + range.begin) and `page` (fetched bytes of the whole
+// page: the data is page->substr(range.begin, range.size())) is set.
+struct PageResult {
+  protocol::PageSource source = protocol::PageSource::kCache;
+  protocol::ByteRange range;
+  std::vector<uint64_t> checksums;  // One per chunk of `range`.
+  std::unique_ptr<pagestore::PageReader> reader;
+  std::shared_ptr<const std::string> page;
+
+  // Copies the range's bytes into dest (dest.size() == range.size()). IoError if the page file
+  // was truncated under us.
+  Status CopyTo(std::span<char> dest) const;
+};
+
+struct ServiceStats {
+  uint64_t requests = 0;
+  uint64_t hits = 0;
+  uint64_t misses = 0;
+  uint64_t bytes_from_cache = 0;
+  uint64_t bytes_from_ufs = 0;
+  uint64_t ufs_requests = 0;
+  uint64_t checksum_failures = 0;
+};
+
+class PageService {
+ public:
+  // `store` and `registry` are not owned and must outlive the service.
+  PageService(std::shared_ptr<const mount::MountTable> mounts, pagestore::PageStore* store,
+              metrics::Registry* registry, PageServiceOptions options);
+  ~PageService();
+
+  // Errors: InvalidArgument (bad request: page size mismatch, range), NotFound (no such mount
+  // or object), FailedPrecondition (the object no longer has the requested version),
+  // Unavailable (UFS unreachable), Internal.
+  StatusOr<PageResult> ReadPage(const protocol::ReadPageRequest& request);
+
+  // True if the page holding the request is cached now (cheap; no disk I/O). The TCP server
+  // serves such requests inline instead of handing them to a pool thread.
+  bool LikelyCached(const protocol::ReadPageRequest& request);
+
+  ServiceStats Stats() const;
+
+  uint32_t page_size() const { return options_.page_size; }
+  const std::string& worker_id() const { return options_.worker_id; }
+  pagestore::PageStore* store() { return store_; }
+
+ private:
+  struct Fetch;
+  struct Metrics;
+
+  StatusOr<PageResult> ServeFromCache(const pagestore::PageKey& key, uint32_t page_length,
+                                      const protocol::ReadPageRequest& request);
+  StatusOr<std::shared_ptr<Fetch>> FetchPage(const mount::Mount& mount,
+                                             const pagestore::PageKey& key,
+                                             const protocol::ReadPageRequest& request,
+                                             uint32_t page_length);
+  void StoreAndRetire(const pagestore::PageKey& key, std::shared_ptr<Fetch> fetch);
+  void Retire(const Hash128& id);
+
+  std::shared_ptr<const mount::MountTable> mounts_;
+  pagestore::PageStore* store_;
+  PageServiceOptions options_;
+  std::unique_ptr<Metrics> metrics_;
+
+  Mutex mu_;
+  // Pages being fetched or written, by page id.
+  std::unordered_map<Hash128, std::shared_ptr<Fetch>, Hash128Hasher> in_flight_ GUARDED_BY(mu_);
+  std::atomic<size_t> pending_stores_{0};
+  std::unique_ptr<ThreadPool> store_pool_;
+};
+
+}  // namespace cairn::worker
+
+#endif  // CAIRN_WORKER_PAGE_SERVICE_H_

@@ -1,0 +1,158 @@
+#include "worker/server.h"
+
+#include <gtest/gtest.h>
+
+#include <array>
+#include <filesystem>
+#include <set>
+
+#include "common/checksum.h"
+#include "ufs/memory_ufs.h"
+#include "worker/worker.h"
+
+namespace cairn::worker {
+namespace {
+
+constexpr uint32_t kPage = 1 << 20;
+
+class ServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() / ("cairn-srv-" + std::to_string(::getpid()));
+    std::filesystem::remove_all(dir_);
+    memory_ = std::make_shared<ufs::MemoryUnderStorage>("mem://lake");
+    memory_->Put("file.bin", std::string(kPage + 4096, 'z'));
+    WorkerOptions o;
+    MountSpec spec;
+    spec.path = "/lake";
+    spec.uri = "mem://lake";
+    o.mounts = {spec};
+    o.ufs_override = {memory_};
+    o.config.listen = "127.0.0.1:0";
+    o.config.metrics_listen = "127.0.0.1:0";
+    o.config.cache_dirs.push_back({dir_.string(), 64ull << 20});
+    auto w = Worker::Start(o);
+    ASSERT_TRUE(w.ok()) << w.status().ToString();
+    worker_ = std::move(w).value();
+  }
+  void TearDown() override {
+    worker_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+
+  std::unique_ptr<net::Stream> Connect() {
+    auto s = net::ConnectTcp("127.0.0.1:" + std::to_string(worker_->port()),
+                             std::chrono::seconds(2));
+    EXPECT_TRUE(s.ok()) << s.status().ToString();
+    (*s)->SetReadTimeout(std::chrono::seconds(5));
+    return std::move(s).value();
+  }
+
+  static Status SendFrame(net::Stream* s, protocol::MessageType type, uint64_t id,
+                          const std::string& payload) {
+    std::array<char, protocol::kFrameHeaderSize> raw;
+    protocol::EncodeFrameHeader({type, 0, id, static_cast<uint32_t>(payload.size())}, raw.data());
+    std::array<std::span<const char>, 2> bufs{std::span<const char>(raw),
+                                              std::span<const char>(payload)};
+    return s->WriteAll(bufs);
+  }
+
+  static StatusOr<std::pair<protocol::FrameHeader, std::string>> ReadFrame(net::Stream* s) {
+    std::array<char, protocol::kFrameHeaderSize> raw;
+    CAIRN_RETURN_IF_ERROR(s->ReadFull(raw));
+    CAIRN_ASSIGN_OR_RETURN(protocol::FrameHeader h, protocol::DecodeFrameHeader(raw));
+    std::string payload(h.payload_length, '\0');
+    CAIRN_RETURN_IF_ERROR(s->ReadFull(payload));
+    return std::make_pair(h, payload);
+  }
+
+  protocol::ReadPageRequest Request(uint64_t page, uint32_t offset, uint32_t length) {
+    protocol::ReadPageRequest r;
+    r.page_size = kPage;
+    r.mount = "/lake";
+    r.key = "file.bin";
+    r.version = memory_->Stat("file.bin")->version;
+    r.object_size = kPage + 4096;
+    r.page_index = page;
+    r.offset = offset;
+    r.length = length;
+    return r;
+  }
+
+  std::filesystem::path dir_;
+  std::shared_ptr<ufs::MemoryUnderStorage> memory_;
+  std::unique_ptr<Worker> worker_;
+};
+
+TEST_F(ServerTest, AnswersHelloPingAndPipelinedReads) {
+  auto s = Connect();
+  ASSERT_TRUE(SendFrame(s.get(), protocol::MessageType::kHello, 1, "").ok());
+  auto hello = ReadFrame(s.get());
+  ASSERT_TRUE(hello.ok());
+  auto decoded = protocol::DecodeHelloReply(hello->second);
+  ASSERT_TRUE(decoded.ok());
+  EXPECT_EQ(decoded->page_size, kPage);
+
+  // Two requests back to back; replies carry their ids.
+  ASSERT_TRUE(SendFrame(s.get(), protocol::MessageType::kReadPage, 7,
+                        protocol::EncodeReadPageRequest(Request(0, 0, 4096))).ok());
+  ASSERT_TRUE(SendFrame(s.get(), protocol::MessageType::kReadPage, 8,
+                        protocol::EncodeReadPageRequest(Request(1, 0, 4096))).ok());
+  std::set<uint64_t> ids;
+  for (int i = 0; i < 2; ++i) {
+    auto reply = ReadFrame(s.get());
+    ASSERT_TRUE(reply.ok()) << reply.status().ToString();
+    size_t consumed = 0;
+    auto meta = protocol::DecodeReadPageReplyHeader(reply->second, &consumed);
+    ASSERT_TRUE(meta.ok());
+    ASSERT_EQ(meta->status, StatusCode::kOk) << meta->error_message;
+    std::string data = reply->second.substr(consumed);
+    EXPECT_EQ(data.size(), meta->data_length);
+    EXPECT_EQ(ChunkChecksums(data), meta->checksums);
+    EXPECT_EQ(data, std::string(data.size(), 'z'));
+    ids.insert(reply->first.request_id);
+  }
+  EXPECT_EQ(ids, (std::set<uint64_t>{7, 8}));
+  ASSERT_TRUE(SendFrame(s.get(), protocol::MessageType::kPing, 9, "").ok());
+  auto pong = ReadFrame(s.get());
+  ASSERT_TRUE(pong.ok());
+  EXPECT_EQ(pong->first.type, protocol::MessageType::kPong);
+}
+
+TEST_F(ServerTest, ErrorsAreRepliesNotDisconnects) {
+  auto s = Connect();
+  auto r = Request(0, 0, 10);
+  r.mount = "/missing";
+  ASSERT_TRUE(SendFrame(s.get(), protocol::MessageType::kReadPage, 3,
+                        protocol::EncodeReadPageRequest(r)).ok());
+  auto reply = ReadFrame(s.get());
+  ASSERT_TRUE(reply.ok());
+  size_t consumed = 0;
+  auto meta = protocol::DecodeReadPageReplyHeader(reply->second, &consumed);
+  ASSERT_TRUE(meta.ok());
+  EXPECT_EQ(meta->status, StatusCode::kNotFound);
+  ASSERT_TRUE(SendFrame(s.get(), protocol::MessageType::kPing, 4, "").ok());
+  EXPECT_TRUE(ReadFrame(s.get()).ok());
+}
+
+TEST_F(ServerTest, GarbageFrameClosesOnlyThatConnection) {
+  auto bad = Connect();
+  auto good = Connect();
+  std::string garbage(64, 'x');
+  std::array<std::span<const char>, 1> bufs{std::span<const char>(garbage)};
+  ASSERT_TRUE(bad->WriteAll(bufs).ok());
+  char c;
+  EXPECT_FALSE(bad->ReadFull(std::span<char>(&c, 1)).ok());
+  // A truncated frame: header promises a payload that never comes, then the client closes.
+  auto truncated = Connect();
+  std::array<char, protocol::kFrameHeaderSize> raw;
+  protocol::EncodeFrameHeader({protocol::MessageType::kReadPage, 0, 1, 500}, raw.data());
+  std::array<std::span<const char>, 1> hb{std::span<const char>(raw)};
+  ASSERT_TRUE(truncated->WriteAll(hb).ok());
+  truncated.reset();
+  ASSERT_TRUE(SendFrame(good.get(), protocol::MessageType::kPing, 1, "").ok());
+  EXPECT_TRUE(ReadFrame(good.get()).ok());
+}
+
+}  // namespace
+}  // namespace cairn::worker

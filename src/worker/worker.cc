@@ -1,0 +1,110 @@
+#include "worker/worker.h"
+
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include "mount/mount_table.h"
+#include "net/stream.h"
+
+namespace cairn::worker {
+
+StatusOr<std::unique_ptr<Worker>> Worker::Start(WorkerOptions options) {
+  std::unique_ptr<Worker> w(new Worker());
+  CAIRN_RETURN_IF_ERROR(w->Init(std::move(options)));
+  return w;
+}
+
+Status Worker::Init(WorkerOptions options) {
+  const config::WorkerConfig& cfg = options.config;
+  if (cfg.cache_dirs.empty()) return InvalidArgumentError("the worker needs a cache folder");
+  std::string listen_host;
+  uint16_t listen_port = 0;
+  if (options.serve_tcp) {
+    CAIRN_RETURN_IF_ERROR(net::ParseHostPort(cfg.listen, &listen_host, &listen_port));
+  }
+  id_ = cfg.id;
+  if (id_.empty()) {
+    char host[256] = "worker";
+    gethostname(host, sizeof(host) - 1);
+    id_ = std::string(host) + ":" + std::to_string(listen_port);
+  }
+
+  std::shared_ptr<const mount::MountTable> mounts;
+  if (options.ufs_override.empty()) {
+    CAIRN_ASSIGN_OR_RETURN(mounts, mount::MountTable::Create(options.mounts));
+  } else {
+    CAIRN_ASSIGN_OR_RETURN(mounts, mount::MountTable::CreateWith(options.mounts,
+                                                                 options.ufs_override));
+  }
+
+  pagestore::PageStoreOptions so;
+  for (const auto& d : cfg.cache_dirs) so.dirs.push_back({d.path, d.capacity_bytes});
+  so.page_size = options.page_size;
+  so.eviction_policy = cfg.eviction_policy;
+  CAIRN_ASSIGN_OR_RETURN(store_, pagestore::PageStore::Create(so));
+
+  registry_ = std::make_unique<metrics::Registry>();
+  PageServiceOptions po;
+  po.page_size = options.page_size;
+  po.worker_id = id_;
+  service_ = std::make_unique<PageService>(mounts, store_.get(), registry_.get(), po);
+  local_channel_ = std::make_unique<LocalChannel>(service_.get());
+  RegisterStoreMetrics();
+
+  if (options.serve_tcp) {
+    ServerOptions sv;
+    sv.host = listen_host;
+    sv.port = listen_port;
+    CAIRN_ASSIGN_OR_RETURN(server_, WorkerServer::Start(service_.get(), sv));
+  }
+  if (!cfg.metrics_listen.empty()) {
+    metrics::HttpServerOptions ho;
+    uint16_t port = 0;
+    CAIRN_RETURN_IF_ERROR(net::ParseHostPort(cfg.metrics_listen, &ho.host, &port));
+    ho.port = port;
+    ho.registry = registry_.get();
+    pagestore::PageStore* store = store_.get();
+    ho.health = [store]() -> std::pair<bool, std::string> {
+      pagestore::PageStoreStats s = store->Stats();
+      if (s.capacity_bytes == 0) return {false, "no cache capacity"};
+      return {true, s.recovering ? "ok (recovering cache index)" : "ok"};
+    };
+    CAIRN_ASSIGN_OR_RETURN(http_, metrics::HttpServer::Start(ho));
+  }
+  spdlog::info("worker {} serving {} mount(s), cache {} bytes, page size {}{}", id_,
+               mounts->mounts().size(), store_->Stats().capacity_bytes, options.page_size,
+               server_ ? " on port " + std::to_string(server_->port()) : "");
+  return Status::Ok();
+}
+
+void Worker::RegisterStoreMetrics() {
+  pagestore::PageStore* store = store_.get();
+  auto add = [&](const char* name, const char* help, metrics::MetricType type,
+                 uint64_t pagestore::PageStoreStats::*field) {
+    registry_->AddCallback(name, help, type, [store, field] {
+      return static_cast<double>(store->Stats().*field);
+    });
+  };
+  add("cairn_cache_used_bytes", "Bytes used in the cache folders (pages, headers, reservations)",
+      metrics::MetricType::kGauge, &pagestore::PageStoreStats::used_bytes);
+  add("cairn_cache_capacity_bytes", "Byte capacity of the cache folders",
+      metrics::MetricType::kGauge, &pagestore::PageStoreStats::capacity_bytes);
+  add("cairn_cache_pages", "Pages held in the cache", metrics::MetricType::kGauge,
+      &pagestore::PageStoreStats::pages);
+  add("cairn_cache_evictions_total", "Pages evicted to make room",
+      metrics::MetricType::kCounter, &pagestore::PageStoreStats::evictions);
+  add("cairn_cache_corrupt_pages_total",
+      "Cached pages dropped because a check failed (header, length, key)",
+      metrics::MetricType::kCounter, &pagestore::PageStoreStats::corrupt_pages);
+  add("cairn_cache_recovered_pages", "Pages found on disk at startup",
+      metrics::MetricType::kGauge, &pagestore::PageStoreStats::recovered_pages);
+}
+
+Worker::~Worker() { Stop(); }
+
+void Worker::Stop() {
+  if (server_) server_->Stop();
+  if (http_) http_->Stop();
+}
+
+}  // namespace cairn::worker

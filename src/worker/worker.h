@@ -1,0 +1,66 @@
+// Worker: everything `cairn worker` runs, wired together — page store, mount table, page service,
+// the TCP server and the HTTP metrics/health endpoint. `cairn up` runs the same object in process
+// with the FUSE mount, serving the client through a LocalChannel instead of TCP.
+//
+// Thread-safety: Start/Stop from one thread; accessors are safe from any thread.
+#ifndef CAIRN_WORKER_WORKER_H_
+#define CAIRN_WORKER_WORKER_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cairn/mount_spec.h"
+#include "config/config.h"
+#include "metrics/http_server.h"
+#include "metrics/registry.h"
+#include "pagestore/page_store.h"
+#include "worker/local_channel.h"
+#include "worker/page_service.h"
+#include "worker/server.h"
+
+namespace cairn::worker {
+
+struct WorkerOptions {
+  config::WorkerConfig config;
+  std::vector<MountSpec> mounts;
+  uint32_t page_size = 1 << 20;
+  bool serve_tcp = true;  // False for the embedded worker of `cairn up`.
+  // Test seam: mounts over these under-storages instead of opening the specs' URIs.
+  std::vector<std::shared_ptr<ufs::UnderStorage>> ufs_override;
+};
+
+class Worker {
+ public:
+  // Errors: InvalidArgument (bad options, mount table), PermissionDenied (unsafe or unwritable
+  // cache folder), Unavailable (port in use).
+  static StatusOr<std::unique_ptr<Worker>> Start(WorkerOptions options);
+  ~Worker();
+
+  PageService* service() { return service_.get(); }
+  protocol::PageChannel* local_channel() { return local_channel_.get(); }
+  metrics::Registry* registry() { return registry_.get(); }
+  pagestore::PageStore* store() { return store_.get(); }
+  uint16_t port() const { return server_ ? server_->port() : 0; }
+  uint16_t metrics_port() const { return http_ ? http_->port() : 0; }
+  const std::string& id() const { return id_; }
+  // Stops serving (idempotent); queued page writes finish first.
+  void Stop();
+
+ private:
+  Worker() = default;
+  Status Init(WorkerOptions options);
+  void RegisterStoreMetrics();
+
+  std::string id_;
+  std::unique_ptr<metrics::Registry> registry_;
+  std::unique_ptr<pagestore::PageStore> store_;
+  std::unique_ptr<PageService> service_;
+  std::unique_ptr<LocalChannel> local_channel_;
+  std::unique_ptr<WorkerServer> server_;
+  std::unique_ptr<metrics::HttpServer> http_;
+};
+
+}  // namespace cairn::worker
+
+#endif  // CAIRN_WORKER_WORKER_H_
