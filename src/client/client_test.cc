@@ -222,8 +222,10 @@ TEST_P(ClientTest, CorruptPageOnDiskIsDetectedAndRefetched) {
   EXPECT_GE(worker_->service()->Stats().checksum_failures, 1u);
 }
 
-TEST_P(ClientTest, UnreachableWorkerFallsBackToTheSource) {
-  if (!GetParam().tcp) GTEST_SKIP() << "only meaningful over TCP";
+// Failure handling of remote workers (TCP only).
+class ClientTcpTest : public ClientTest {};
+
+TEST_P(ClientTcpTest, UnreachableWorkerFallsBackToTheSource) {
   std::string data = RandomBytes(kPage * 3 + 5, 9);
   memory_->Put("f", data);
   uint16_t port = worker_->port();
@@ -233,8 +235,7 @@ TEST_P(ClientTest, UnreachableWorkerFallsBackToTheSource) {
   EXPECT_GE(client_->Stats().fallback_bytes, data.size());
 }
 
-TEST_P(ClientTest, WorkerKilledDuringReadsCausesNoReaderError) {
-  if (!GetParam().tcp) GTEST_SKIP() << "only meaningful over TCP";
+TEST_P(ClientTcpTest, WorkerKilledDuringReadsCausesNoReaderError) {
   std::string data = RandomBytes(kPage * 8, 10);
   memory_->Put("f", data);
   MakeClient();
@@ -257,6 +258,7 @@ TEST_P(ClientTest, SequentialReadsUseReadahead) {
   EXPECT_GT(client_->Stats().buffer_hits, 8u);
 }
 
+INSTANTIATE_TEST_SUITE_P(Tcp, ClientTcpTest, ::testing::Values(Mode{true}));
 INSTANTIATE_TEST_SUITE_P(Transports, ClientTest, ::testing::Values(Mode{false}, Mode{true}),
                          [](const auto& info) { return info.param.tcp ? "Tcp" : "InProcess"; });
 
