@@ -56,6 +56,8 @@ def parse_args(argv):
     p.add_argument("--large-files", type=int, help="number of large files (default 4)")
     p.add_argument("--large-mib", type=int, help="large file size in MiB (default 256)")
     p.add_argument("--fio-runtime", type=int, help="fio seconds per system (default 10)")
+    p.add_argument("--direct-client", choices=("curl", "boto3"), default="curl",
+                   help="client for the direct-GET baseline (default curl: native, the stricter)")
     p.add_argument("--cairn-bin", default=os.path.join(REPO, "build", "cairn"))
     p.add_argument("--cairn-arg", action="append", default=[],
                    help="extra argument for `cairn up` (repeat), e.g. --cairn-arg=--threads=32")
@@ -83,6 +85,17 @@ def parse_args(argv):
     return a
 
 
+# Set by the SIGTERM/SIGHUP handler. The handler raises SystemExit, but C code (e.g. torch's import)
+# may turn that into another exception that a per-system `except Exception` would swallow; the
+# flag makes every such handler re-raise and stops the run at the next measurement.
+_stop_signal = []
+
+
+def check_stop():
+    if _stop_signal:
+        raise SystemExit(128 + _stop_signal[0])
+
+
 class Output:
     """Prints a line and keeps it for the results text file."""
 
@@ -98,7 +111,8 @@ def check_prerequisites(args):
     problems = []
     if os.geteuid() != 0:
         problems.append("run as root: cold/warm runs drop the kernel page cache")
-    need = {"fio": "fio" in args.workloads, "fusermount3": True}
+    need = {"fio": "fio" in args.workloads, "fusermount3": True,
+            "curl": "direct" in args.systems and args.direct_client == "curl"}
     if set(args.systems) & {"cairn", "s3fs", "rclone", "direct"}:
         need["node"] = True
         if not os.path.exists(args.s3rver_js):
@@ -139,6 +153,7 @@ class Runner:
         self.out = out
         self.ds = ds
         self.epoch_seed = 0
+        self.last_order = []
 
     def order(self, keys):
         """A new shuffled order per epoch (seeded: the same sequence for every system)."""
@@ -148,6 +163,7 @@ class Runner:
         return keys
 
     def measure(self, sysobj, label, fn, drop):
+        check_stop()
         drop_s = workloads.drop_caches() if drop else None
         m0 = sysobj.metrics()
         c0 = sysobj.cpu_seconds()
@@ -196,11 +212,12 @@ class Runner:
 
     def epoch_fn(self, sysobj, keys, readers):
         keys = self.order(keys)
+        self.last_order = keys
         sizes = [self.ds.size_of(k) for k in keys]
         if sysobj.is_fs:
             paths = [os.path.join(sysobj.root, k) for k in keys]
             return lambda: workloads.file_epoch(paths, sizes, readers)
-        return lambda: workloads.s3_epoch(sysobj.reader, keys, sizes, readers)
+        return lambda: sysobj.epoch(keys, sizes, readers)
 
     def phase(self, sysobj, key, keys, readers, res):
         """Fresh cache, one cold epoch, then warm (page cache dropped) and hot epochs; then the
@@ -212,19 +229,27 @@ class Runner:
                                  drop=True)
         if not sysobj.is_fs:
             return  # Direct GETs have no cache: cold is the only state.
-        w["warm"] = [self.measure(sysobj, f"{key} warm {i + 1}/{a.repeats}",
-                                  self.epoch_fn(sysobj, keys, readers), drop=True)
-                     for i in range(a.repeats)]
+        w["warm"] = []
+        warm_orders = []
+        for i in range(a.repeats):
+            fn = self.epoch_fn(sysobj, keys, readers)
+            warm_orders.append(self.last_order)
+            w["warm"].append(self.measure(sysobj, f"{key} warm {i + 1}/{a.repeats}", fn,
+                                          drop=True))
         w["hot"] = [self.measure(sysobj, f"{key} hot {i + 1}/{a.repeats}",
                                  self.epoch_fn(sysobj, keys, readers), drop=False)
                     for i in range(a.repeats)]
         if key == "small_x8" and "dataloader" in a.workloads:
             self.dataloader(sysobj, res)
         if key == "large_x1" and "fio" in a.workloads:
-            path = os.path.join(sysobj.root, self.ds.large[0])
+            # The file the last warm epoch read first: the one least likely to still sit in a
+            # system's in-memory buffer (Cairn's client keeps 256 MiB), so fio measures the
+            # system's cache proper. Orders are seeded, so every system gets the same file.
+            fio_key = warm_orders[-1][0]
+            path = os.path.join(sysobj.root, fio_key)
             res["workloads"]["fio"] = self.measure(
-                sysobj, "fio 4k randread", lambda: workloads.fio_randread(path, a.fio_runtime),
-                drop=True)
+                sysobj, f"fio 4k randread {fio_key}",
+                lambda: workloads.fio_randread(path, a.fio_runtime), drop=True)
         bad = self.ds.verify(sysobj.root, [k for k in self.ds.sample_keys() if k in keys])
         res.setdefault("verify_errors", []).extend(bad)
         if bad:
@@ -256,10 +281,12 @@ class Runner:
             try:
                 self.phase(sysobj, key, keys, readers, res)
             except Exception as e:  # noqa: BLE001 - one system's failure must not end the run.
+                check_stop()
                 res["errors"].append(f"{key}: {type(e).__name__}: {e}")
                 self.out(f"[{sysobj.name:<6}] ERROR in {key}: {type(e).__name__}: {e}")
-                if sysobj.daemon is not None:
-                    self.out(f"[{sysobj.name:<6}] log tail:\n{sysobj.daemon.log_tail(1500)}")
+                tail = sysobj.daemon.log_tail(1500) if sysobj.daemon is not None else ""
+                if tail.strip() and not isinstance(e, procs.DaemonError):
+                    self.out(f"[{sysobj.name:<6}] log tail:\n{tail}")
         res["command"] = sysobj.describe()
         if sysobj.daemon is not None:
             res["rss_bytes_end"] = sysobj.daemon.rss_bytes()
@@ -304,11 +331,13 @@ def main(argv):
             shutil.rmtree(workdir, ignore_errors=True)
 
     def on_signal(signum, _frame):
+        _stop_signal.append(signum)
         raise SystemExit(128 + signum)
 
     atexit.register(cleanup)
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGHUP, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
     t_start = time.monotonic()
     try:
         return run(args, out, command, started, stamp, workdir, t_start)
@@ -342,7 +371,7 @@ def run(args, out, command, started, stamp, workdir, t_start):
     cache_size = f"{max(1, math.ceil(ds.total_bytes * 1.25 / GIB))}GiB"
     makers = {
         "local": lambda: systems.LocalSystem(workdir, ds.root),
-        "direct": lambda: systems.DirectSystem(workdir, s3, 8),
+        "direct": lambda: systems.DirectSystem(workdir, s3, args.direct_client, 8),
         "cairn": lambda: systems.CairnSystem(workdir, s3, args.cairn_bin, cache_size,
                                              args.cairn_arg),
         "s3fs": lambda: systems.S3fsSystem(workdir, s3),
@@ -371,6 +400,15 @@ def run(args, out, command, started, stamp, workdir, t_start):
     out(report.targets_text(tlist))
     errors = {s: r["errors"] + r.get("verify_errors", []) for s, r in results.items()
               if r["errors"] or r.get("verify_errors")}
+    out("")
+    out("commands:")
+    for s, r in results.items():
+        cmd = r.get("command")
+        if isinstance(cmd, list):
+            cmd = " ".join(shlex.quote(str(x)) for x in cmd)
+        out(f"  {s:<7} {cmd or '-'}")
+    out(f"  fio     {' '.join(workloads.fio_command('<mount>/' + ds.large[0], args.fio_runtime))}"
+        if ds.large else "")
     for s, errs in errors.items():
         out(f"ERRORS {s}: " + "; ".join(errs))
     if args.quick:

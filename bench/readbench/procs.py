@@ -242,7 +242,7 @@ class Watchdog:
         if self._done.wait(self.timeout_s):
             return
         self.fired = True
-        print(f"WATCHDOG: {self.label} ran past {self.timeout_s:.0f} s; killing "
+        print(f"WATCHDOG: {self.label} ran past {self.timeout_s:g} s; killing "
               f"{self.daemon.name if self.daemon else 'nothing'}", flush=True)
         if self.daemon is not None:
             self.daemon.kill_now()

@@ -79,14 +79,14 @@ def table(results, repeats):
             continue
         lines.append(f"{label:<27}{unit:<10}" + "".join(f"{fmt(c, unit):>11}" for c in cells))
     lines.append("")
-    lines.append(f"cold: empty system cache (fresh cache folder, new daemon) and kernel page cache "
-                 f"dropped; one run.")
+    lines.append("cold: empty system cache (fresh cache folder, new daemon) and kernel page cache "
+                 "dropped; one run.")
     lines.append(f"warm: second and later epochs, kernel page cache dropped before each, so the "
                  f"system's own cache is measured, not the kernel's; median of {repeats}.")
     lines.append(f"hot: kernel page cache kept (not dropped) after a warm epoch; median of "
                  f"{repeats}. MB/s = 10^6 bytes/s.")
-    lines.append("direct: boto3 GETs straight from s3rver, same parallelism, no cache (cold only). "
-                 "local: the same files on local disk (its cold = warm = disk reads).")
+    lines.append("direct: GETs straight from s3rver with the same parallelism, no cache (cold "
+                 "only). local: the same files on local disk (its cold = warm = disk reads).")
     return "\n".join(lines)
 
 
@@ -120,9 +120,13 @@ def ratios(results):
     hot = value(results, "local", "large_x1", "hot", "MBps")
     r = _ratio(warm, hot)
     data["large_x1.warm.MBps/local.hot"] = r
+    hot_c = value(results, "cairn", "large_x1", "hot", "MBps")
+    r2 = _ratio(hot_c, hot)
+    data["large_x1.hot.MBps/local.hot"] = r2
     lines.append("")
-    lines.append(f"256 MiB warm Cairn / local-disk page-cache-hot: "
-                 f"{(f'{r:.2f}x' if r is not None else '-')}")
+    lines.append(f"256 MiB Cairn warm / local-disk page-cache-hot: "
+                 f"{(f'{r:.2f}x' if r is not None else '-')}; Cairn hot / local hot: "
+                 f"{(f'{r2:.2f}x' if r2 is not None else '-')}")
     return "\n".join(lines), data
 
 
@@ -131,7 +135,9 @@ def _target_ratio(results, name, w, st, m, base, base_state, factor):
     b = value(results, base, w, base_state, m)
     if c is None or b is None:
         missing = "cairn" if c is None else base
-        return {"target": name, "verdict": "SKIP", "detail": f"{missing} not measured"}
+        failed = missing in results and results[missing].get("errors")
+        return {"target": name, "verdict": "ERROR" if failed else "SKIP",
+                "detail": f"{missing} {'failed' if failed else 'not measured'}"}
     r = c / b if b else float("inf")
     return {"target": name, "verdict": "PASS" if r >= factor else "MISS", "ratio": r,
             "cairn": c, "baseline": b,
@@ -151,8 +157,10 @@ def targets(results):
     ]
     p50 = value(results, "cairn", "fio", None, "clat_p50_us")
     if p50 is None:
-        t.append({"target": "4 KiB random read p50 < 60 us", "verdict": "SKIP",
-                  "detail": "cairn fio not measured"})
+        failed = "cairn" in results and results["cairn"].get("errors")
+        t.append({"target": "4 KiB random read p50 < 60 us",
+                  "verdict": "ERROR" if failed else "SKIP",
+                  "detail": "cairn fio " + ("failed" if failed else "not measured")})
     else:
         t.append({"target": "4 KiB random read p50 < 60 us",
                   "verdict": "PASS" if p50 < 60 else "MISS", "cairn": p50,

@@ -55,6 +55,7 @@ class System:
         return {}
 
     def describe(self):
+        """The daemon's argv (a list), or a sentence (a str) for systems without one."""
         return self.daemon.argv if self.daemon is not None else None
 
     def _fresh_dir(self, path):
@@ -179,20 +180,32 @@ class DirectSystem(System):
     has_cache = False
     is_fs = False
 
-    def __init__(self, workdir, s3, max_connections):
+    def __init__(self, workdir, s3, client, max_connections):
         super().__init__(workdir)
         self.s3 = s3
+        self.client = client  # "curl" (native, default) or "boto3".
         self.max_connections = max_connections
         self.reader = None
 
     def start_fresh(self):
-        if self.reader is None:
+        if self.client == "boto3" and self.reader is None:
             from .workloads import S3Reader
             self.reader = S3Reader(self.s3.endpoint, self.s3.bucket, self.s3.access_key,
                                    self.s3.secret_key, self.max_connections)
 
+    def epoch(self, keys, sizes, readers):
+        from . import workloads
+        if self.client == "boto3":
+            return workloads.s3_epoch(self.reader, keys, sizes, readers)
+        return workloads.curl_epoch(self.s3.endpoint, self.s3.bucket, self.s3.access_key,
+                                    self.s3.secret_key, keys, sizes, readers,
+                                    os.path.join(self.workdir, "curl-urls.cfg"))
+
     def describe(self):
-        return [f"boto3 GetObject, path-style, {self.s3.endpoint}, one connection per reader"]
+        if self.client == "boto3":
+            return f"boto3 GetObject, path-style, {self.s3.endpoint}, one connection per reader"
+        return ("curl --aws-sigv4 over a --config URL list; 1 reader: one kept-alive connection;"
+                " N readers: --parallel --parallel-max N --parallel-immediate")
 
 
 class LocalSystem(System):
@@ -204,4 +217,4 @@ class LocalSystem(System):
         self.root = data_dir
 
     def describe(self):
-        return [f"plain files in {self.root}"]
+        return f"plain files in {self.root}"

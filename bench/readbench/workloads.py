@@ -139,6 +139,43 @@ def s3_epoch(reader, keys, sizes, readers):
             "MBps": total / seconds / 1e6, "files_per_s": len(keys) / seconds}
 
 
+def curl_epoch(endpoint, bucket, access_key, secret_key, keys, sizes, readers, config_path):
+    """GETs every object once with one native curl process: sequential over one kept-alive
+    connection for 1 reader, `--parallel --parallel-max N` (N connections) otherwise. SigV4-signed
+    like a real client. The strongest no-cache baseline: no Python on the data path."""
+    with open(config_path, "w") as f:
+        for k in keys:
+            f.write(f'url = "{endpoint}/{bucket}/{k}"\noutput = "/dev/null"\n')
+    cmd = ["curl", "--silent", "--show-error", "--no-progress-meter", "--fail",
+           "--aws-sigv4", "aws:amz:us-east-1:s3", "--user", f"{access_key}:{secret_key}",
+           "-H", "x-amz-content-sha256: UNSIGNED-PAYLOAD",
+           "--write-out", "%{http_code} %{size_download} %{url_effective}\\n", "--config",
+           config_path]
+    if readers > 1:
+        cmd += ["--parallel", "--parallel-max", str(readers), "--parallel-immediate"]
+    t0 = time.perf_counter()
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                       check=False)
+    seconds = time.perf_counter() - t0
+    if p.returncode != 0:
+        raise WorkloadError(f"curl exited {p.returncode}: {p.stderr.strip()[-300:]}")
+    expected = {f"{endpoint}/{bucket}/{k}": n for k, n in zip(keys, sizes)}
+    total = 0
+    for line in p.stdout.splitlines():
+        parts = line.split()
+        if len(parts) != 3:
+            continue
+        code, n, url = parts[0], int(parts[1]), parts[2]
+        if code != "200" or expected.pop(url, None) != n:
+            raise WorkloadError(f"curl: {url}: HTTP {code}, {n} bytes")
+        total += n
+    if expected:
+        raise WorkloadError(f"curl: {len(expected)} objects not fetched, e.g. {next(iter(expected))}")
+    return {"seconds": seconds, "bytes": total, "files": len(keys), "readers": readers,
+            "MBps": total / seconds / 1e6, "files_per_s": len(keys) / seconds,
+            "client": "curl"}
+
+
 def fio_command(path, runtime_s):
     return ["fio", "--name=randread4k", f"--filename={path}", "--readonly", "--direct=1",
             "--rw=randread", "--bs=4k", "--numjobs=1", "--iodepth=1", "--ioengine=psync",

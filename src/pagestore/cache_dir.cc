@@ -172,8 +172,8 @@ void CacheDir::DropVictims(const std::vector<Victim>& victims) {
 
 // ---- Operations ------------------------------------------------------------------------------
 
-Status CacheDir::Put(const KeyInfo& key, std::span<const char> data) {
-  std::vector<uint64_t> sums = ChunkChecksums(data);
+Status CacheDir::Put(const KeyInfo& key, std::span<const char> data,
+                     std::span<const uint64_t> sums) {
   CAIRN_ASSIGN_OR_RETURN(
       std::string header,
       EncodePageHeader(key.serialized, key.page_index, static_cast<uint32_t>(data.size()), sums));

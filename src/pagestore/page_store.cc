@@ -43,14 +43,23 @@ class PageStoreImpl final : public PageStore {
   }
 
   Status Put(const PageKey& key, std::span<const char> data) override {
+    std::vector<uint64_t> sums = ChunkChecksums(data);
+    return PutWithChecksums(key, data, sums);
+  }
+
+  Status PutWithChecksums(const PageKey& key, std::span<const char> data,
+                          std::span<const uint64_t> checksums) override {
     CAIRN_RETURN_IF_ERROR(CheckKey(key));
+    if (checksums.size() != ChunkCount(data.size())) {
+      return InvalidArgumentError("checksum count does not match the page data");
+    }
     if (data.size() > page_size_) {
       return InvalidArgumentError("page of " + std::to_string(data.size()) +
                                   " bytes is larger than the page size " +
                                   std::to_string(page_size_));
     }
     KeyInfo info(key);
-    return DirFor(info).Put(info, data);
+    return DirFor(info).Put(info, data, checksums);
   }
 
   Status Remove(const PageKey& key, RemoveReason reason) override {

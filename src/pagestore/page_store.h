@@ -130,6 +130,12 @@ class PageStore {
   // reservation is released and no file is left). `data` is only read during the call.
   virtual Status Put(const PageKey& key, std::span<const char> data) = 0;
 
+  // As Put, with the data's chunk checksums (ChunkChecksums(data)) already computed by the
+  // caller, who vouches for them (the worker computes them once per fetched page for the reply
+  // and the store). InvalidArgument if the count does not match the data.
+  virtual Status PutWithChecksums(const PageKey& key, std::span<const char> data,
+                                  std::span<const uint64_t> checksums) = 0;
+
   // Drops a page (e.g. a reader found a checksum mismatch: reason kCorrupt is counted). OK if it
   // was dropped, NotFound if it was not cached; readers already open keep their copy.
   virtual Status Remove(const PageKey& key, RemoveReason reason) = 0;

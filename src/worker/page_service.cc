@@ -250,7 +250,7 @@ StatusOr<std::shared_ptr<PageService::Fetch>> PageService::FetchPage(
 }
 
 void PageService::StoreAndRetire(const pagestore::PageKey& key, std::shared_ptr<Fetch> fetch) {
-  Status s = store_->Put(key, *fetch->page);
+  Status s = store_->PutWithChecksums(key, *fetch->page, fetch->checksums);
   if (!s.ok()) {
     metrics_->store_failures->Increment();
     spdlog::warn("caching page {} of {} failed: {}", key.page_index, key.object_id,
