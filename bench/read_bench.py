@@ -407,8 +407,9 @@ def run(args, out, command, started, stamp, workdir, t_start):
         if isinstance(cmd, list):
             cmd = " ".join(shlex.quote(str(x)) for x in cmd)
         out(f"  {s:<7} {cmd or '-'}")
-    out(f"  fio     {' '.join(workloads.fio_command('<mount>/' + ds.large[0], args.fio_runtime))}"
-        if ds.large else "")
+    out("  fio     " + " ".join(workloads.fio_command("<root>/<large file>", args.fio_runtime)))
+    out("          (<large file>: the one the last warm epoch read first, the same for every "
+        "system)")
     for s, errs in errors.items():
         out(f"ERRORS {s}: " + "; ".join(errs))
     if args.quick:

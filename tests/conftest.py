@@ -13,14 +13,10 @@ import hashlib
 import http.client
 import os
 import random
-import shutil
 import signal
 import socket
-import stat
 import struct
 import subprocess
-import sys
-import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -238,9 +234,8 @@ class Proc:
                 os.kill(self.pid, sig)
                 self.popen.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
+                # Still unreaped, so its PID (= process group id) cannot have been reused.
                 self._killgroup()
-        else:
-            self._killgroup()  # Leftover children of the group, if any.
         rc = self.popen.wait(timeout=timeout)
         self._log.close()
         return rc

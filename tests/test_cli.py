@@ -3,13 +3,12 @@ cleanly."""
 
 import os
 import signal
-import stat
 import subprocess
 import time
 
 import pytest
 
-from conftest import free_port, is_mounted, read_file, wait_until
+from conftest import free_port, is_mounted, read_file
 
 FAIL_WITHIN_S = 5.0
 CRASH_MARKERS = ["terminate called", "what():", "Aborted", "core dumped", "Segmentation",

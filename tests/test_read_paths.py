@@ -5,13 +5,12 @@ import json
 import os
 import random
 import subprocess
-import sys
 import threading
 from pathlib import Path
 
 import pytest
 
-from conftest import (KiB, MiB, MANY_COUNT, S3_BUCKET, S3_PREFIX, SIZED_FILES, SPACE_NAME,
+from conftest import (MiB, MANY_COUNT, S3_BUCKET, S3_PREFIX, SIZED_FILES, SPACE_NAME,
                       TRAIN_COUNT, TRAIN_SAMPLE, UNICODE_NAME, many_name, read_file, sha256,
                       tree_files, wait_until)
 

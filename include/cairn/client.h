@@ -43,6 +43,9 @@ struct ClientOptions {
   uint32_t max_readahead_pages = 16;  // Upper bound of the adaptive sequential readahead window.
   uint64_t buffer_bytes = 256ull << 20;  // Client-side page buffer (readahead results).
   int connections_per_worker = 4;
+  // Read cached pages straight from the page files of a worker on the same machine
+  // (short-circuit), instead of over TCP. See docs/protocol.md.
+  bool short_circuit = true;
 };
 
 struct FileInfo {
@@ -75,6 +78,7 @@ struct ClientStats {
   uint64_t fallback_bytes = 0;      // Bytes read from the under-storage directly.
   uint64_t checksum_failures = 0;   // Pages that failed end-to-end verification.
   uint64_t buffer_hits = 0;         // Reads served from the client page buffer (readahead).
+  uint64_t short_circuit_reads = 0;  // Page reads served from a local worker's files directly.
   uint64_t metadata_hits = 0;
   uint64_t metadata_misses = 0;
 };

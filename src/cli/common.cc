@@ -20,6 +20,8 @@ void AddSourceFlags(CLI::App* app, SourceFlags* f, bool with_workers) {
     app->add_option("--worker", f->workers, "Cache worker host:port (repeat)");
     app->add_option("--worker-timeout", f->worker_timeout,
                     "Deadline of one page request before failing over (default 5s)");
+    app->add_flag("--no-short-circuit", f->no_short_circuit,
+                  "Always ask workers over TCP, even one on this machine");
   }
   app->add_option("--page-size", f->page_size, "Cache page size (default 1MiB)");
   app->add_option("--metadata-ttl", f->metadata_ttl,
@@ -62,6 +64,7 @@ StatusOr<config::Config> BuildConfig(const SourceFlags& f) {
     cfg.client.mounts.push_back(std::move(spec));
   }
   for (const std::string& w : f.workers) cfg.client.workers.push_back(w);
+  if (f.no_short_circuit) cfg.client.short_circuit = false;
   if (!f.page_size.empty()) {
     auto ps = ParseBytes(f.page_size);
     if (!ps.ok()) return ps.status().WithContext("--page-size");

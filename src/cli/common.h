@@ -32,6 +32,7 @@ struct SourceFlags {
   // S3 options applied to every mount given by flag (a config file sets them per mount).
   std::string endpoint, region, access_key, secret_key, profile;
   bool virtual_hosted = false;
+  bool no_short_circuit = false;
 };
 
 void AddSourceFlags(CLI::App* app, SourceFlags* flags, bool with_workers);

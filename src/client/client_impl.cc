@@ -63,6 +63,7 @@ StatusOr<std::unique_ptr<PageFetcher>> MakePageFetcher(const ClientOptions& opti
       ro.connections = options.connections_per_worker;
       ro.page_size = options.page_size;
       ro.request_timeout = options.worker_timeout;
+      ro.short_circuit = options.short_circuit;
       ro.connect_timeout = std::min<std::chrono::milliseconds>(options.worker_timeout,
                                                                std::chrono::milliseconds(1000));
       nodes.push_back({address, address, 1.0});
@@ -220,6 +221,7 @@ ClientStats ClientImpl::Stats() const {
   s.page_read_failures = c.page_read_failures.load();
   s.fallback_bytes = c.fallback_bytes.load();
   s.checksum_failures = c.checksum_failures.load();
+  s.short_circuit_reads = c.short_circuit_reads.load();
   s.buffer_hits = buffer_hits_.load();
   s.metadata_hits = metadata_hits_.load();
   s.metadata_misses = metadata_misses_.load();

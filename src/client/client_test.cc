@@ -27,8 +27,11 @@ std::string RandomBytes(size_t n, uint64_t seed) {
 
 struct Mode {
   bool tcp;
+  bool short_circuit = false;
 };
-void PrintTo(const Mode& m, std::ostream* os) { *os << (m.tcp ? "tcp" : "in-process"); }
+void PrintTo(const Mode& m, std::ostream* os) {
+  *os << (m.tcp ? (m.short_circuit ? "tcp+short-circuit" : "tcp") : "in-process");
+}
 
 class ClientTest : public ::testing::TestWithParam<Mode> {
  protected:
@@ -67,6 +70,7 @@ class ClientTest : public ::testing::TestWithParam<Mode> {
     co.page_size = kPage;
     co.mounts = {spec_};
     co.worker_timeout = std::chrono::milliseconds(2000);
+    co.short_circuit = GetParam().short_circuit;
     if (GetParam().tcp) {
       co.workers = workers.empty()
                        ? std::vector<std::string>{"127.0.0.1:" + std::to_string(worker_->port())}
@@ -258,9 +262,36 @@ TEST_P(ClientTest, SequentialReadsUseReadahead) {
   EXPECT_GT(client_->Stats().buffer_hits, 8u);
 }
 
-INSTANTIATE_TEST_SUITE_P(Tcp, ClientTcpTest, ::testing::Values(Mode{true}));
-INSTANTIATE_TEST_SUITE_P(Transports, ClientTest, ::testing::Values(Mode{false}, Mode{true}),
-                         [](const auto& info) { return info.param.tcp ? "Tcp" : "InProcess"; });
+TEST_P(ClientTcpTest, ShortCircuitServesCachedPagesWithoutAskingTheWorker) {
+  std::string data = RandomBytes(kPage * 3, 12);
+  memory_->Put("sc", data);
+  MakeClient();
+  EXPECT_EQ(ReadAll("/lake/sc", kPage), data);  // Cold: fills the worker's cache.
+  for (int i = 0; i < 500 && worker_->store()->Stats().pages < 3; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  MakeClient();  // Empty readahead buffer.
+  uint64_t requests = worker_->service()->Stats().requests;
+  EXPECT_EQ(ReadAll("/lake/sc", kPage), data);
+  if (GetParam().short_circuit) {
+    EXPECT_EQ(worker_->service()->Stats().requests, requests);
+    EXPECT_GE(client_->Stats().short_circuit_reads, 3u);
+  } else {
+    EXPECT_GT(worker_->service()->Stats().requests, requests);
+    EXPECT_EQ(client_->Stats().short_circuit_reads, 0u);
+  }
+}
+
+std::string ModeName(const ::testing::TestParamInfo<Mode>& info) {
+  if (!info.param.tcp) return "InProcess";
+  return info.param.short_circuit ? "TcpShortCircuit" : "Tcp";
+}
+
+INSTANTIATE_TEST_SUITE_P(Tcp, ClientTcpTest,
+                         ::testing::Values(Mode{true, false}, Mode{true, true}), ModeName);
+INSTANTIATE_TEST_SUITE_P(Transports, ClientTest,
+                         ::testing::Values(Mode{false}, Mode{true, false}, Mode{true, true}),
+                         ModeName);
 
 }  // namespace
 }  // namespace cairn::client

@@ -6,6 +6,7 @@
 #include <future>
 
 #include "common/checksum.h"
+#include "pagestore/page_store.h"
 
 namespace cairn::client {
 
@@ -87,6 +88,13 @@ Status PageFetcher::ReadRange(const ObjectRef& object, uint64_t page_index, uint
   }
 
   for (protocol::PageChannel* channel : ChannelsFor(object, page_index)) {
+    if (auto dirs = channel->ShortCircuitDirs()) {
+      if (TryShortCircuit(*dirs, object, page_index, range, dest)) {
+        counters_.short_circuit_reads.fetch_add(1, std::memory_order_relaxed);
+        if (!direct) std::memcpy(out.data(), scratch.data() + (offset - range.begin), out.size());
+        return Status::Ok();
+      }
+    }
     counters_.page_reads.fetch_add(1, std::memory_order_relaxed);
     request.flags = 0;
     Status s = TryChannel(channel, request, range, dest);
@@ -110,6 +118,27 @@ Status PageFetcher::ReadRange(const ObjectRef& object, uint64_t page_index, uint
                   object.object_id, s.ToString());
   }
   return ReadFromSource(object, page_index, offset, out);
+}
+
+bool PageFetcher::TryShortCircuit(const std::vector<std::string>& dirs, const ObjectRef& object,
+                                  uint64_t page_index, ByteRange range, std::span<char> dest) {
+  auto reader = pagestore::OpenPageReadOnly(
+      dirs, {object.object_id, object.info.version, page_index});
+  if (!reader.ok()) return false;  // Not cached (or damaged): the worker handles it.
+  uint32_t page_length = protocol::PageLength(object.info.size, page_index, page_size_);
+  if ((*reader)->data_length() != page_length || !(*reader)->ReadAt(range.begin, dest).ok()) {
+    return false;
+  }
+  const std::vector<uint64_t>& all = (*reader)->chunk_checksums();
+  size_t first = range.begin / kChecksumChunkSize;
+  size_t count = ChunkCount(range.size());
+  if (first + count > all.size()) return false;
+  std::vector<uint64_t> sums(all.begin() + first, all.begin() + first + count);
+  if (!VerifyChunks(dest, sums)) {
+    counters_.checksum_failures.fetch_add(1, std::memory_order_relaxed);
+    return false;  // The worker's read will fail the same check and refetch the page.
+  }
+  return true;
 }
 
 Status PageFetcher::ReadFromSource(const ObjectRef& object, uint64_t page_index,

@@ -38,6 +38,7 @@ struct FetcherCounters {
   std::atomic<uint64_t> page_read_failures{0};
   std::atomic<uint64_t> fallback_bytes{0};
   std::atomic<uint64_t> checksum_failures{0};
+  std::atomic<uint64_t> short_circuit_reads{0};
 };
 
 class PageFetcher {
@@ -61,6 +62,10 @@ class PageFetcher {
   // One attempt on one channel; verifies the reply. `dest` is the aligned range buffer.
   Status TryChannel(protocol::PageChannel* channel, const protocol::ReadPageRequest& request,
                     protocol::ByteRange range, std::span<char> dest);
+  // Reads the range from the page file of a worker on this machine and verifies it; false on
+  // any miss or failure (the caller then asks the worker).
+  bool TryShortCircuit(const std::vector<std::string>& dirs, const ObjectRef& object,
+                       uint64_t page_index, protocol::ByteRange range, std::span<char> dest);
   Status ReadFromSource(const ObjectRef& object, uint64_t page_index, uint32_t offset,
                         std::span<char> out);
   std::vector<protocol::PageChannel*> ChannelsFor(const ObjectRef& object, uint64_t page_index);

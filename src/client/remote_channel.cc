@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <array>
+#include <fstream>
 #include <cstring>
 #include <optional>
 #include <unordered_map>
@@ -29,12 +30,13 @@ class RemoteChannel::Conn : public std::enable_shared_from_this<Conn> {
     int64_t deadline_us = 0;
   };
 
-  static StatusOr<std::shared_ptr<Conn>> Open(const RemoteChannelOptions& options) {
+  static StatusOr<std::shared_ptr<Conn>> Open(const RemoteChannelOptions& options,
+                                              protocol::HelloReply* hello) {
     auto stream = net::ConnectTcp(options.address, options.connect_timeout);
     if (!stream.ok()) return stream.status();
     auto conn = std::shared_ptr<Conn>(new Conn(std::move(stream).value()));
     conn->stream_->SetReadTimeout(options.request_timeout);
-    CAIRN_RETURN_IF_ERROR(conn->Handshake(options.page_size));
+    CAIRN_ASSIGN_OR_RETURN(*hello, conn->Handshake(options.page_size));
     conn->stream_->SetReadTimeout(std::chrono::milliseconds(0));  // The sweeper bounds waits.
     conn->reader_ = std::thread([c = conn] { c->ReadLoop(); });
     return conn;
@@ -114,7 +116,7 @@ class RemoteChannel::Conn : public std::enable_shared_from_this<Conn> {
  private:
   explicit Conn(std::unique_ptr<net::Stream> stream) : stream_(std::move(stream)) {}
 
-  Status Handshake(uint32_t page_size) {
+  StatusOr<protocol::HelloReply> Handshake(uint32_t page_size) {
     std::array<char, protocol::kFrameHeaderSize> raw;
     protocol::EncodeFrameHeader({MessageType::kHello, 0, 0, 0}, raw.data());
     std::array<std::span<const char>, 1> bufs{std::span<const char>(raw)};
@@ -132,7 +134,7 @@ class RemoteChannel::Conn : public std::enable_shared_from_this<Conn> {
                                   std::to_string(hello.page_size) + ", this client " +
                                   std::to_string(page_size));
     }
-    return Status::Ok();
+    return hello;
   }
 
   void ReadLoop() {
@@ -251,6 +253,28 @@ RemoteChannel::~RemoteChannel() {
   }
 }
 
+std::shared_ptr<const std::vector<std::string>> RemoteChannel::CheckShortCircuit(
+    const protocol::HelloReply& hello) {
+  if (hello.instance_token.empty() || hello.cache_dirs.empty()) return nullptr;
+  for (const std::string& dir : hello.cache_dirs) {
+    std::ifstream in(dir + "/INSTANCE");
+    std::string token;
+    if (!in || !std::getline(in, token) || token != hello.instance_token) return nullptr;
+  }
+  spdlog::info("worker {} shares this machine: reading its cached pages directly",
+               options_.address);
+  return std::make_shared<const std::vector<std::string>>(hello.cache_dirs);
+}
+
+std::shared_ptr<const std::vector<std::string>> RemoteChannel::ShortCircuitDirs() {
+  if (!options_.short_circuit || suspect()) return nullptr;  // Failover decides for suspects.
+  // The first read of a fresh channel connects now: the handshake tells whether the worker
+  // shares this machine, so even that read can skip the network.
+  if (!handshaken_.load(std::memory_order_acquire) && !GetConnection()) return nullptr;
+  MutexLock l(&mu_);
+  return short_circuit_dirs_;
+}
+
 bool RemoteChannel::suspect() const { return NowUs() < suspect_until_us_.load(); }
 
 void RemoteChannel::MarkSuspect() {
@@ -264,13 +288,17 @@ std::shared_ptr<RemoteChannel::Conn> RemoteChannel::GetConnection() {
     if (conns_.size() < static_cast<size_t>(options_.connections)) conns_.resize(options_.connections);
     if (conns_[slot] && !conns_[slot]->dead()) return conns_[slot];
   }
-  auto opened = Conn::Open(options_);
+  protocol::HelloReply hello;
+  auto opened = Conn::Open(options_, &hello);
   if (!opened.ok()) {
     spdlog::warn("cannot reach worker {}: {}", options_.address, opened.status().ToString());
     MarkSuspect();
     return nullptr;
   }
+  auto dirs = options_.short_circuit ? CheckShortCircuit(hello) : nullptr;
   MutexLock l(&mu_);
+  short_circuit_dirs_ = std::move(dirs);
+  handshaken_.store(true, std::memory_order_release);
   conns_[slot] = *opened;
   return *opened;
 }

@@ -30,6 +30,8 @@ struct RemoteChannelOptions {
   std::chrono::milliseconds request_timeout{5000};
   std::chrono::milliseconds connect_timeout{1000};
   std::chrono::milliseconds suspect_backoff{1000};
+  // Read cached pages straight from the worker's files when it shares this machine.
+  bool short_circuit = true;
 };
 
 class RemoteChannel : public protocol::PageChannel {
@@ -40,6 +42,7 @@ class RemoteChannel : public protocol::PageChannel {
   void ReadPage(const protocol::ReadPageRequest& request, std::span<char> dest,
                 Callback done) override;
   std::string Describe() const override { return options_.address; }
+  std::shared_ptr<const std::vector<std::string>> ShortCircuitDirs() override;
 
   // True while the worker is considered unreachable (requests fail fast).
   bool suspect() const;
@@ -48,14 +51,19 @@ class RemoteChannel : public protocol::PageChannel {
   class Conn;
   std::shared_ptr<Conn> GetConnection() EXCLUDES(mu_);
   void MarkSuspect();
+  // The worker's cache folders if this process sees the same INSTANCE tokens in them.
+  std::shared_ptr<const std::vector<std::string>> CheckShortCircuit(
+      const protocol::HelloReply& hello);
   void SweepLoop();
 
   RemoteChannelOptions options_;
   std::atomic<uint64_t> next_id_{1};
   std::atomic<uint64_t> round_robin_{0};
   std::atomic<int64_t> suspect_until_us_{0};
+  std::atomic<bool> handshaken_{false};  // A Hello reply was received at least once.
   mutable Mutex mu_;
   std::vector<std::shared_ptr<Conn>> conns_ GUARDED_BY(mu_);
+  std::shared_ptr<const std::vector<std::string>> short_circuit_dirs_ GUARDED_BY(mu_);
   CondVar stop_cv_;
   bool stopping_ GUARDED_BY(mu_) = false;
   std::thread sweeper_;

@@ -5,6 +5,8 @@
 
 #include "pagestore/cache_dir.h"
 #include "pagestore/disk.h"
+#include "pagestore/layout.h"
+#include "pagestore/page_file.h"
 
 namespace cairn::pagestore {
 namespace {
@@ -21,6 +23,11 @@ int JumpConsistentHash(uint64_t key, int buckets) {
                                                            static_cast<double>((key >> 33) + 1)));
   }
   return static_cast<int>(b);
+}
+
+// The folder of a page: stable while the folder list keeps its order.
+size_t DirIndex(const Hash128& id, size_t dirs) {
+  return static_cast<size_t>(JumpConsistentHash(id.low, static_cast<int>(dirs)));
 }
 
 Status CheckKey(const PageKey& key) {
@@ -92,9 +99,7 @@ class PageStoreImpl final : public PageStore {
  private:
   // The low word of the id; the sub-folder inside a folder uses the top byte of the high word,
   // so the two choices are independent.
-  CacheDir& DirFor(const KeyInfo& info) {
-    return *dirs_[JumpConsistentHash(info.id.low, static_cast<int>(dirs_.size()))];
-  }
+  CacheDir& DirFor(const KeyInfo& info) { return *dirs_[DirIndex(info.id, dirs_.size())]; }
 
   const std::vector<std::unique_ptr<CacheDir>> dirs_;
   const uint32_t page_size_;
@@ -129,6 +134,18 @@ StatusOr<std::unique_ptr<PageStore>> PageStore::Create(const PageStoreOptions& o
   }
   return std::unique_ptr<PageStore>(
       std::make_unique<PageStoreImpl>(std::move(dirs), options.page_size));
+}
+
+StatusOr<std::unique_ptr<PageReader>> OpenPageReadOnly(const std::vector<std::string>& dirs,
+                                                       const PageKey& key) {
+  if (dirs.empty()) return InvalidArgumentError("no cache folders");
+  CAIRN_RETURN_IF_ERROR(CheckKey(key));
+  KeyInfo info(key);
+  DirLayout layout(dirs[DirIndex(info.id, dirs.size())]);
+  static const std::shared_ptr<Disk> disk = PosixDisk();
+  auto reader = OpenPageFile(*disk, layout.PagePath(info.id), info.serialized, info.page_index);
+  if (!reader.ok()) return reader.status();
+  return std::unique_ptr<PageReader>(std::move(reader).value());
 }
 
 }  // namespace cairn::pagestore

@@ -148,6 +148,15 @@ class PageStore {
   virtual PageStoreStats Stats() const = 0;
 };
 
+// Opens a cached page straight from the folders of a store that another process owns: the
+// short-circuit read of a client that shares the machine with its worker. `dirs` must be the
+// owner's cache folders in the owner's order (the worker sends them in its Hello reply).
+// Read-only and lock-free: it never changes the store, and a concurrent eviction at worst makes
+// it return NotFound. NotFound if not cached; Corruption if the file fails the header checks
+// (it is left for the owner to drop); IoError otherwise. Data checksums are not verified.
+StatusOr<std::unique_ptr<PageReader>> OpenPageReadOnly(const std::vector<std::string>& dirs,
+                                                       const PageKey& key);
+
 // Verifies every chunk of an open page against its stored checksums. Corruption on a mismatch
 // (then call Remove(key, kCorrupt)); errors of ReadAt are returned as they are. Thread-safe.
 Status VerifyPage(const PageReader& reader);

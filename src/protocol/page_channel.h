@@ -7,8 +7,10 @@
 #define CAIRN_PROTOCOL_PAGE_CHANNEL_H_
 
 #include <functional>
+#include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 #include "protocol/wire.h"
@@ -39,6 +41,13 @@ class PageChannel {
 
   // A short description for logs ("127.0.0.1:7070", "in-process").
   virtual std::string Describe() const = 0;
+
+  // The worker's cache folders when this client may read its page files directly (the worker
+  // runs on this machine and shares its file system: a short-circuit read), else null.
+  // May connect to the worker to find out. Thread-safe.
+  virtual std::shared_ptr<const std::vector<std::string>> ShortCircuitDirs() {
+    return nullptr;
+  }
 };
 
 }  // namespace cairn::protocol

@@ -149,14 +149,23 @@ std::string EncodeHelloReply(const HelloReply& reply) {
   w.U32(reply.protocol_version);
   w.U32(reply.page_size);
   w.Str(reply.worker_id);
+  w.Str(reply.instance_token);
+  w.U16(static_cast<uint16_t>(reply.cache_dirs.size()));
+  for (const std::string& d : reply.cache_dirs) w.Str(d);
   return w.Take();
 }
 
 StatusOr<HelloReply> DecodeHelloReply(std::span<const char> payload) {
   ByteReader r(payload);
   HelloReply h;
-  if (!r.U32(&h.protocol_version) || !r.U32(&h.page_size) || !r.Str(&h.worker_id)) {
+  uint16_t dirs = 0;
+  if (!r.U32(&h.protocol_version) || !r.U32(&h.page_size) || !r.Str(&h.worker_id) ||
+      !r.Str(&h.instance_token) || !r.U16(&dirs)) {
     return CorruptionError("truncated Hello reply");
+  }
+  h.cache_dirs.resize(dirs);
+  for (std::string& d : h.cache_dirs) {
+    if (!r.Str(&d)) return CorruptionError("truncated Hello reply");
   }
   return h;
 }

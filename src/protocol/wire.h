@@ -88,6 +88,11 @@ struct HelloReply {
   uint32_t protocol_version = kVersion;
   uint32_t page_size = 0;
   std::string worker_id;
+  // For short-circuit reads by clients on the same machine: a random token the worker wrote to
+  // "<dir>/INSTANCE" in each of its cache folders, and those folders in the store's order. A
+  // client that finds the same token in the same files shares the worker's file system.
+  std::string instance_token;
+  std::vector<std::string> cache_dirs;
 };
 std::string EncodeHelloReply(const HelloReply& reply);
 StatusOr<HelloReply> DecodeHelloReply(std::span<const char> payload);

@@ -29,6 +29,9 @@ namespace cairn::worker {
 struct PageServiceOptions {
   uint32_t page_size = 1 << 20;
   std::string worker_id = "worker";
+  // Advertised in the Hello reply for short-circuit reads (see docs/protocol.md).
+  std::string instance_token;
+  std::vector<std::string> cache_dirs;
   int store_threads = 2;       // Background page writers.
   size_t max_pending_stores = 64;  // Pages queued for writing before misses write inline.
   Clock* clock = Clock::Real();
@@ -79,6 +82,7 @@ class PageService {
 
   uint32_t page_size() const { return options_.page_size; }
   const std::string& worker_id() const { return options_.worker_id; }
+  const PageServiceOptions& options() const { return options_; }
   pagestore::PageStore* store() { return store_; }
 
  private:

@@ -60,8 +60,11 @@ class WorkerServer::Connection : public std::enable_shared_from_this<Connection>
       if (!r.ok()) return CorruptionError("truncated frame: " + r.message());
       switch (header.type) {
         case MessageType::kHello: {
-          protocol::HelloReply hello{protocol::kVersion, service_->page_size(),
-                                     service_->worker_id()};
+          protocol::HelloReply hello;
+          hello.page_size = service_->page_size();
+          hello.worker_id = service_->worker_id();
+          hello.instance_token = service_->options().instance_token;
+          hello.cache_dirs = service_->options().cache_dirs;
           CAIRN_RETURN_IF_ERROR(Send(MessageType::kHelloReply, header.request_id,
                                      protocol::EncodeHelloReply(hello)));
           break;

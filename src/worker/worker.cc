@@ -3,10 +3,37 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
 #include "mount/mount_table.h"
 #include "net/stream.h"
 
 namespace cairn::worker {
+namespace {
+
+std::string NewInstanceToken() {
+  std::random_device rd;
+  Hash128 h{(uint64_t{rd()} << 32) | rd(), (uint64_t{rd()} << 32) | rd()};
+  return h.ToHex();
+}
+
+// Writes the token atomically (temp + rename), readable by the owner only, like the folder.
+Status WriteInstanceFile(const std::string& dir, const std::string& token) {
+  std::string path = dir + "/INSTANCE";
+  std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << token << "\n";
+    if (!out) return IoError("cannot write " + tmp);
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) return ErrnoToStatus(errno, "rename " + tmp);
+  return Status::Ok();
+}
+
+}  // namespace
 
 StatusOr<std::unique_ptr<Worker>> Worker::Start(WorkerOptions options) {
   std::unique_ptr<Worker> w(new Worker());
@@ -47,6 +74,18 @@ Status Worker::Init(WorkerOptions options) {
   PageServiceOptions po;
   po.page_size = options.page_size;
   po.worker_id = id_;
+  if (options.serve_tcp) {
+    po.instance_token = NewInstanceToken();
+    for (const auto& d : cfg.cache_dirs) {
+      Status s = WriteInstanceFile(d.path, po.instance_token);
+      if (!s.ok()) {  // Only costs the short-circuit path.
+        spdlog::warn("short-circuit reads disabled: {}", s.ToString());
+        po.cache_dirs.clear();
+        break;
+      }
+      po.cache_dirs.push_back(std::filesystem::absolute(d.path).lexically_normal().string());
+    }
+  }
   service_ = std::make_unique<PageService>(mounts, store_.get(), registry_.get(), po);
   local_channel_ = std::make_unique<LocalChannel>(service_.get());
   RegisterStoreMetrics();
