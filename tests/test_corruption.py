@@ -130,25 +130,33 @@ def test_damaged_page_files_are_detected_and_refetched(harness, source, kind):
     assert up.stop() == 0
 
 
-def test_damage_while_worker_runs_fresh_fuse_client(harness, source):
-    """A separate long-running `cairn worker`; a bit flip in a page it already served, read by a
-    new `cairn fuse` client (empty buffers): the client's end-to-end check catches it."""
+@pytest.mark.parametrize("short_circuit", [False, True], ids=["over-tcp", "short-circuit"])
+@pytest.mark.parametrize("kind", list(DAMAGE))
+def test_damage_under_running_worker_fresh_fuse_client(harness, source, kind, short_circuit):
+    """A separate long-running `cairn worker`; pages it already served are damaged on disk and
+    read by a new `cairn fuse` client (empty buffers), the pages sent by the worker
+    (--no-short-circuit) or read from its page files directly (short-circuit, the default on
+    one machine). Either way the bytes are right and the damage is counted."""
     root, data = source
+    flags = [] if short_circuit else ["--no-short-circuit"]
     cache = os.path.join(harness.workdir, "wcache")
     mount = "/d=file://" + str(root)
     w = harness.worker([mount], cache)
-    fuse = harness.fuse([mount], workers=[f"127.0.0.1:{w.listen_port}"])
+    fuse = harness.fuse([mount], workers=[f"127.0.0.1:{w.listen_port}"], extra=flags)
     path = os.path.join(fuse.mountpoint, "d", FILE)
     assert _read_direct(path) == data
-    wait_until(lambda: w.metric("cairn_cache_pages") >= 3, 10, "three cached pages")
+    wait_until(lambda: w.metric("cairn_worker_bytes_from_ufs_total") == SIZE and
+               w.metric("cairn_cache_pages") >= 3, 10, "three cached pages")
     assert fuse.stop() == 0
 
-    pages = _pages_by_index(cache)
-    _flip_bit(pages[2])
+    damage, _ = DAMAGE[kind]
+    damaged = damage(_pages_by_index(cache))
     fuse = harness.fuse([mount], workers=[f"127.0.0.1:{w.listen_port}"],
-                        mountpoint=fuse.mountpoint, name="fuse2")
-    ufs_before = w.metric("cairn_worker_bytes_from_ufs_total")
-    assert _read_direct(path) == data
-    assert w.metric("cairn_worker_checksum_failures_total") >= 1
-    assert w.metric("cairn_worker_bytes_from_ufs_total") - ufs_before == MiB
+                        mountpoint=fuse.mountpoint, name="fuse2", extra=flags)
+    assert _read_direct(path) == data, f"{kind}: wrong bytes"
+    m = w.metrics()
+    found = m["cairn_worker_checksum_failures_total"] + m["cairn_cache_corrupt_pages_total"]
+    assert found >= 1, f"{kind}: the damage was not counted"
+    assert m["cairn_worker_bytes_from_ufs_total"] - SIZE == damaged * MiB, \
+        "only the damaged pages should come from the source"
     assert fuse.stop() == 0

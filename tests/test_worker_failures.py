@@ -41,8 +41,13 @@ def _read_direct(path, chunk=MiB):
         os.close(fd)
 
 
-def test_restarted_worker_serves_from_its_cache(harness, source):
+@pytest.mark.parametrize("short_circuit", [False, True], ids=["over-tcp", "short-circuit"])
+def test_restarted_worker_serves_from_its_cache(harness, source, short_circuit):
+    """over-tcp: the client asks the worker for every page (--no-short-circuit), so the new
+    worker's hit counter must move. short-circuit (the default on one machine): the client
+    reads the worker's page files itself; either way nothing may come from the source."""
     root, files = source
+    client_flags = [] if short_circuit else ["--no-short-circuit"]
     warm = {n: d for n, d in files.items() if n.startswith("warm/")}
     total = sum(len(d) for d in warm.values())
     pages = sum((len(d) + MiB - 1) // MiB for d in warm.values())
@@ -50,7 +55,7 @@ def test_restarted_worker_serves_from_its_cache(harness, source):
     mount = "/ds=file://" + str(root)
     w1 = harness.worker([mount], cache, name="worker1")
     addr = f"127.0.0.1:{w1.listen_port}"
-    fuse = harness.fuse([mount], workers=[addr])
+    fuse = harness.fuse([mount], workers=[addr], extra=client_flags)
     for name, data in warm.items():
         assert _read_direct(os.path.join(fuse.mountpoint, "ds", name)) == data
     assert w1.metric("cairn_worker_bytes_from_ufs_total") == total
@@ -62,14 +67,18 @@ def test_restarted_worker_serves_from_its_cache(harness, source):
     # Same cache folder, same ports; a fresh FUSE client so nothing is served from its buffers.
     w2 = harness.worker([mount], cache, listen_port=w1.listen_port,
                         metrics_port=w1.metrics_port, name="worker2")
-    fuse2 = harness.fuse([mount], workers=[addr], mountpoint=fuse.mountpoint, name="fuse2")
+    fuse2 = harness.fuse([mount], workers=[addr], mountpoint=fuse.mountpoint, name="fuse2",
+                         extra=client_flags)
     for name, data in warm.items():
         assert _read_direct(os.path.join(fuse2.mountpoint, "ds", name)) == data
     m = w2.metrics()
     assert m["cairn_worker_bytes_from_ufs_total"] == 0, m
     assert m["cairn_worker_ufs_requests_total"] == 0
-    # hits > 0 rather than == pages: a client may read a local worker's page files directly.
-    assert m["cairn_worker_cache_hits_total"] > 0
+    if not short_circuit:
+        assert m["cairn_worker_cache_hits_total"] >= pages
+        assert m["cairn_worker_bytes_from_cache_total"] == total
+    else:  # Otherwise this variant would silently test the TCP path twice.
+        assert m["cairn_worker_cache_hits_total"] < pages, "short-circuit reads were not used"
     assert m["cairn_cache_recovered_pages"] == pages
     assert fuse2.stop() == 0
     assert w2.stop() == 0

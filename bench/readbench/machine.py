@@ -1,4 +1,5 @@
 """What the numbers were measured on: CPU, memory, kernel, disk, tool versions, load."""
+import datetime
 import os
 import platform
 import shutil
@@ -75,6 +76,10 @@ def info(workdir, repo, cairn_bin):
         "loadavg_start": loadavg(),
         "cairn_binary": cairn_bin,
         "cairn_build_type": build_type,
+        # HEAD of the checkout when the run started; the binary may be older (see its mtime).
+        "cairn_binary_mtime": (datetime.datetime.fromtimestamp(os.path.getmtime(cairn_bin))
+                               .isoformat(timespec="seconds")
+                               if os.path.exists(cairn_bin) else None),
         "cairn_git": _first_line(["git", "-C", repo, "rev-parse", "--short", "HEAD"]),
         "s3fs": _first_line(["s3fs", "--version"]),
         "rclone": _first_line(["rclone", "version"]),
@@ -95,7 +100,7 @@ def info_text(m):
         f"of {m['disk_total_bytes'] / gib:.1f} GiB",
         f"load:    {' '.join(m['loadavg_start'])} (1/5/15 min) at start",
         f"cairn:   {m['cairn_binary']} ({m['cairn_build_type'] or 'build type unknown'}, "
-        f"git {m['cairn_git'] or '?'})",
+        f"built {m['cairn_binary_mtime']}; checkout HEAD {m['cairn_git'] or '?'})",
         f"peers:   {m['s3fs'][:60]}; {m['rclone']}; {m['fio']}; node {m['node']}; "
         f"python {m['python']}",
     ])

@@ -111,6 +111,7 @@ void CacheDir::PublishLocked(const Hash128& id, uint64_t charge) {
     // The rename replaced the old copy's file, so its bytes are free now.
     uint64_t old = it->second.charge;
     if (it->second.cold) --cold_pages_;
+    ForgetOpenFileLocked(it->second);
     it->second = fresh;
     ReleaseLocked(old);
   }
@@ -130,6 +131,7 @@ uint64_t CacheDir::EraseLocked(Index::iterator it) {
   const Hash128 id = it->first;
   const uint64_t charge = it->second.charge;
   if (it->second.cold) --cold_pages_;
+  ForgetOpenFileLocked(it->second);
   policy_->OnRemove(id);
   index_.erase(it);
   freeing_ += charge;
@@ -215,6 +217,47 @@ bool CacheDir::SubdirScannedLocked(const Hash128& id) const {
   return scan_state_[DirLayout::SubdirOf(id)] == ScanState::kDone;
 }
 
+namespace {
+
+// A PageReader sharing an open page file kept by the folder's open-file cache.
+class SharedPageReader final : public PageReader {
+ public:
+  explicit SharedPageReader(std::shared_ptr<const FilePageReader> file) : file_(std::move(file)) {}
+  uint32_t data_length() const override { return file_->data_length(); }
+  const std::vector<uint64_t>& chunk_checksums() const override {
+    return file_->chunk_checksums();
+  }
+  Status ReadAt(uint32_t offset, std::span<char> out) const override {
+    return file_->ReadAt(offset, out);
+  }
+  int native_fd() const override { return file_->native_fd(); }
+  uint64_t data_file_offset() const override { return file_->data_file_offset(); }
+
+ private:
+  std::shared_ptr<const FilePageReader> file_;
+};
+
+}  // namespace
+
+void CacheDir::ForgetOpenFileLocked(Entry& entry) {
+  if (!entry.open_file) return;
+  entry.open_file.reset();
+  open_lru_.erase(entry.open_lru);
+}
+
+void CacheDir::RememberOpenFileLocked(const Hash128& id, uint64_t generation,
+                                      std::shared_ptr<const FilePageReader> file) {
+  auto it = index_.find(id);
+  if (it == index_.end() || it->second.generation != generation || it->second.open_file) return;
+  if (open_lru_.size() >= kMaxOpenFiles) {
+    auto oldest = index_.find(open_lru_.back());
+    if (oldest != index_.end()) ForgetOpenFileLocked(oldest->second);
+  }
+  open_lru_.push_front(id);
+  it->second.open_file = std::move(file);
+  it->second.open_lru = open_lru_.begin();
+}
+
 StatusOr<std::unique_ptr<PageReader>> CacheDir::OpenPage(const KeyInfo& key) {
   const std::string path = layout_.PagePath(key.id);
   for (int attempt = 0;; ++attempt) {
@@ -225,6 +268,10 @@ StatusOr<std::unique_ptr<PageReader>> CacheDir::OpenPage(const KeyInfo& key) {
       if (it != index_.end()) {
         generation = it->second.generation;
         TouchLocked(it);
+        if (it->second.open_file) {
+          open_lru_.splice(open_lru_.begin(), open_lru_, it->second.open_lru);
+          return std::unique_ptr<PageReader>(new SharedPageReader(it->second.open_file));
+        }
       } else if (SubdirScannedLocked(key.id)) {
         return NotFoundError("page not cached");
       }
@@ -236,7 +283,14 @@ StatusOr<std::unique_ptr<PageReader>> CacheDir::OpenPage(const KeyInfo& key) {
       return std::unique_ptr<PageReader>(std::move(*probed).value());
     }
     auto reader = OpenPageFile(disk(), path, key.serialized, key.page_index);
-    if (reader.ok()) return std::unique_ptr<PageReader>(std::move(reader).value());
+    if (reader.ok()) {
+      std::shared_ptr<const FilePageReader> file(std::move(reader).value());
+      {
+        MutexLock l(&mu_);
+        RememberOpenFileLocked(key.id, generation, file);
+      }
+      return std::unique_ptr<PageReader>(new SharedPageReader(std::move(file)));
+    }
     const StatusCode code = reader.status().code();
     // An I/O error says nothing about the page: keep it and report.
     if (code != StatusCode::kNotFound && code != StatusCode::kCorruption) return reader.status();

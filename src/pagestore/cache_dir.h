@@ -25,6 +25,7 @@
 
 #include <array>
 #include <atomic>
+#include <list>
 #include <memory>
 #include <optional>
 #include <string>
@@ -89,8 +90,12 @@ class CacheDir {
 
  private:
   static constexpr size_t kPathLocks = 64;
+  static constexpr size_t kMaxOpenFiles = 1024;
   enum class ScanState : uint8_t { kPending, kListing, kDone, kFailed };
   struct Entry {
+    Entry() = default;
+    Entry(uint64_t charge_bytes, uint64_t gen, bool is_cold)
+        : charge(charge_bytes), generation(gen), cold(is_cold) {}
     uint64_t charge = 0;
     // Changes whenever a new file is published under the page's name, so a thread that found a
     // bad file can tell whether it is still the indexed one before dropping it.
@@ -98,6 +103,11 @@ class CacheDir {
     // Found on disk at startup and not used since. While the scan runs, only such pages are
     // evicted: evicting pages written since would trade them for unknown old ones.
     bool cold = false;
+    // The page file held open with its parsed header, for recently read pages (at most
+    // kMaxOpenFiles per folder): a hit then costs no open() and no header read. Dropped with
+    // the entry, so an evicted page's blocks are freed when its last reader finishes.
+    std::shared_ptr<const FilePageReader> open_file;
+    std::list<Hash128>::iterator open_lru;
   };
   struct Victim {
     Hash128 id;
@@ -142,6 +152,10 @@ class CacheDir {
   bool SubdirScannedLocked(const Hash128& id) const REQUIRES(mu_);
   // Marks a page used: tells the policy and ends its cold state.
   void TouchLocked(Index::iterator it) REQUIRES(mu_);
+  // Keeps an opened page file for later hits if `generation` is still the indexed copy.
+  void RememberOpenFileLocked(const Hash128& id, uint64_t generation,
+                              std::shared_ptr<const FilePageReader> file) REQUIRES(mu_);
+  void ForgetOpenFileLocked(Entry& entry) REQUIRES(mu_);
 
   // Recovery (cache_dir_recovery.cc).
   void RecoveryThread() EXCLUDES(mu_);
@@ -161,6 +175,7 @@ class CacheDir {
   CondVar room_cv_;  // Bytes released, pages published, scan progress, shutdown.
   uint64_t room_epoch_ GUARDED_BY(mu_) = 0;  // Bumped with every room_cv_ notification.
   Index index_ GUARDED_BY(mu_);
+  std::list<Hash128> open_lru_ GUARDED_BY(mu_);  // Entries holding open_file, newest first.
   const std::unique_ptr<policy::EvictionPolicy> policy_ PT_GUARDED_BY(mu_);
   uint64_t used_ GUARDED_BY(mu_) = kSkeletonBytes;
   uint64_t reserved_ GUARDED_BY(mu_) = 0;  // Part of used_: pages being written.

@@ -15,6 +15,7 @@ void LocalChannel::ReadPage(const protocol::ReadPageRequest& request, std::span<
   }
   Status s = result->CopyTo(dest);
   if (!s.ok()) {
+    if (result->reader) service_->DropCachedPage(request);
     done(s);
     return;
   }

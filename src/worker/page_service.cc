@@ -17,7 +17,7 @@ struct PageService::Fetch {
   CondVar cv;
   bool done GUARDED_BY(mu) = false;
   Status status GUARDED_BY(mu);
-  std::shared_ptr<const std::string> page;  // Set before done; immutable after.
+  std::shared_ptr<const PageBytes> page;  // Set before done; immutable after.
   std::vector<uint64_t> checksums;          // Of the whole page; immutable after done.
 };
 
@@ -78,7 +78,7 @@ std::vector<uint64_t> ChecksumsOf(const std::vector<uint64_t>& all, ByteRange ra
 Status PageResult::CopyTo(std::span<char> dest) const {
   if (dest.size() != range.size()) return InternalError("destination size mismatch");
   if (page) {
-    std::memcpy(dest.data(), page->data() + range.begin, range.size());
+    std::memcpy(dest.data(), page->data.get() + range.begin, range.size());
     return Status::Ok();
   }
   return reader->ReadAt(range.begin, dest);
@@ -111,6 +111,16 @@ bool PageService::LikelyCached(const ReadPageRequest& request) {
   auto mount = mounts_->FindByPath(request.mount);
   if (!mount.ok()) return false;
   return store_->Contains({(*mount)->ObjectId(request.key), request.version, request.page_index});
+}
+
+void PageService::DropCachedPage(const ReadPageRequest& request) {
+  auto mount = mounts_->FindByPath(request.mount);
+  if (!mount.ok()) return;
+  spdlog::warn("cached page {} of {} failed while being read; dropping it", request.page_index,
+               (*mount)->ObjectId(request.key));
+  store_->Remove({(*mount)->ObjectId(request.key), request.version, request.page_index},
+                 pagestore::RemoveReason::kCorrupt)
+      .IgnoreError();
 }
 
 StatusOr<PageResult> PageService::ReadPage(const ReadPageRequest& request) {
@@ -206,10 +216,10 @@ StatusOr<std::shared_ptr<PageService::Fetch>> PageService::FetchPage(
     return fetch;
   }
 
-  auto bytes = std::make_shared<std::string>(page_length, '\0');
+  auto bytes = std::make_shared<PageBytes>(page_length);
   metrics_->ufs_requests->Increment();
   uint64_t offset = request.page_index * request.page_size;
-  auto n = mount.ufs->Read(request.key, request.version, offset, *bytes);
+  auto n = mount.ufs->Read(request.key, request.version, offset, bytes->span());
   Status status;
   if (!n.ok()) {
     status = n.status();
@@ -218,7 +228,7 @@ StatusOr<std::shared_ptr<PageService::Fetch>> PageService::FetchPage(
   }
   if (status.ok()) {
     metrics_->bytes_from_ufs->Increment(page_length);
-    fetch->checksums = ChunkChecksums(*bytes);
+    fetch->checksums = ChunkChecksums(bytes->span());
     fetch->page = std::move(bytes);
   } else {
     metrics_->ufs_errors->Increment();
@@ -250,7 +260,7 @@ StatusOr<std::shared_ptr<PageService::Fetch>> PageService::FetchPage(
 }
 
 void PageService::StoreAndRetire(const pagestore::PageKey& key, std::shared_ptr<Fetch> fetch) {
-  Status s = store_->PutWithChecksums(key, *fetch->page, fetch->checksums);
+  Status s = store_->PutWithChecksums(key, fetch->page->span(), fetch->checksums);
   if (!s.ok()) {
     metrics_->store_failures->Increment();
     spdlog::warn("caching page {} of {} failed: {}", key.page_index, key.object_id,

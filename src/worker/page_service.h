@@ -37,15 +37,25 @@ struct PageServiceOptions {
   Clock* clock = Clock::Real();
 };
 
+// The bytes of one fetched page. Allocated without zero-filling: every byte is overwritten by
+// the under-storage read before anyone sees it.
+struct PageBytes {
+  explicit PageBytes(uint32_t n) : data(new char[n]), size(n) {}
+  std::unique_ptr<char[]> data;
+  uint32_t size;
+  std::span<char> span() { return {data.get(), size}; }
+  std::span<const char> span() const { return {data.get(), size}; }
+};
+
 // The bytes of a served range. Exactly one of `reader` (a cached page: the data sits in its
 // file at reader->data_file_offset() + range.begin) and `page` (fetched bytes of the whole
-// page: the data is page->substr(range.begin, range.size())) is set.
+// page: the data is page->span().subspan(range.begin, range.size())) is set.
 struct PageResult {
   protocol::PageSource source = protocol::PageSource::kCache;
   protocol::ByteRange range;
   std::vector<uint64_t> checksums;  // One per chunk of `range`.
   std::unique_ptr<pagestore::PageReader> reader;
-  std::shared_ptr<const std::string> page;
+  std::shared_ptr<const PageBytes> page;
 
   // Copies the range's bytes into dest (dest.size() == range.size()). IoError if the page file
   // was truncated under us.
@@ -77,6 +87,10 @@ class PageService {
   // True if the page holding the request is cached now (cheap; no disk I/O). The TCP server
   // serves such requests inline instead of handing them to a pool thread.
   bool LikelyCached(const protocol::ReadPageRequest& request);
+
+  // Drops the cached copy of the request's page after its file failed mid-read (truncated
+  // under us), so the next request refetches it. Counted as a corrupt page.
+  void DropCachedPage(const protocol::ReadPageRequest& request);
 
   ServiceStats Stats() const;
 

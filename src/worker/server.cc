@@ -124,15 +124,16 @@ class WorkerServer::Connection : public std::enable_shared_from_this<Connection>
       CAIRN_RETURN_IF_ERROR(stream_->WriteAll(bufs));
       // A page file truncated after Open makes sendfile come up short: the frame is then
       // incomplete, so the connection must close (the client retries elsewhere).
-      return stream_->SendFile(result->reader->native_fd(),
-                               result->reader->data_file_offset() + result->range.begin,
-                               result->range.size());
+      Status sent = stream_->SendFile(result->reader->native_fd(),
+                                      result->reader->data_file_offset() + result->range.begin,
+                                      result->range.size());
+      if (sent.code() == StatusCode::kIoError) service_->DropCachedPage(request);
+      return sent;
     }
     std::span<const char> data;
     std::string copy;
     if (result->page) {
-      data = std::span<const char>(result->page->data() + result->range.begin,
-                                   result->range.size());
+      data = result->page->span().subspan(result->range.begin, result->range.size());
     } else {
       copy.resize(result->range.size());
       CAIRN_RETURN_IF_ERROR(result->CopyTo(copy));
