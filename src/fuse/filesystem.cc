@@ -352,6 +352,17 @@ void Filesystem::InvalidateKernelAttrs(fuse_ino_t ino) {
   }
 }
 
+void Filesystem::InvalidateKernelData(fuse_ino_t ino) {
+  fuse_session* session = session_.load();
+  if (session == nullptr) return;
+  // Called after the read's reply was sent: the kernel no longer waits on this thread for that
+  // read, so the page locks the invalidation waits for are released without our help.
+  int rc = fuse_lowlevel_notify_inval_inode(session, ino, 0, 0);
+  if (rc != 0 && rc != -ENOENT) {
+    spdlog::debug("fuse: data invalidation of inode {} failed: {}", ino, std::strerror(-rc));
+  }
+}
+
 bool Filesystem::DecideKeepCache(fuse_ino_t ino, const FileInfo& info) {
   // The kernel's cached pages of this inode are valid exactly when they came from the version
   // this open is pinned to, i.e. when the previous open of the inode saw the same version.
@@ -388,12 +399,22 @@ void Filesystem::Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     return;
   }
   fi->keep_cache = DecideKeepCache(ino, info) ? 1 : 0;
-  fi->direct_io = 0;
+  const uint64_t epoch = inodes_.VersionEpoch(ino);
+  inodes_.AddHandle(ino, epoch);
+  // Handles pinned to an older version are still open: keep this one out of the shared page
+  // cache so they can never see its bytes (they get EIO from us instead).
+  fi->direct_io = inodes_.HasHandlesBefore(ino, epoch) ? 1 : 0;
+  if (fi->direct_io) {
+    fi->keep_cache = 0;
+    inodes_.TaintCache(ino);
+  }
   fi->noflush = 1;  // Nothing to flush on close; saves a round trip per close.
 
   auto file = std::make_unique<OpenFile>();
   file->reader = std::move(*opened);
   file->path = entry->path;
+  file->ino = ino;
+  file->epoch = epoch;
   fi->fh = reinterpret_cast<uint64_t>(file.get());
   {
     MutexLock lock(&handles_mu_);
@@ -405,6 +426,7 @@ void Filesystem::Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     MutexLock lock(&handles_mu_);
     dropped = std::move(files_[fi->fh]);
     files_.erase(fi->fh);
+    inodes_.RemoveHandle(ino, epoch);
   }
 }
 
@@ -416,6 +438,13 @@ void Filesystem::Read(fuse_req_t req, size_t size, off_t off, fuse_file_info* fi
   }
   // One buffer per worker thread, reused: a fresh 1 MiB allocation per request would be an
   // mmap plus 256 page faults every time.
+  // A handle pinned to a version older than the inode's latest open must not feed the kernel's
+  // page cache (shared by all opens of the inode): the reader gets EIO, never mixed bytes.
+  if (inodes_.VersionEpoch(file->ino) != file->epoch) {
+    spdlog::info("fuse: read '{}': the object changed since this file was opened", file->path);
+    fuse_reply_err(req, EIO);
+    return;
+  }
   thread_local std::vector<char> buffer;
   if (buffer.size() < size) buffer.resize(size);
   // The kernel treats a short reply as end of file (and shrinks its idea of the file size), so
@@ -438,6 +467,12 @@ void Filesystem::Read(fuse_req_t req, size_t size, off_t off, fuse_file_info* fi
     done += *n;
   }
   fuse_reply_buf(req, buffer.data(), done);
+  if (inodes_.VersionEpoch(file->ino) != file->epoch) {
+    // A newer version was opened while this read ran: its bytes may now sit in the page cache
+    // next to the new version's. Drop them, and do not trust the cache at the next open.
+    inodes_.TaintCache(file->ino);
+    InvalidateKernelData(file->ino);
+  }
 }
 
 void Filesystem::Release(fuse_req_t req, fuse_file_info* fi) {
@@ -450,6 +485,7 @@ void Filesystem::Release(fuse_req_t req, fuse_file_info* fi) {
       files_.erase(it);
     }
   }
+  if (dropped) inodes_.RemoveHandle(dropped->ino, dropped->epoch);
   fuse_reply_err(req, 0);
 }
 

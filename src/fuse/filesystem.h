@@ -106,6 +106,8 @@ class Filesystem {
   struct OpenFile {
     std::unique_ptr<FileReader> reader;
     std::string path;
+    fuse_ino_t ino = 0;
+    uint64_t epoch = 0;  // InodeTable::VersionEpoch at open.
   };
   struct OpenDirHandle {
     OpenDirHandle(Client* client, std::string path, int page_entries)
@@ -136,6 +138,9 @@ class Filesystem {
   // Makes the kernel drop its cached attributes of `ino` (size, mtime) so its next access asks
   // again; used when an open sees a version whose size differs from what the kernel was told.
   void InvalidateKernelAttrs(fuse_ino_t ino);
+  // Makes the kernel drop its cached pages of `ino` (after a stale handle's bytes may have
+  // landed there). Only after the reply of the read that caused it.
+  void InvalidateKernelData(fuse_ino_t ino);
   fuse_entry_param EntryFor(fuse_ino_t ino, const FileInfo& info);
 
   Client* const client_;

@@ -76,8 +76,48 @@ bool InodeTable::RecordOpenVersion(uint64_t ino, std::string_view version) {
   if (it == by_ino_.end()) return false;
   std::optional<std::string>& seen = it->second.open_version;
   const bool same = seen.has_value() && *seen == version;
-  if (!same) seen = std::string(version);
-  return same;
+  if (!same) {
+    if (seen.has_value()) ++it->second.version_epoch;
+    seen = std::string(version);
+  }
+  const bool tainted = it->second.cache_tainted;
+  it->second.cache_tainted = false;
+  return same && !tainted;
+}
+
+uint64_t InodeTable::VersionEpoch(uint64_t ino) const {
+  MutexLock lock(&mu_);
+  auto it = by_ino_.find(ino);
+  return it == by_ino_.end() ? 0 : it->second.version_epoch;
+}
+
+void InodeTable::AddHandle(uint64_t ino, uint64_t epoch) {
+  MutexLock lock(&mu_);
+  auto it = by_ino_.find(ino);
+  if (it != by_ino_.end()) ++it->second.handles_by_epoch[epoch];
+}
+
+void InodeTable::RemoveHandle(uint64_t ino, uint64_t epoch) {
+  MutexLock lock(&mu_);
+  auto it = by_ino_.find(ino);
+  if (it == by_ino_.end()) return;
+  auto h = it->second.handles_by_epoch.find(epoch);
+  if (h != it->second.handles_by_epoch.end() && --h->second == 0) {
+    it->second.handles_by_epoch.erase(h);
+  }
+}
+
+bool InodeTable::HasHandlesBefore(uint64_t ino, uint64_t epoch) const {
+  MutexLock lock(&mu_);
+  auto it = by_ino_.find(ino);
+  if (it == by_ino_.end() || it->second.handles_by_epoch.empty()) return false;
+  return it->second.handles_by_epoch.begin()->first < epoch;
+}
+
+void InodeTable::TaintCache(uint64_t ino) {
+  MutexLock lock(&mu_);
+  auto it = by_ino_.find(ino);
+  if (it != by_ino_.end()) it->second.cache_tainted = true;
 }
 
 void InodeTable::RecordReportedSize(uint64_t ino, uint64_t size) {

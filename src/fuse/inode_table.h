@@ -24,6 +24,7 @@
 #define CAIRN_FUSE_INODE_TABLE_H_
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -66,7 +67,25 @@ class InodeTable {
   // Records `version` as the one the latest open of `ino` saw. Returns true when the previous
   // open of the same inode number saw the same version (the kernel's cached pages are still
   // those of this version), false on the first open or after a change. Unknown `ino`: false.
+  // Also returns false (once) after TaintCache, and each change of version starts a new
+  // version epoch (see VersionEpoch).
   bool RecordOpenVersion(uint64_t ino, std::string_view version);
+
+  // Counts the version changes seen by opens of `ino`. A handle opened in an older epoch is
+  // pinned to a version the kernel's page cache no longer belongs to: its reads must not reach
+  // the kernel (they would put old bytes under the new version). 0 for unknown numbers.
+  uint64_t VersionEpoch(uint64_t ino) const;
+
+  // Marks the kernel's cached pages of `ino` as possibly holding another version's bytes: the
+  // next open gets keep_cache = 0 whatever the version.
+  void TaintCache(uint64_t ino);
+
+  // Open handles per version epoch. While a handle of an older epoch is open, new handles must
+  // bypass the kernel's page cache (direct I/O): pages they cached would be visible to the old
+  // handle, whose reader must only ever see its own version.
+  void AddHandle(uint64_t ino, uint64_t epoch);
+  void RemoveHandle(uint64_t ino, uint64_t epoch);
+  bool HasHandlesBefore(uint64_t ino, uint64_t epoch) const;
 
   // Remembers the file size last reported to the kernel for `ino` (no-op for unknown numbers).
   void RecordReportedSize(uint64_t ino, uint64_t size);
@@ -84,6 +103,9 @@ class InodeTable {
     bool is_dir = false;
     uint64_t nlookup = 0;
     std::optional<std::string> open_version;
+    uint64_t version_epoch = 0;
+    bool cache_tainted = false;
+    std::map<uint64_t, uint64_t> handles_by_epoch;  // Open handles per epoch (no zero counts).
     std::optional<uint64_t> reported_size;
   };
 
