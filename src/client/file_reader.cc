@@ -72,10 +72,14 @@ Status FileReaderImpl::ReadPiece(uint64_t page, uint32_t in_page, std::span<char
                                  bool sequential) {
   Hash128 id = PageId(page);
   std::shared_ptr<PageBuffer::Slot> slot = ctx_.buffer->Find(id);
-  if (!slot && sequential) {
-    // A sequential reader will want the rest of this page next: fetch it whole, once.
-    slot = ctx_.buffer->Create(id, protocol::PageLength(object_.info.size, page,
-                                                        ctx_.fetcher->page_size()));
+  const uint32_t page_length =
+      protocol::PageLength(object_.info.size, page, ctx_.fetcher->page_size());
+  // A sequential reader will want the rest of this page next, and a whole-page read (large or
+  // O_DIRECT reads, which the kernel may send out of order) is one readahead may also want:
+  // fetch the page once, into the buffer, where both find it.
+  const bool whole_page = in_page == 0 && out.size() == page_length;
+  if (!slot && (sequential || whole_page)) {
+    slot = ctx_.buffer->Create(id, page_length);
     if (slot) {
       CAIRN_RETURN_IF_ERROR(FillSlot(object_, ctx_, page, id, slot.get()));
     } else {
