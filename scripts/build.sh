@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# Configures and builds Cairn. Usage: scripts/build.sh [release|asan|tsan] (default release).
+# Configures and builds Cairn. Usage: scripts/build.sh [release|asan|tsan] [TARGET...]
+# (default: release, every target).
 # Build folders: build (release), build-asan, build-tsan.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 kind="${1:-release}"
+shift || true
+targets=("$@")
 jobs="${CAIRN_JOBS:-$(nproc)}"
 case "$kind" in
   release) dir=build; flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo) ;;
@@ -12,7 +15,9 @@ case "$kind" in
   *) echo "usage: $0 [release|asan|tsan]" >&2; exit 2 ;;
 esac
 cmake -S . -B "$dir" -G Ninja "${flags[@]}" >/dev/null
-if [[ "$kind" == release ]]; then
+if ((${#targets[@]})); then
+  ninja -C "$dir" -j "$jobs" "${targets[@]}"
+elif [[ "$kind" == release ]]; then
   ninja -C "$dir" -j "$jobs"
 else
   # Sanitizer builds only need the unit tests.

@@ -6,5 +6,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh --build-only
-scripts/build.sh release
+scripts/build.sh release cairn
 exec ./build/cairn demo "$@"

@@ -166,6 +166,22 @@ def read_file(path):
         return f.read()
 
 
+def read_whole(path, direct=False, chunk=MiB):
+    """A whole file read with pread in `chunk`-sized calls; with O_DIRECT when `direct`, so
+    every byte comes through the FUSE daemon instead of the kernel's page cache."""
+    fd = os.open(path, os.O_RDONLY | (os.O_DIRECT if direct else 0))
+    try:
+        parts, off = [], 0
+        while True:
+            b = os.pread(fd, chunk, off)
+            if not b:
+                return b"".join(parts)
+            parts.append(b)
+            off += len(b)
+    finally:
+        os.close(fd)
+
+
 def tree_files(root):
     """{relative path: size} of every regular file under `root`."""
     out = {}

@@ -11,7 +11,12 @@ import random
 
 import pytest
 
-from conftest import MiB, page_files, read_file, wait_until
+from conftest import MiB, page_files, read_file, read_whole, wait_until
+
+
+def read_direct(path):
+    return read_whole(path, direct=True)
+
 
 FILE = "victim.bin"
 SIZE = 3 * MiB  # Three pages of equal length: a swap cannot be caught by the file size alone.
@@ -24,21 +29,6 @@ def source(tmp_path_factory):
     (root / FILE).write_bytes(data)
     (root / "other.bin").write_bytes(random.Random(98).randbytes(MiB + 5))
     return root, data
-
-
-def _read_direct(path):
-    """Whole file with O_DIRECT: every byte comes through the daemon."""
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
-    try:
-        parts, off = [], 0
-        while True:
-            b = os.pread(fd, MiB, off)
-            if not b:
-                return b"".join(parts)
-            parts.append(b)
-            off += len(b)
-    finally:
-        os.close(fd)
 
 
 def _fill_cache(harness, uri, cache, data):
@@ -100,7 +90,7 @@ def test_damaged_page_files_are_detected_and_refetched(harness, source, kind):
 
     up = harness.up(uri, mountpoint=mnt, cache_dir=cache, name=f"up-{kind}")
     path = os.path.join(up.mountpoint, FILE)
-    assert _read_direct(path) == data, f"{kind}: wrong bytes through a fresh mount"
+    assert read_direct(path) == data, f"{kind}: wrong bytes through a fresh mount"
     rng = random.Random(kind)
     fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
     try:
@@ -121,7 +111,7 @@ def test_damaged_page_files_are_detected_and_refetched(harness, source, kind):
 
     _pages_by_index(cache)  # Three well-formed page files again.
     up = harness.up(uri, mountpoint=mnt, cache_dir=cache, name=f"up-after-{kind}")
-    assert _read_direct(os.path.join(up.mountpoint, FILE)) == data
+    assert read_direct(os.path.join(up.mountpoint, FILE)) == data
     m = up.metrics()
     assert m["cairn_worker_bytes_from_ufs_total"] == 0, "repaired pages were fetched again"
     assert m["cairn_worker_checksum_failures_total"] == 0
@@ -144,7 +134,7 @@ def test_damage_under_running_worker_fresh_fuse_client(harness, source, kind, sh
     w = harness.worker([mount], cache)
     fuse = harness.fuse([mount], workers=[f"127.0.0.1:{w.listen_port}"], extra=flags)
     path = os.path.join(fuse.mountpoint, "d", FILE)
-    assert _read_direct(path) == data
+    assert read_direct(path) == data
     wait_until(lambda: w.metric("cairn_worker_bytes_from_ufs_total") == SIZE and
                w.metric("cairn_cache_pages") >= 3, 10, "three cached pages")
     assert fuse.stop() == 0
@@ -153,7 +143,7 @@ def test_damage_under_running_worker_fresh_fuse_client(harness, source, kind, sh
     damaged = damage(_pages_by_index(cache))
     fuse = harness.fuse([mount], workers=[f"127.0.0.1:{w.listen_port}"],
                         mountpoint=fuse.mountpoint, name="fuse2", extra=flags)
-    assert _read_direct(path) == data, f"{kind}: wrong bytes"
+    assert read_direct(path) == data, f"{kind}: wrong bytes"
     m = w.metrics()
     found = m["cairn_worker_checksum_failures_total"] + m["cairn_cache_corrupt_pages_total"]
     assert found >= 1, f"{kind}: the damage was not counted"

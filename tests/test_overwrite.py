@@ -14,7 +14,12 @@ import time
 
 import pytest
 
-from conftest import MiB, S3_BUCKET, wait_until
+from conftest import MiB, S3_BUCKET, read_whole, wait_until
+
+
+def _read_whole(path, direct=False):
+    return read_whole(path, direct, chunk=4 * MiB)
+
 
 TTL_S = 1.0
 # Staleness bound for a new open: metadata TTL + kernel attribute timeout + negative/entry
@@ -57,20 +62,6 @@ def ttl_mount(request, module_harness):
                              name=f"up-ttl-{request.param}")
     yield src, proc
     assert proc.stop() == 0, proc.log_tail()
-
-
-def _read_whole(path, direct=False):
-    fd = os.open(path, os.O_RDONLY | (os.O_DIRECT if direct else 0))
-    try:
-        parts, off = [], 0
-        while True:
-            b = os.pread(fd, 4 * MiB, off)
-            if not b:
-                return b"".join(parts)
-            parts.append(b)
-            off += len(b)
-    finally:
-        os.close(fd)
 
 
 @pytest.mark.parametrize("held", [False, True], ids=["new-opens", "held-open"])

@@ -8,7 +8,12 @@ import time
 
 import pytest
 
-from conftest import KiB, MiB, read_file, wait_until
+from conftest import KiB, MiB, read_file, read_whole, wait_until
+
+
+def read_direct(path, chunk=MiB):
+    return read_whole(path, direct=True, chunk=chunk)
+
 
 
 @pytest.fixture(scope="module")
@@ -27,20 +32,6 @@ def source(tmp_path_factory):
     return root, files
 
 
-def _read_direct(path, chunk=MiB):
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
-    try:
-        parts, off = [], 0
-        while True:
-            b = os.pread(fd, chunk, off)
-            if not b:
-                return b"".join(parts)
-            parts.append(b)
-            off += len(b)
-    finally:
-        os.close(fd)
-
-
 @pytest.mark.parametrize("short_circuit", [False, True], ids=["over-tcp", "short-circuit"])
 def test_restarted_worker_serves_from_its_cache(harness, source, short_circuit):
     """over-tcp: the client asks the worker for every page (--no-short-circuit), so the new
@@ -57,7 +48,7 @@ def test_restarted_worker_serves_from_its_cache(harness, source, short_circuit):
     addr = f"127.0.0.1:{w1.listen_port}"
     fuse = harness.fuse([mount], workers=[addr], extra=client_flags)
     for name, data in warm.items():
-        assert _read_direct(os.path.join(fuse.mountpoint, "ds", name)) == data
+        assert read_direct(os.path.join(fuse.mountpoint, "ds", name)) == data
     assert w1.metric("cairn_worker_bytes_from_ufs_total") == total
     # Every page is written (asynchronously) before the crash.
     wait_until(lambda: w1.metric("cairn_cache_pages") == pages, 10, f"{pages} cached pages")
@@ -70,7 +61,7 @@ def test_restarted_worker_serves_from_its_cache(harness, source, short_circuit):
     fuse2 = harness.fuse([mount], workers=[addr], mountpoint=fuse.mountpoint, name="fuse2",
                          extra=client_flags)
     for name, data in warm.items():
-        assert _read_direct(os.path.join(fuse2.mountpoint, "ds", name)) == data
+        assert read_direct(os.path.join(fuse2.mountpoint, "ds", name)) == data
     m = w2.metrics()
     assert m["cairn_worker_bytes_from_ufs_total"] == 0, m
     assert m["cairn_worker_ufs_requests_total"] == 0
@@ -106,7 +97,7 @@ def test_readers_survive_worker_kill(harness, source):
                 path = os.path.join(fuse.mountpoint, "ds", name)
                 # Alternate whole O_DIRECT reads (every byte through the daemon) and buffered ones.
                 if rng.random() < 0.5:
-                    got = _read_direct(path, chunk=rng.choice([128 * KiB, MiB]))
+                    got = read_direct(path, chunk=rng.choice([128 * KiB, MiB]))
                 else:
                     got = read_file(path)
                 with lock:
@@ -135,7 +126,7 @@ def test_readers_survive_worker_kill(harness, source):
     assert len(after) >= 8, f"only {len(after)} files were read after the kill"
     # The mount still works once the worker is gone.
     for name in cold[:3]:
-        assert _read_direct(os.path.join(fuse.mountpoint, "ds", name)) == files[name]
+        assert read_direct(os.path.join(fuse.mountpoint, "ds", name)) == files[name]
     assert fuse.alive()
     assert fuse.stop() == 0
 
@@ -151,7 +142,7 @@ def test_readers_survive_frozen_worker(harness, source):
     fuse = harness.fuse([mount], workers=[f"127.0.0.1:{w.listen_port}"],
                         extra=["--worker-timeout", "1s"])
     # Warm the connections, then freeze the worker.
-    assert _read_direct(os.path.join(fuse.mountpoint, "ds", names[0])) == files[names[0]]
+    assert read_direct(os.path.join(fuse.mountpoint, "ds", names[0])) == files[names[0]]
     w.send_signal(19)  # SIGSTOP
     try:
         errors, times = [], []
@@ -159,7 +150,7 @@ def test_readers_survive_frozen_worker(harness, source):
         def reader(name):
             t = time.monotonic()
             try:
-                if _read_direct(os.path.join(fuse.mountpoint, "ds", name)) != files[name]:
+                if read_direct(os.path.join(fuse.mountpoint, "ds", name)) != files[name]:
                     errors.append(f"{name}: wrong bytes")
             except Exception as e:
                 errors.append(f"{name}: {e!r}")
