@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
+#include <string>
 #include <exception>
 
 #include "cli/commands.h"
@@ -32,6 +33,12 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
+    // "cairn bogus" would read "A subcommand is required": name the unknown command instead.
+    if (app.get_subcommands().empty() && !app.remaining().empty()) {
+      std::fprintf(stderr, "cairn: error: unknown command '%s' (see cairn --help)\n",
+                   app.remaining().front().c_str());
+      return kExitUsage;
+    }
     return app.exit(e) == 0 ? kExitOk : kExitUsage;
   }
   cairn::Status s = cairn::InitLogging(log_level);

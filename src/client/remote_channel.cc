@@ -296,11 +296,21 @@ std::shared_ptr<RemoteChannel::Conn> RemoteChannel::GetConnection() {
     return nullptr;
   }
   auto dirs = options_.short_circuit ? CheckShortCircuit(hello) : nullptr;
-  MutexLock l(&mu_);
-  short_circuit_dirs_ = std::move(dirs);
-  handshaken_.store(true, std::memory_order_release);
-  conns_[slot] = *opened;
-  return *opened;
+  std::shared_ptr<Conn> winner;
+  {
+    MutexLock l(&mu_);
+    short_circuit_dirs_ = std::move(dirs);
+    handshaken_.store(true, std::memory_order_release);
+    // Another thread may have connected this slot meanwhile: keep one connection, close ours.
+    if (conns_[slot] && !conns_[slot]->dead()) {
+      winner = conns_[slot];
+    } else {
+      conns_[slot] = *opened;
+      return *opened;
+    }
+  }
+  (*opened)->Close(UnavailableError("duplicate connection"));
+  return winner;
 }
 
 void RemoteChannel::ReadPage(const protocol::ReadPageRequest& request, std::span<char> dest,
