@@ -97,11 +97,37 @@ StatusOr<FileInfo> ClientImpl::Stat(std::string_view raw_path) {
     return *cached;
   }
   metadata_misses_.fetch_add(1, std::memory_order_relaxed);
+  if (auto listed = StatFromParentListing(*r.mount, r.key, path)) return *listed;
   StatusOr<FileInfo> info = StatFromSource(*r.mount, r.key, name);
   if (info.ok() || info.status().code() == StatusCode::kNotFound) {
     metadata_.PutStat(path, info, r.mount->spec.metadata_ttl.count());
   }
   return info;
+}
+
+std::optional<StatusOr<FileInfo>> ClientImpl::StatFromParentListing(const mount::Mount& mount,
+                                                                    const std::string& key,
+                                                                    const std::string& path) {
+  size_t slash = key.rfind('/');
+  std::string parent_key = slash == std::string::npos ? "" : key.substr(0, slash);
+  std::string name = slash == std::string::npos ? key : key.substr(slash + 1);
+  std::string parent_path = path.substr(0, path.rfind('/'));
+  if (parent_path.empty()) parent_path = "/";
+  // At most one LIST per directory and TTL: the first page stays cached with the listings.
+  std::optional<DirPage> page = metadata_.GetList(parent_path, "");
+  if (!page) {
+    auto listed = ListFromSource(mount, parent_key, parent_path, "", 1000);
+    if (!listed.ok()) return std::nullopt;  // The HEAD path reports errors precisely.
+    page = std::move(listed).value();
+  }
+  auto it = std::lower_bound(page->entries.begin(), page->entries.end(), name,
+                             [](const FileInfo& e, const std::string& n) { return e.name < n; });
+  if (it != page->entries.end() && it->name == name) return StatusOr<FileInfo>(*it);
+  if (!page->next_token.empty()) return std::nullopt;  // Beyond the first page: ask the source.
+  // The whole directory is on the page and the name is not.
+  StatusOr<FileInfo> missing = NotFoundError("no such file or directory: " + key);
+  metadata_.PutStat(path, missing, mount.spec.metadata_ttl.count());
+  return missing;
 }
 
 StatusOr<FileInfo> ClientImpl::StatFromSource(const mount::Mount& mount, const std::string& key,

@@ -3,6 +3,7 @@
 #define CAIRN_CLIENT_CLIENT_IMPL_H_
 
 #include <memory>
+#include <optional>
 
 #include "cairn/client.h"
 #include "client/metadata_cache.h"
@@ -28,6 +29,12 @@ class ClientImpl : public Client {
   ClientStats Stats() const override;
 
  private:
+  // Answers a stat miss from the parent directory's first listing page (one LIST instead of a
+  // HEAD per file: readers usually open many siblings), listed at most once per directory and
+  // TTL. nullopt when the page cannot decide (the name sorts beyond it, or listing failed).
+  std::optional<StatusOr<FileInfo>> StatFromParentListing(const mount::Mount& mount,
+                                                          const std::string& key,
+                                                          const std::string& path);
   StatusOr<FileInfo> StatFromSource(const mount::Mount& mount, const std::string& key,
                                     const std::string& name);
   StatusOr<DirPage> ListFromSource(const mount::Mount& mount, const std::string& key,

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "client/client_impl.h"
+#include "ufs/counting_ufs.h"
 #include "ufs/memory_ufs.h"
 #include "worker/worker.h"
 
@@ -78,7 +79,8 @@ class ClientTest : public ::testing::TestWithParam<Mode> {
     } else {
       co.local_channel = worker_->local_channel();
     }
-    auto mounts = mount::MountTable::CreateWith({spec_}, {memory_});
+    client_ufs_ = std::make_shared<ufs::CountingUnderStorage>(memory_);
+    auto mounts = mount::MountTable::CreateWith({spec_}, {client_ufs_});
     ASSERT_TRUE(mounts.ok());
     auto fetcher = MakePageFetcher(co);
     ASSERT_TRUE(fetcher.ok());
@@ -104,6 +106,7 @@ class ClientTest : public ::testing::TestWithParam<Mode> {
   static inline int counter_ = 0;
   std::filesystem::path dir_;
   std::shared_ptr<ufs::MemoryUnderStorage> memory_;
+  std::shared_ptr<ufs::CountingUnderStorage> client_ufs_;  // What the client asks the source.
   MountSpec spec_;
   std::unique_ptr<worker::Worker> worker_;
   std::unique_ptr<ClientImpl> client_;
@@ -175,6 +178,28 @@ TEST_P(ClientTest, ListsLargeFoldersInPages) {
   ASSERT_EQ(root->entries.size(), 1u);
   EXPECT_EQ(root->entries[0].name, "lake");
   EXPECT_TRUE(root->entries[0].is_dir);
+}
+
+TEST_P(ClientTest, StatsOfSiblingsCostOneListingNotOneRequestEach) {
+  for (int i = 0; i < 200; ++i) memory_->Put("ds/f" + std::to_string(i), "data");
+  for (int i = 0; i < 1500; ++i) memory_->Put("huge/f" + std::to_string(10000 + i), "x");
+  MakeClient();
+  for (int i = 0; i < 200; ++i) {
+    auto st = client_->Stat("/lake/ds/f" + std::to_string(i));
+    ASSERT_TRUE(st.ok()) << st.status().ToString();
+    EXPECT_EQ(st->size, 4u);
+  }
+  EXPECT_EQ(client_->Stat("/lake/ds/absent").status().code(), StatusCode::kNotFound);
+  ufs::UfsCounts c = client_ufs_->counts();
+  EXPECT_EQ(c.lists, 1u);
+  EXPECT_EQ(c.stats, 0u);
+  // A directory larger than one listing page: names past it still resolve (by HEAD).
+  client_ufs_->Reset();
+  EXPECT_TRUE(client_->Stat("/lake/huge/f10001").ok());
+  EXPECT_TRUE(client_->Stat("/lake/huge/f11400").ok());
+  EXPECT_EQ(client_->Stat("/lake/huge/f99999").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(client_ufs_->counts().lists, 2u);  // The first page, and the not-found dir probe.
+  EXPECT_EQ(client_ufs_->counts().stats, 2u);  // The two names past the first page.
 }
 
 TEST_P(ClientTest, OverwrittenObjectShowsNewContentAfterTtlNeverAMix) {
