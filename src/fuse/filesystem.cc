@@ -167,6 +167,7 @@ void Filesystem::Lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
   // Take the reference before replying, so a concurrent FORGET of older references can never
   // drop the number while this reply is in flight.
   const fuse_ino_t ino = inodes_.Ref(path, info->is_dir);
+  ObserveVersion(ino, *info);
   fuse_entry_param e = EntryFor(ino, *info);
   if (fuse_reply_entry(req, &e) == -ENOENT) {
     // The request was aborted; the kernel never saw the entry.
@@ -196,6 +197,7 @@ void Filesystem::GetAttr(fuse_req_t req, fuse_ino_t ino) {
     return;
   }
   if (ino == InodeTable::kRootIno) info->is_dir = true;  // The mount root is a directory.
+  ObserveVersion(ino, *info);
   struct stat st = AttrFromInfo(ino, *info, config_);
   inodes_.RecordReportedSize(ino, static_cast<uint64_t>(st.st_size));
   fuse_reply_attr(req, &st, config_.attr_timeout_s);
@@ -283,6 +285,7 @@ size_t Filesystem::AppendEntry(fuse_req_t req, OpenDirHandle* dir, const DirEntr
     const fuse_ino_t child =
         inodes_.Ref(JoinPath(dir->stream.path(), entry.name), entry.info->is_dir);
     referenced->push_back(child);
+    ObserveVersion(child, *entry.info);
     e = EntryFor(child, *entry.info);
   }
   return fuse_add_direntry_plus(req, room.data(), room.size(), entry.name, &e, cookie);
@@ -352,11 +355,18 @@ void Filesystem::InvalidateKernelAttrs(fuse_ino_t ino) {
   }
 }
 
+void Filesystem::ObserveVersion(fuse_ino_t ino, const FileInfo& info) {
+  // The new size is about to reach the kernel with this reply. Pages it cached for the old
+  // version (the last one zero-filled past the old end) must go first, or a handle still open
+  // on the old version would read them up to the new size.
+  if (!info.is_dir && inodes_.NoteStatVersion(ino, info.version)) InvalidateKernelData(ino);
+}
+
 void Filesystem::InvalidateKernelData(fuse_ino_t ino) {
   fuse_session* session = session_.load();
   if (session == nullptr) return;
-  // Called after the read's reply was sent: the kernel no longer waits on this thread for that
-  // read, so the page locks the invalidation waits for are released without our help.
+  // Called after a read's reply was sent, or from getattr/lookup (which the kernel sends
+  // without holding page locks of the inode): nothing we block here waits on this thread.
   int rc = fuse_lowlevel_notify_inval_inode(session, ino, 0, 0);
   if (rc != 0 && rc != -ENOENT) {
     spdlog::debug("fuse: data invalidation of inode {} failed: {}", ino, std::strerror(-rc));

@@ -141,6 +141,9 @@ class Filesystem {
   // Makes the kernel drop its cached pages of `ino` (after a stale handle's bytes may have
   // landed there). Only after the reply of the read that caused it.
   void InvalidateKernelData(fuse_ino_t ino);
+  // Starts a new version epoch (and drops the kernel's pages) when a stat of `ino` reports a
+  // version other than the one its opens saw; called before the reply carries the new size.
+  void ObserveVersion(fuse_ino_t ino, const FileInfo& info);
   fuse_entry_param EntryFor(fuse_ino_t ino, const FileInfo& info);
 
   Client* const client_;

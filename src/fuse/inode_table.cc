@@ -85,6 +85,18 @@ bool InodeTable::RecordOpenVersion(uint64_t ino, std::string_view version) {
   return same && !tainted;
 }
 
+bool InodeTable::NoteStatVersion(uint64_t ino, std::string_view version) {
+  MutexLock lock(&mu_);
+  auto it = by_ino_.find(ino);
+  if (it == by_ino_.end()) return false;
+  std::optional<std::string>& seen = it->second.open_version;
+  if (!seen.has_value() || *seen == version) return false;
+  seen = std::string(version);
+  ++it->second.version_epoch;
+  it->second.cache_tainted = true;
+  return true;
+}
+
 uint64_t InodeTable::VersionEpoch(uint64_t ino) const {
   MutexLock lock(&mu_);
   auto it = by_ino_.find(ino);

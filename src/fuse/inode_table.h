@@ -76,6 +76,12 @@ class InodeTable {
   // the kernel (they would put old bytes under the new version). 0 for unknown numbers.
   uint64_t VersionEpoch(uint64_t ino) const;
 
+  // Notes the version a stat (getattr, lookup) reported for `ino`. If an open saw another
+  // version before, this is a change: a new epoch starts (handles of the old one get EIO) and
+  // the cache is tainted. Returns true on such a change (the caller drops the kernel's pages
+  // before the new size reaches the kernel). Unknown `ino` or no open yet: false.
+  bool NoteStatVersion(uint64_t ino, std::string_view version);
+
   // Marks the kernel's cached pages of `ino` as possibly holding another version's bytes: the
   // next open gets keep_cache = 0 whatever the version.
   void TaintCache(uint64_t ino);

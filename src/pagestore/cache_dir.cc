@@ -269,8 +269,13 @@ StatusOr<std::unique_ptr<PageReader>> CacheDir::OpenPage(const KeyInfo& key) {
         generation = it->second.generation;
         TouchLocked(it);
         if (it->second.open_file) {
-          open_lru_.splice(open_lru_.begin(), open_lru_, it->second.open_lru);
-          return std::unique_ptr<PageReader>(new SharedPageReader(it->second.open_file));
+          if (it->second.open_file->StillWhole()) {
+            open_lru_.splice(open_lru_.begin(), open_lru_, it->second.open_lru);
+            return std::unique_ptr<PageReader>(new SharedPageReader(it->second.open_file));
+          }
+          // Truncated (or extended) since it was opened: reopen it, which runs every check
+          // and drops the page as corrupt.
+          ForgetOpenFileLocked(it->second);
         }
       } else if (SubdirScannedLocked(key.id)) {
         return NotFoundError("page not cached");

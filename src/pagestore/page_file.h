@@ -25,6 +25,12 @@ class FilePageReader final : public PageReader {
   uint64_t data_file_offset() const override { return header_.data_offset; }
 
   const PageHeader& header() const { return header_; }
+  // True if the file still has the size its header promises (cheap: one fstat). A kept-open
+  // file is re-checked before every use, so truncation after it was opened is still caught.
+  bool StillWhole() const {
+    auto size = file_->Size();
+    return size.ok() && *size == header_.file_size();
+  }
 
  private:
   std::unique_ptr<RandomAccessFile> file_;

@@ -213,6 +213,20 @@ TEST_F(DiskStoreTest, TruncatedSwappedAndGarbageFilesAreCorruptionThenGone) {
 // writers are paused between two Puts (they hold `pause` shared around each Put; `gate` lets the
 // monitor in ahead of waiting writers, which a reader-preferring rwlock would not); the accounting
 // is sampled without pausing, and the MemDisk test checks atomic snapshots under full load.
+TEST_F(DiskStoreTest, TruncationAfterThePageWasOpenedIsStillCorruption) {
+  auto store = Make(Options(16 << 20));
+  ASSERT_TRUE(store->Put(Key(1), Bytes(1, 70000)).ok());
+  {
+    auto first = store->Open(Key(1));  // Now kept open by the store.
+    ASSERT_TRUE(first.ok());
+  }
+  ASSERT_TRUE(store->Open(Key(1)).ok());
+  fs::resize_file(PagePath(Key(1)), fs::file_size(PagePath(Key(1))) - 1);
+  EXPECT_EQ(store->Open(Key(1)).status().code(), StatusCode::kCorruption);
+  EXPECT_FALSE(store->Contains(Key(1)));
+  EXPECT_EQ(store->Stats().corrupt_pages, 1u);
+}
+
 TEST_F(DiskStoreTest, ConcurrentPutsNeverExceedCapacityOnDisk) {
   const uint64_t capacity = kSkeleton + (3 << 20);
   auto store = Make(Options(capacity, 64 * 1024));
