@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from conftest import (MiB, MANY_COUNT, S3_BUCKET, S3_PREFIX, SIZED_FILES, SPACE_NAME,
-                      TRAIN_COUNT, TRAIN_SAMPLE, UNICODE_NAME, many_name, read_file, sha256,
-                      tree_files, wait_until)
+                      TRAIN_COUNT, TRAIN_SAMPLE, UNICODE_NAME, many_name, read_file, read_whole,
+                      sha256, tree_files, wait_until)
 
 C_UTF8 = dict(os.environ, LC_ALL="C.UTF-8")
 
@@ -91,17 +91,7 @@ def test_second_read_is_served_from_cache(mounted):
     src = mounted.ds.bytes(rel)
 
     def read_direct():
-        fd = os.open(mounted.path(rel), os.O_RDONLY | os.O_DIRECT)
-        try:
-            out, off = [], 0
-            while True:
-                b = os.pread(fd, MiB, off)
-                if not b:
-                    return b"".join(out)
-                out.append(b)
-                off += len(b)
-        finally:
-            os.close(fd)
+        return read_whole(mounted.path(rel), direct=True)
 
     assert read_direct() == src
 
