@@ -269,12 +269,12 @@ StatusOr<std::unique_ptr<PageReader>> CacheDir::OpenPage(const KeyInfo& key) {
         generation = it->second.generation;
         TouchLocked(it);
         if (it->second.open_file) {
-          if (it->second.open_file->StillWhole()) {
+          if (it->second.open_file->StillAt(path)) {
             open_lru_.splice(open_lru_.begin(), open_lru_, it->second.open_lru);
             return std::unique_ptr<PageReader>(new SharedPageReader(it->second.open_file));
           }
-          // Truncated (or extended) since it was opened: reopen it, which runs every check
-          // and drops the page as corrupt.
+          // Truncated, replaced or swapped since it was opened: reopen the name, which runs
+          // every check and drops the page if the file there is not this page.
           ForgetOpenFileLocked(it->second);
         }
       } else if (SubdirScannedLocked(key.id)) {

@@ -1,5 +1,7 @@
 #include "pagestore/page_file.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <vector>
 
@@ -14,6 +16,16 @@ Status FilePageReader::ReadAt(uint32_t offset, std::span<char> out) const {
   CAIRN_ASSIGN_OR_RETURN(size_t n, file_->ReadAt(uint64_t{header_.data_offset} + offset, out));
   if (n != out.size()) return IoError("short read: the page file was truncated");
   return Status::Ok();
+}
+
+bool FilePageReader::StillAt(const std::string& path) const {
+  auto size = file_->Size();
+  if (!size.ok() || *size != header_.file_size()) return false;
+  const int fd = file_->native_fd();
+  if (fd < 0) return true;  // In-memory disk: names cannot be swapped under an open file.
+  struct stat open_st {}, named_st {};
+  if (::fstat(fd, &open_st) != 0 || ::stat(path.c_str(), &named_st) != 0) return false;
+  return open_st.st_ino == named_st.st_ino && open_st.st_dev == named_st.st_dev;
 }
 
 StatusOr<std::unique_ptr<FilePageReader>> OpenPageFile(Disk& disk, const std::string& path,

@@ -25,12 +25,11 @@ class FilePageReader final : public PageReader {
   uint64_t data_file_offset() const override { return header_.data_offset; }
 
   const PageHeader& header() const { return header_; }
-  // True if the file still has the size its header promises (cheap: one fstat). A kept-open
-  // file is re-checked before every use, so truncation after it was opened is still caught.
-  bool StillWhole() const {
-    auto size = file_->Size();
-    return size.ok() && *size == header_.file_size();
-  }
+  // True if `path` still names this very file and it still has the size its header promises
+  // (an fstat and a stat). A kept-open file is re-checked before every use, so a page file
+  // truncated, replaced or swapped after it was opened is still caught, and the name is then
+  // reopened and checked in full.
+  bool StillAt(const std::string& path) const;
 
  private:
   std::unique_ptr<RandomAccessFile> file_;

@@ -227,6 +227,21 @@ TEST_F(DiskStoreTest, TruncationAfterThePageWasOpenedIsStillCorruption) {
   EXPECT_EQ(store->Stats().corrupt_pages, 1u);
 }
 
+TEST_F(DiskStoreTest, FilesSwappedAfterThePagesWereOpenedAreStillCorruption) {
+  auto store = Make(Options(16 << 20));
+  ASSERT_TRUE(store->Put(Key(1), Bytes(1, 70000)).ok());
+  ASSERT_TRUE(store->Put(Key(2), Bytes(2, 70000)).ok());
+  ASSERT_TRUE(store->Open(Key(1)).ok());  // Both now kept open by the store.
+  ASSERT_TRUE(store->Open(Key(2)).ok());
+  std::string tmp = PagePath(Key(1)) + ".swap";
+  fs::rename(PagePath(Key(1)), tmp);
+  fs::rename(PagePath(Key(2)), PagePath(Key(1)));
+  fs::rename(tmp, PagePath(Key(2)));
+  EXPECT_EQ(store->Open(Key(1)).status().code(), StatusCode::kCorruption);
+  EXPECT_EQ(store->Open(Key(2)).status().code(), StatusCode::kCorruption);
+  EXPECT_EQ(store->Stats().corrupt_pages, 2u);
+}
+
 TEST_F(DiskStoreTest, ConcurrentPutsNeverExceedCapacityOnDisk) {
   const uint64_t capacity = kSkeleton + (3 << 20);
   auto store = Make(Options(capacity, 64 * 1024));
