@@ -1,5 +1,7 @@
 #include "membership/etcd_process.h"
 
+#include "net/stream.h"
+
 #include <arpa/inet.h>
 #include <curl/curl.h>
 #include <fcntl.h>
@@ -22,23 +24,6 @@ namespace cairn::membership::testing {
 namespace {
 
 constexpr const char* kEtcdBinary = "/usr/bin/etcd";
-
-StatusOr<int> PickFreePort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return ErrnoToStatus(errno, "socket");
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    int err = errno;
-    ::close(fd);
-    return ErrnoToStatus(err, "bind to a free port");
-  }
-  ::close(fd);
-  return static_cast<int>(ntohs(addr.sin_port));
-}
 
 size_t Discard(char*, size_t size, size_t n, void*) { return size * n; }
 
@@ -68,10 +53,10 @@ StatusOr<std::unique_ptr<EtcdProcess>> EtcdProcess::Start() {
   const char* tmp = std::getenv("TMPDIR");
   std::string tmpl = std::string(tmp != nullptr ? tmp : "/tmp") + "/cairn-etcd-XXXXXX";
   if (::mkdtemp(tmpl.data()) == nullptr) return ErrnoToStatus(errno, "mkdtemp " + tmpl);
-  CAIRN_ASSIGN_OR_RETURN(int client_port, PickFreePort());
-  CAIRN_ASSIGN_OR_RETURN(int peer_port, PickFreePort());
+  CAIRN_ASSIGN_OR_RETURN(uint16_t client_port, net::PickFreeLoopbackPort());
+  CAIRN_ASSIGN_OR_RETURN(uint16_t peer_port, net::PickFreeLoopbackPort());
   if (peer_port == client_port) {
-    CAIRN_ASSIGN_OR_RETURN(peer_port, PickFreePort());
+    CAIRN_ASSIGN_OR_RETURN(peer_port, net::PickFreeLoopbackPort());
   }
   std::unique_ptr<EtcdProcess> etcd(new EtcdProcess(tmpl, client_port, peer_port));
   CAIRN_RETURN_IF_ERROR(etcd->Launch());

@@ -42,6 +42,10 @@ Status ParseHostPort(std::string_view text, std::string* host, uint16_t* port);
 StatusOr<std::unique_ptr<Stream>> ConnectTcp(std::string_view host_port,
                                              std::chrono::milliseconds timeout);
 
+// A TCP port on 127.0.0.1 that was free a moment ago (bound to port 0, read back, closed): for
+// tests and tools that must tell a server which fixed port to use. Unavailable if none.
+StatusOr<uint16_t> PickFreeLoopbackPort();
+
 // A listening TCP socket.
 class Listener {
  public:

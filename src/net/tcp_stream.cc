@@ -259,4 +259,9 @@ StatusOr<std::unique_ptr<Stream>> Listener::Accept() {
 
 void Listener::Shutdown() { shutdown(fd_, SHUT_RDWR); }
 
+StatusOr<uint16_t> PickFreeLoopbackPort() {
+  CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<Listener> probe, Listener::Bind("127.0.0.1", 0));
+  return probe->port();
+}
+
 }  // namespace cairn::net

@@ -1,5 +1,7 @@
 #include "ufs_s3/s3rver_process.h"
 
+#include "net/stream.h"
+
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -62,20 +64,8 @@ std::string ReadFile(const std::string& path) {
 }  // namespace
 
 StatusOr<int> PickFreePort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return ErrnoToStatus(errno, "socket");
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    int err = errno;
-    ::close(fd);
-    return ErrnoToStatus(err, "bind to a free port");
-  }
-  ::close(fd);
-  return static_cast<int>(ntohs(addr.sin_port));
+  CAIRN_ASSIGN_OR_RETURN(uint16_t port, net::PickFreeLoopbackPort());
+  return static_cast<int>(port);
 }
 
 StatusOr<std::unique_ptr<S3rverProcess>> S3rverProcess::Start(
