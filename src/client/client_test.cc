@@ -228,13 +228,15 @@ TEST_P(ClientTest, CorruptPageOnDiskIsDetectedAndRefetched) {
   memory_->Put("c.bin", data);
   MakeClient();
   ASSERT_EQ(ReadAll("/lake/c.bin", kPage), data);
-  // Wait for the page file, then flip one byte of its data.
+  // Wait until the page is published (not a temp file still being written: a flip there could
+  // be overwritten), then flip one byte of its data. Page files are named by 32 hex digits.
+  for (int i = 0; i < 500 && worker_->store()->Stats().pages < 1; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_EQ(worker_->store()->Stats().pages, 1u);
   std::filesystem::path page_file;
-  for (int i = 0; i < 500 && page_file.empty(); ++i) {
-    for (const auto& e : std::filesystem::recursive_directory_iterator(dir_)) {
-      if (e.is_regular_file() && e.file_size() > kPage / 2) page_file = e.path();
-    }
-    if (page_file.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir_)) {
+    if (e.is_regular_file() && e.path().filename().string().size() == 32) page_file = e.path();
   }
   ASSERT_FALSE(page_file.empty());
   {
