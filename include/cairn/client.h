@@ -35,6 +35,12 @@ class PageChannel;  // See src/protocol/page_channel.h.
 struct ClientOptions {
   std::vector<MountSpec> mounts;
   std::vector<std::string> workers;  // "host:port" of cache workers.
+  // Cluster mode: etcd endpoints ("http://10.0.0.1:2379,http://10.0.0.2:2379"). The worker list
+  // and the mount table then come from etcd and follow its changes (`mounts` and `workers` must
+  // be empty). If etcd becomes unreachable the client keeps the last known ones.
+  std::string etcd_endpoints;
+  // How long Create waits for the first read of etcd (Unavailable after it).
+  std::chrono::milliseconds etcd_first_sync_timeout{10000};
   // When set, page reads go to this channel (an in-process worker, cairn up) instead of TCP
   // connections to `workers`; not owned, must outlive the client.
   protocol::PageChannel* local_channel = nullptr;
@@ -81,6 +87,11 @@ struct ClientStats {
   uint64_t short_circuit_reads = 0;  // Page reads served from a local worker's files directly.
   uint64_t metadata_hits = 0;
   uint64_t metadata_misses = 0;
+  uint64_t replica_fills = 0;        // Loads sent to other replicas after a replica's miss.
+  uint64_t ring_updates = 0;         // Worker-set changes applied.
+  uint64_t mount_table_updates = 0;  // Mount-table changes applied (cluster mode).
+  uint64_t workers = 0;              // Workers in the current ring.
+  bool etcd_connected = false;       // Cluster mode: etcd answered recently.
 };
 
 class Client {

@@ -17,6 +17,12 @@ struct MountSpec {
   // How long stat results and listings are trusted before the source is asked again
   // (0 = ask on every open).
   std::chrono::microseconds metadata_ttl{std::chrono::seconds(60)};
+  // How many workers cache each page of this mount (hot-data replication): reads are spread over
+  // the first `replicas` workers the ring names for a page, and a page filled on one of them is
+  // also loaded on the others, so losing a worker loses no cached data. 1..8.
+  int replicas = 1;
+  // Only read-only mounts exist today: writes through the mount are answered with EROFS.
+  bool read_only = true;
 };
 
 }  // namespace cairn

@@ -128,6 +128,7 @@ void RegisterFsCommands(CLI::App* app, std::vector<std::pair<CLI::App*, Runner>>
     CLI::App* cmd = app->add_subcommand(spec.name, spec.help);
     cmd->add_option("PATH", f->path, "Namespace path, e.g. /lake/train/0001.tar")->required();
     AddSourceFlags(cmd, &f->source, /*with_workers=*/true);
+    AddEtcdFlag(cmd, &f->source.etcd);
     if (std::string(spec.name) == "ls") {
       cmd->add_flag("--json", f->json, "Print JSON");
       cmd->add_flag("-l,--long", f->long_format, "Show type, size and modification time");

@@ -9,6 +9,7 @@
 
 #include "cairn/client.h"
 #include "cli/commands.h"
+#include "cli/client_metrics.h"
 #include "cli/common.h"
 #include "common/units.h"
 #include "common/uri.h"
@@ -23,6 +24,7 @@ namespace {
 struct MountFlags {
   SourceFlags source;
   std::string mountpoint;
+  std::string metrics_listen;  // cairn fuse only: the client's own metrics.
   bool allow_other = false;
   int threads = 16;
   bool debug = false;
@@ -143,18 +145,29 @@ Runner RegisterFuse(CLI::App* app) {
   CLI::App* cmd = app->add_subcommand("fuse", "Mount the namespace with FUSE, reading via workers");
   cmd->add_option("MOUNTPOINT", f->mountpoint, "Empty folder to mount on")->required();
   AddSourceFlags(cmd, &f->source, /*with_workers=*/true);
+  AddEtcdFlag(cmd, &f->source.etcd);
   AddMountFlags(cmd, f.get());
+  cmd->add_option("--metrics-listen", f->metrics_listen,
+                  "Serve the client's Prometheus /metrics and /healthz here, e.g. 127.0.0.1:9101");
   return [f]() -> int {
     Status s = CheckMountpoint(f->mountpoint);
     if (!s.ok()) return Fail(s);
     auto cfg = BuildConfig(f->source);
     if (!cfg.ok()) return Fail(cfg.status());
-    if (cfg->client.workers.empty()) {
+    if (cfg->client.workers.empty() && cfg->client.etcd_endpoints.empty()) {
       spdlog::warn("no workers given: every read goes straight to the source");
     }
     auto client = Client::Create(cfg->client);
     if (!client.ok()) return Fail(client.status());
-    return ServeMount(client->get(), *f);
+    std::unique_ptr<ClientMetricsServer> metrics;
+    if (!f->metrics_listen.empty()) {
+      auto started = ClientMetricsServer::Start(client->get(), f->metrics_listen);
+      if (!started.ok()) return Fail(started.status());
+      metrics = std::move(started).value();
+    }
+    int rc = ServeMount(client->get(), *f);
+    metrics.reset();
+    return rc;
   };
 }
 

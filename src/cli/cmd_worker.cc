@@ -20,6 +20,8 @@ struct WorkerFlags {
   std::string metrics_listen;
   std::string id;
   std::string eviction_policy;
+  std::string advertise;
+  int lease_ttl_s = 5;
 };
 
 Status BuildWorkerOptions(const WorkerFlags& f, worker::WorkerOptions* out) {
@@ -48,6 +50,12 @@ Status BuildWorkerOptions(const WorkerFlags& f, worker::WorkerOptions* out) {
   }
   out->config = w;
   out->mounts = cfg.client.mounts;
+  out->etcd_endpoints = cfg.client.etcd_endpoints;
+  out->advertise_address = f.advertise;
+  out->lease_ttl = std::chrono::seconds(f.lease_ttl_s);
+  if (out->etcd_endpoints.empty() && !f.advertise.empty()) {
+    return InvalidArgumentError("--advertise needs --etcd (it is the address registered there)");
+  }
   out->page_size = cfg.client.page_size;
   out->serve_tcp = true;
   return Status::Ok();
@@ -69,6 +77,13 @@ Runner RegisterWorker(CLI::App* app) {
                   "Prometheus /metrics and /healthz address (default 0.0.0.0:9100; 'off')");
   cmd->add_option("--id", f->id, "Stable worker identity (default hostname:port)");
   cmd->add_option("--eviction-policy", f->eviction_policy, "Eviction policy (default lru)");
+  AddEtcdFlag(cmd, &f->source.etcd);
+  cmd->add_option("--advertise", f->advertise,
+                  "Cluster mode: host:port clients use to reach this worker (default: the "
+                  "--listen address, a wildcard host replaced by the host name)");
+  cmd->add_option("--lease-ttl", f->lease_ttl_s,
+                  "Cluster mode: seconds before a crashed worker leaves the ring (default 5)")
+      ->check(CLI::Range(1, 3600));
   return [f]() -> int {
     worker::WorkerOptions options;
     Status s = BuildWorkerOptions(*f, &options);

@@ -35,6 +35,33 @@ void AddSourceFlags(CLI::App* app, SourceFlags* f, bool with_workers) {
                 "Use virtual-hosted-style S3 addressing (default: path style)");
 }
 
+void AddEtcdFlag(CLI::App* app, std::string* etcd) {
+  app->add_option("--etcd", *etcd,
+                  "Cluster mode: etcd endpoints, e.g. http://10.0.0.1:2379,http://10.0.0.2:2379 "
+                  "(workers and mounts then come from etcd)")
+      ->envname("CAIRN_ETCD");
+}
+
+StatusOr<std::string> NormalizeEtcdEndpoints(const std::string& flag) {
+  std::string out;
+  size_t start = 0;
+  while (start <= flag.size()) {
+    size_t comma = flag.find(',', start);
+    if (comma == std::string::npos) comma = flag.size();
+    std::string one = flag.substr(start, comma - start);
+    start = comma + 1;
+    if (one.empty()) continue;
+    if (one.find("://") == std::string::npos) one = "http://" + one;
+    if (one.rfind("http://", 0) != 0 && one.rfind("https://", 0) != 0) {
+      return InvalidArgumentError("--etcd: '" + one + "' is not an http(s) URL");
+    }
+    if (!out.empty()) out += ',';
+    out += one;
+  }
+  if (out.empty()) return InvalidArgumentError("--etcd: no endpoint given");
+  return out;
+}
+
 Status ApplyMountFlags(const SourceFlags& f, MountSpec* spec) {
   auto set = [&](const char* name, const std::string& value) {
     if (!value.empty()) spec->options[name] = value;
@@ -64,6 +91,16 @@ StatusOr<config::Config> BuildConfig(const SourceFlags& f) {
     cfg.client.mounts.push_back(std::move(spec));
   }
   for (const std::string& w : f.workers) cfg.client.workers.push_back(w);
+  if (!f.etcd.empty()) cfg.client.etcd_endpoints = f.etcd;
+  if (!cfg.client.etcd_endpoints.empty()) {
+    CAIRN_ASSIGN_OR_RETURN(cfg.client.etcd_endpoints,
+                           NormalizeEtcdEndpoints(cfg.client.etcd_endpoints));
+    if (!cfg.client.mounts.empty() || !cfg.client.workers.empty()) {
+      return InvalidArgumentError(
+          "--etcd: mounts and workers come from etcd; do not also give --mount or --worker "
+          "(add mounts with `cairn mount add`)");
+    }
+  }
   if (f.no_short_circuit) cfg.client.short_circuit = false;
   if (!f.page_size.empty()) {
     auto ps = ParseBytes(f.page_size);
@@ -81,8 +118,9 @@ StatusOr<config::Config> BuildConfig(const SourceFlags& f) {
       return InvalidArgumentError("--worker-timeout must be at least 1ms");
     }
   }
-  if (cfg.client.mounts.empty()) {
-    return InvalidArgumentError("no mounts: give --mount PATH=URI or --config FILE");
+  if (cfg.client.mounts.empty() && cfg.client.etcd_endpoints.empty()) {
+    return InvalidArgumentError(
+        "no mounts: give --mount PATH=URI, --config FILE, or --etcd URL (cluster mode)");
   }
   return cfg;
 }

@@ -33,9 +33,15 @@ struct SourceFlags {
   std::string endpoint, region, access_key, secret_key, profile;
   bool virtual_hosted = false;
   bool no_short_circuit = false;
+  std::string etcd;  // Cluster mode: etcd endpoints (--etcd or $CAIRN_ETCD).
 };
 
 void AddSourceFlags(CLI::App* app, SourceFlags* flags, bool with_workers);
+
+// Adds --etcd (default $CAIRN_ETCD) to a command.
+void AddEtcdFlag(CLI::App* app, std::string* etcd);
+// "host:port" or URLs, comma-separated -> "http://host:port,..." (InvalidArgument if malformed).
+StatusOr<std::string> NormalizeEtcdEndpoints(const std::string& flag);
 
 // Builds the configuration: the config file (if any), then flags on top.
 StatusOr<config::Config> BuildConfig(const SourceFlags& flags);

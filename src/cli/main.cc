@@ -30,6 +30,7 @@ int main(int argc, char** argv) {
   commands.push_back({nullptr, RegisterDemo(&app)});
   commands.back().first = app.get_subcommand("demo");
   RegisterFsCommands(&app, &commands);
+  RegisterClusterCommands(&app, &commands);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

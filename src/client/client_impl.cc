@@ -49,30 +49,36 @@ StatusOr<std::unique_ptr<PageFetcher>> MakePageFetcher(const ClientOptions& opti
     return InvalidArgumentError("page size must be a multiple of 64 KiB up to 16 MiB");
   }
   std::vector<placement::WorkerNode> nodes;
-  std::unordered_map<std::string, std::unique_ptr<protocol::PageChannel>> channels;
+  ChannelFactory factory;
   if (options.local_channel != nullptr) {
     nodes.push_back({"local", "in-process", 1.0});
-    channels["local"] = std::make_unique<BorrowedChannel>(options.local_channel);
+    protocol::PageChannel* local = options.local_channel;
+    factory = [local](const placement::WorkerNode&) {
+      return std::make_unique<BorrowedChannel>(local);
+    };
   } else {
     for (const std::string& address : options.workers) {
-      if (channels.count(address)) {
-        return InvalidArgumentError("worker " + address + " is listed twice");
+      for (const placement::WorkerNode& n : nodes) {
+        if (n.id == address) return InvalidArgumentError("worker " + address + " is listed twice");
       }
-      RemoteChannelOptions ro;
-      ro.address = address;
-      ro.connections = options.connections_per_worker;
-      ro.page_size = options.page_size;
-      ro.request_timeout = options.worker_timeout;
-      ro.short_circuit = options.short_circuit;
-      ro.connect_timeout = std::min<std::chrono::milliseconds>(options.worker_timeout,
-                                                               std::chrono::milliseconds(1000));
       nodes.push_back({address, address, 1.0});
-      channels[address] = std::make_unique<RemoteChannel>(ro);
     }
+    RemoteChannelOptions ro;
+    ro.connections = options.connections_per_worker;
+    ro.page_size = options.page_size;
+    ro.request_timeout = options.worker_timeout;
+    ro.short_circuit = options.short_circuit;
+    ro.connect_timeout = std::min<std::chrono::milliseconds>(options.worker_timeout,
+                                                             std::chrono::milliseconds(1000));
+    factory = [ro](const placement::WorkerNode& node) mutable {
+      ro.address = node.address;
+      return std::make_unique<RemoteChannel>(ro);
+    };
   }
-  CAIRN_ASSIGN_OR_RETURN(placement::Ring ring, placement::Ring::Create(std::move(nodes)));
-  return std::make_unique<PageFetcher>(options.page_size, std::move(ring), std::move(channels),
-                                       /*max_worker_attempts=*/2);
+  auto fetcher = std::make_unique<PageFetcher>(options.page_size, std::move(factory),
+                                               /*max_worker_attempts=*/2);
+  CAIRN_RETURN_IF_ERROR(fetcher->SetWorkers(std::move(nodes)));
+  return fetcher;
 }
 
 ClientImpl::ClientImpl(const ClientOptions& options,
@@ -85,11 +91,38 @@ ClientImpl::ClientImpl(const ClientOptions& options,
       buffer_(options.buffer_bytes),
       prefetch_pool_(std::make_unique<ThreadPool>(16, "readahead")) {}
 
-ClientImpl::~ClientImpl() { prefetch_pool_.reset(); }
+ClientImpl::~ClientImpl() {
+  feed_.reset();
+  prefetch_pool_.reset();
+}
+
+std::shared_ptr<const mount::MountTable> ClientImpl::Mounts() const {
+  MutexLock l(&mu_);
+  return mounts_;
+}
+
+Status ClientImpl::SetMounts(std::vector<MountSpec> specs) {
+  CAIRN_ASSIGN_OR_RETURN(auto table, mount::MountTable::Create(std::move(specs)));
+  {
+    MutexLock l(&mu_);
+    mounts_ = std::move(table);
+  }
+  // A mount that moved or changed source must not answer from the old one's metadata.
+  metadata_.Invalidate("/");
+  mount_table_updates_.fetch_add(1, std::memory_order_relaxed);
+  return Status::Ok();
+}
+
+Status ClientImpl::SetWorkers(std::vector<placement::WorkerNode> nodes) {
+  return fetcher_->SetWorkers(std::move(nodes));
+}
+
+void ClientImpl::AttachFeed(std::unique_ptr<ClusterFeed> feed) { feed_ = std::move(feed); }
 
 StatusOr<FileInfo> ClientImpl::Stat(std::string_view raw_path) {
   CAIRN_ASSIGN_OR_RETURN(std::string path, mount::NormalizePath(raw_path));
-  CAIRN_ASSIGN_OR_RETURN(mount::Resolved r, mounts_->Resolve(path));
+  std::shared_ptr<const mount::MountTable> mounts = Mounts();
+  CAIRN_ASSIGN_OR_RETURN(mount::Resolved r, mounts->Resolve(path));
   std::string name = path == "/" ? "" : BaseName(path);
   if (r.mount == nullptr || r.key.empty()) return DirInfo(name);
   if (auto cached = metadata_.GetStat(path)) {
@@ -156,10 +189,11 @@ StatusOr<FileInfo> ClientImpl::StatFromSource(const mount::Mount& mount, const s
 StatusOr<DirPage> ClientImpl::ListDir(std::string_view raw_path, std::string_view token,
                                       int max_entries) {
   CAIRN_ASSIGN_OR_RETURN(std::string path, mount::NormalizePath(raw_path));
-  CAIRN_ASSIGN_OR_RETURN(mount::Resolved r, mounts_->Resolve(path));
+  std::shared_ptr<const mount::MountTable> mounts = Mounts();
+  CAIRN_ASSIGN_OR_RETURN(mount::Resolved r, mounts->Resolve(path));
   if (r.mount == nullptr) {
     DirPage page;
-    for (std::string& child : mounts_->VirtualChildren(path)) {
+    for (std::string& child : mounts->VirtualChildren(path)) {
       page.entries.push_back(DirInfo(std::move(child)));
     }
     return page;
@@ -224,8 +258,11 @@ StatusOr<std::unique_ptr<FileReader>> ClientImpl::Open(std::string_view raw_path
   CAIRN_ASSIGN_OR_RETURN(std::string path, mount::NormalizePath(raw_path));
   CAIRN_ASSIGN_OR_RETURN(FileInfo info, Stat(path));
   if (info.is_dir) return InvalidArgumentError(path + " is a directory");
-  CAIRN_ASSIGN_OR_RETURN(mount::Resolved r, mounts_->Resolve(path));
+  std::shared_ptr<const mount::MountTable> mounts = Mounts();
+  CAIRN_ASSIGN_OR_RETURN(mount::Resolved r, mounts->Resolve(path));
+  if (r.mount == nullptr) return InvalidArgumentError(path + " is a directory");
   ObjectRef object;
+  object.table = std::move(mounts);
   object.mount = r.mount;
   object.key = r.key;
   object.object_id = r.mount->ObjectId(r.key);
@@ -251,6 +288,11 @@ ClientStats ClientImpl::Stats() const {
   s.buffer_hits = buffer_hits_.load();
   s.metadata_hits = metadata_hits_.load();
   s.metadata_misses = metadata_misses_.load();
+  s.replica_fills = c.replica_fills.load();
+  s.ring_updates = c.ring_updates.load();
+  s.mount_table_updates = mount_table_updates_.load();
+  s.workers = fetcher_->workers().size();
+  s.etcd_connected = feed_ != nullptr && feed_->connected();
   return s;
 }
 
@@ -259,10 +301,22 @@ ClientStats ClientImpl::Stats() const {
 namespace cairn {
 
 StatusOr<std::unique_ptr<Client>> Client::Create(const ClientOptions& options) {
+  if (!options.etcd_endpoints.empty() &&
+      (!options.mounts.empty() || !options.workers.empty() || options.local_channel != nullptr)) {
+    return InvalidArgumentError(
+        "with etcd, mounts and workers come from etcd: do not also list them");
+  }
   CAIRN_ASSIGN_OR_RETURN(auto mounts, mount::MountTable::Create(options.mounts));
   CAIRN_ASSIGN_OR_RETURN(auto fetcher, client::MakePageFetcher(options));
-  return std::unique_ptr<Client>(
-      new client::ClientImpl(options, std::move(mounts), std::move(fetcher), Clock::Real()));
+  auto client = std::make_unique<client::ClientImpl>(options, std::move(mounts),
+                                                     std::move(fetcher), Clock::Real());
+  if (!options.etcd_endpoints.empty()) {
+    CAIRN_ASSIGN_OR_RETURN(auto feed,
+                           client::ClusterFeed::Start(options.etcd_endpoints, client.get(),
+                                                      options.etcd_first_sync_timeout));
+    client->AttachFeed(std::move(feed));
+  }
+  return std::unique_ptr<Client>(std::move(client));
 }
 
 }  // namespace cairn

@@ -6,9 +6,11 @@
 #include <optional>
 
 #include "cairn/client.h"
+#include "client/cluster_feed.h"
 #include "client/metadata_cache.h"
 #include "client/page_buffer.h"
 #include "client/page_fetcher.h"
+#include "common/thread_annotations.h"
 #include "common/thread_pool.h"
 #include "mount/mount_table.h"
 
@@ -28,7 +30,17 @@ class ClientImpl : public Client {
   void InvalidateMetadata(std::string_view path) override;
   ClientStats Stats() const override;
 
+  // Replaces the mount table (etcd watch). Open files keep the mount they were opened under;
+  // cached metadata is dropped. InvalidArgument for a bad table: the previous one stays.
+  Status SetMounts(std::vector<MountSpec> specs) EXCLUDES(mu_);
+  // Replaces the worker set (etcd watch). See PageFetcher::SetWorkers.
+  Status SetWorkers(std::vector<placement::WorkerNode> nodes);
+  // Keeps workers and mounts in step with etcd from now on (owned; stopped first at
+  // destruction). Call once, right after construction.
+  void AttachFeed(std::unique_ptr<ClusterFeed> feed);
+
  private:
+  std::shared_ptr<const mount::MountTable> Mounts() const EXCLUDES(mu_);
   // Answers a stat miss from the parent directory's first listing page (one LIST instead of a
   // HEAD per file: readers usually open many siblings), listed at most once per directory and
   // TTL. nullopt when the page cannot decide (the name sorts beyond it, or listing failed).
@@ -42,19 +54,23 @@ class ClientImpl : public Client {
                                    int max_entries);
 
   const ClientOptions options_;
-  std::shared_ptr<const mount::MountTable> mounts_;
+  mutable Mutex mu_;
+  std::shared_ptr<const mount::MountTable> mounts_ GUARDED_BY(mu_);
+  std::atomic<uint64_t> mount_table_updates_{0};
   MetadataCache metadata_;
   std::unique_ptr<PageFetcher> fetcher_;
   PageBuffer buffer_;
   std::atomic<uint64_t> buffer_hits_{0};
   std::atomic<uint64_t> metadata_hits_{0};
   std::atomic<uint64_t> metadata_misses_{0};
-  // Declared last so it is destroyed first: queued readahead uses the members above.
+  // Declared late so it is destroyed early: queued readahead uses the members above.
   std::unique_ptr<ThreadPool> prefetch_pool_;
+  // Declared last so it is destroyed first: its watch callbacks call SetMounts/SetWorkers.
+  std::unique_ptr<ClusterFeed> feed_;
 };
 
 // Builds the page fetcher for the options: an in-process channel, or one RemoteChannel per
-// worker on a rendezvous ring.
+// worker on a rendezvous ring (none yet when the workers come from etcd).
 StatusOr<std::unique_ptr<PageFetcher>> MakePageFetcher(const ClientOptions& options);
 
 }  // namespace cairn::client

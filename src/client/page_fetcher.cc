@@ -4,6 +4,7 @@
 
 #include <cstring>
 #include <future>
+#include <random>
 
 #include "common/checksum.h"
 #include "pagestore/page_store.h"
@@ -23,29 +24,100 @@ bool VerifyChunks(std::span<const char> data, const std::vector<uint64_t>& check
   return true;
 }
 
-PageFetcher::PageFetcher(
-    uint32_t page_size, placement::Ring ring,
-    std::unordered_map<std::string, std::unique_ptr<protocol::PageChannel>> channels,
-    int max_worker_attempts)
-    : page_size_(page_size),
-      ring_(std::move(ring)),
-      channels_(std::move(channels)),
-      max_worker_attempts_(std::max(1, max_worker_attempts)) {}
+namespace {
 
-std::vector<protocol::PageChannel*> PageFetcher::ChannelsFor(const ObjectRef& object,
-                                                             uint64_t page_index) {
-  std::vector<protocol::PageChannel*> out;
-  if (ring_.empty()) return out;
-  uint64_t h = placement::PageKeyHash(object.object_id, object.info.version, page_index);
-  for (const placement::WorkerNode* node : ring_.Candidates(h, max_worker_attempts_)) {
-    auto it = channels_.find(node->id);
-    if (it != channels_.end()) out.push_back(it->second.get());
-  }
-  return out;
+uint64_t RandomSalt() {
+  std::random_device rd;
+  return (static_cast<uint64_t>(rd()) << 32) ^ rd();
 }
 
-Status PageFetcher::TryChannel(protocol::PageChannel* channel, const ReadPageRequest& request,
-                               ByteRange range, std::span<char> dest) {
+// A 64-bit mix (splitmix64's finaliser): spreads (hash ^ salt) over all bits before the modulo.
+uint64_t Mix(uint64_t x) {
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ULL;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+}  // namespace
+
+PageFetcher::PageFetcher(uint32_t page_size, ChannelFactory factory, int max_worker_attempts)
+    : page_size_(page_size),
+      factory_(std::move(factory)),
+      max_worker_attempts_(std::max(1, max_worker_attempts)),
+      spread_salt_(RandomSalt()),
+      placement_(std::make_shared<Placement>()) {}
+
+Status PageFetcher::SetWorkers(std::vector<placement::WorkerNode> nodes) {
+  CAIRN_ASSIGN_OR_RETURN(placement::Ring ring, placement::Ring::Create(std::move(nodes)));
+  std::shared_ptr<const Placement> old = Current();
+  auto next = std::make_shared<Placement>();
+  bool changed = old->ring.size() != ring.size();
+  for (const placement::WorkerNode& node : ring.nodes()) {
+    const placement::WorkerNode* before = nullptr;
+    for (const placement::WorkerNode& o : old->ring.nodes()) {
+      if (o.id == node.id) before = &o;
+    }
+    auto it = old->channels.find(node.id);
+    if (before != nullptr && before->address == node.address && it != old->channels.end()) {
+      next->channels[node.id] = it->second;
+      changed |= before->weight != node.weight;
+    } else {
+      next->channels[node.id] = std::shared_ptr<protocol::PageChannel>(factory_(node));
+      changed = true;
+    }
+  }
+  next->ring = std::move(ring);
+  if (changed) counters_.ring_updates.fetch_add(1, std::memory_order_relaxed);
+  MutexLock l(&mu_);
+  placement_ = std::move(next);
+  return Status::Ok();
+}
+
+std::vector<placement::WorkerNode> PageFetcher::workers() const { return Current()->ring.nodes(); }
+
+std::shared_ptr<const PageFetcher::Placement> PageFetcher::Current() const {
+  MutexLock l(&mu_);
+  return placement_;
+}
+
+PageFetcher::Plan PageFetcher::PlanFor(const Placement& placement, const ObjectRef& object,
+                                       uint64_t page_index) const {
+  Plan plan;
+  if (placement.ring.empty()) return plan;
+  uint64_t h = placement::PageKeyHash(object.object_id, object.info.version, page_index);
+  size_t replicas = std::clamp<size_t>(object.mount->spec.replicas, 1, placement.ring.size());
+  size_t attempts = std::max<size_t>(replicas + 1, max_worker_attempts_);
+  std::vector<const placement::WorkerNode*> nodes = placement.ring.Candidates(h, attempts);
+  // Spread reads over the replicas: this client starts with one of them, chosen per page.
+  size_t preferred = replicas > 1 ? Mix(h ^ spread_salt_) % replicas : 0;
+  std::rotate(nodes.begin(), nodes.begin() + preferred, nodes.begin() + replicas);
+  for (const placement::WorkerNode* node : nodes) {
+    auto it = placement.channels.find(node->id);
+    if (it != placement.channels.end()) plan.channels.push_back(it->second);
+  }
+  plan.replicas = std::min(replicas, plan.channels.size());
+  return plan;
+}
+
+void PageFetcher::FillReplica(protocol::PageChannel* channel, ReadPageRequest request,
+                              uint32_t page_length) {
+  request.offset = 0;
+  request.length = 1;
+  request.flags = 0;
+  ByteRange range = protocol::AlignedRange(0, 1, page_length);
+  auto scratch = std::make_shared<std::string>(range.size(), '\0');
+  counters_.replica_fills.fetch_add(1, std::memory_order_relaxed);
+  // The callback owns the buffer; the channel outlives the call (see PageChannel::ReadPage).
+  channel->ReadPage(request, *scratch, [scratch](StatusOr<protocol::PageReply> reply) {
+    if (!reply.ok()) spdlog::debug("replica fill failed: {}", reply.status().ToString());
+  });
+}
+
+StatusOr<protocol::PageSource> PageFetcher::TryChannel(protocol::PageChannel* channel,
+                                                       const ReadPageRequest& request,
+                                                       ByteRange range, std::span<char> dest) {
   std::promise<StatusOr<protocol::PageReply>> promise;
   auto future = promise.get_future();
   channel->ReadPage(request, dest, [&promise](StatusOr<protocol::PageReply> reply) {
@@ -59,7 +131,7 @@ Status PageFetcher::TryChannel(protocol::PageChannel* channel, const ReadPageReq
   if (!VerifyChunks(dest, reply->checksums)) {
     return CorruptionError("page checksum mismatch from " + channel->Describe());
   }
-  return Status::Ok();
+  return reply->source;
 }
 
 Status PageFetcher::ReadRange(const ObjectRef& object, uint64_t page_index, uint32_t offset,
@@ -87,7 +159,10 @@ Status PageFetcher::ReadRange(const ObjectRef& object, uint64_t page_index, uint
     dest = scratch;
   }
 
-  for (protocol::PageChannel* channel : ChannelsFor(object, page_index)) {
+  std::shared_ptr<const Placement> placement = Current();
+  Plan plan = PlanFor(*placement, object, page_index);
+  for (size_t i = 0; i < plan.channels.size(); ++i) {
+    protocol::PageChannel* channel = plan.channels[i].get();
     if (auto dirs = channel->ShortCircuitDirs()) {
       if (TryShortCircuit(*dirs, object, page_index, range, dest)) {
         counters_.short_circuit_reads.fetch_add(1, std::memory_order_relaxed);
@@ -97,18 +172,25 @@ Status PageFetcher::ReadRange(const ObjectRef& object, uint64_t page_index, uint
     }
     counters_.page_reads.fetch_add(1, std::memory_order_relaxed);
     request.flags = 0;
-    Status s = TryChannel(channel, request, range, dest);
-    if (s.code() == StatusCode::kCorruption) {
+    StatusOr<protocol::PageSource> source = TryChannel(channel, request, range, dest);
+    if (source.status().code() == StatusCode::kCorruption) {
       counters_.checksum_failures.fetch_add(1, std::memory_order_relaxed);
-      spdlog::warn("{}; asking the worker to refetch page {} of {}", s.message(), page_index,
-                   object.object_id);
+      spdlog::warn("{}; asking the worker to refetch page {} of {}", source.status().message(),
+                   page_index, object.object_id);
       request.flags = protocol::kFlagRefetch;
-      s = TryChannel(channel, request, range, dest);
+      source = TryChannel(channel, request, range, dest);
     }
-    if (s.ok()) {
+    if (source.ok()) {
       if (!direct) std::memcpy(out.data(), scratch.data() + (offset - range.begin), out.size());
+      // A replica that had to go to the source: the others have not got the page either.
+      if (*source == protocol::PageSource::kUnderStorage && i < plan.replicas) {
+        for (size_t j = 0; j < plan.replicas; ++j) {
+          if (j != i) FillReplica(plan.channels[j].get(), request, page_length);
+        }
+      }
       return Status::Ok();
     }
+    Status s = source.status();
     // The object itself changed or vanished: no other worker or the source can do better.
     if (s.code() == StatusCode::kFailedPrecondition || s.code() == StatusCode::kNotFound) {
       return s;

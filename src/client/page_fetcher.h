@@ -1,17 +1,26 @@
 // PageFetcher: reads verified byte ranges of pages from the worker that owns them.
 //
-// The owner comes from the placement ring (rendezvous hashing over the worker list). Each reply
+// The owner comes from the placement ring (rendezvous hashing over the worker list), which is
+// replaced whole when membership changes (SetWorkers): a read in flight keeps the ring and the
+// channels it started with. Each reply
 // is verified chunk by chunk against the checksums the worker sent (end to end: the worker sends
 // what it stored; a flipped bit anywhere between its disk and here is caught). A failed check is
 // retried once with kFlagRefetch (the worker drops its copy and refetches). If the owner cannot
 // serve (unreachable, stalled, failing), the next candidate worker is tried, then the
 // under-storage is read directly: a reader never sees a worker fault.
 //
+// Replicas: a mount with `replicas` = R > 1 has each page cached on the first R workers the ring
+// names for it. Reads are spread over them (each client prefers one of the R per page, by a
+// per-client salt, so many clients reading one hot page hit all R), and when the preferred
+// replica had to fetch the page from the under-storage, the other replicas are asked to load it
+// too (in the background), so losing one of them loses no cached data.
+//
 // Thread-safety: thread-safe.
 #ifndef CAIRN_CLIENT_PAGE_FETCHER_H_
 #define CAIRN_CLIENT_PAGE_FETCHER_H_
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -19,6 +28,7 @@
 #include <vector>
 
 #include "cairn/client.h"
+#include "common/thread_annotations.h"
 #include "mount/mount_table.h"
 #include "placement/ring.h"
 #include "protocol/page_channel.h"
@@ -27,6 +37,8 @@ namespace cairn::client {
 
 // An open object: what every page request about it needs.
 struct ObjectRef {
+  // Keeps `mount` alive while the file is open, whatever mount-table changes happen meanwhile.
+  std::shared_ptr<const mount::MountTable> table;
   const mount::Mount* mount = nullptr;
   std::string key;
   std::string object_id;  // mount->ObjectId(key)
@@ -39,15 +51,28 @@ struct FetcherCounters {
   std::atomic<uint64_t> fallback_bytes{0};
   std::atomic<uint64_t> checksum_failures{0};
   std::atomic<uint64_t> short_circuit_reads{0};
+  std::atomic<uint64_t> replica_fills{0};  // Background loads sent to the other replicas.
+  std::atomic<uint64_t> ring_updates{0};   // SetWorkers calls that changed the worker set.
 };
+
+// Makes the channel to one worker (a RemoteChannel in production). Must not return null.
+using ChannelFactory =
+    std::function<std::unique_ptr<protocol::PageChannel>(const placement::WorkerNode&)>;
 
 class PageFetcher {
  public:
-  // `channels` maps each ring node id to the channel that reaches it (owned). An empty ring with
-  // no channels is allowed: every read then goes to the under-storage.
-  PageFetcher(uint32_t page_size, placement::Ring ring,
-              std::unordered_map<std::string, std::unique_ptr<protocol::PageChannel>> channels,
-              int max_worker_attempts);
+  // Starts with no workers (every read goes to the under-storage until SetWorkers).
+  // `max_worker_attempts` bounds the workers tried per page (at least replicas + 1).
+  PageFetcher(uint32_t page_size, ChannelFactory factory, int max_worker_attempts);
+
+  // Replaces the worker set. Channels of workers whose id and address did not change are kept
+  // (with their connections); the others are made with the factory. Channels of removed workers
+  // are destroyed once no read in flight uses them. InvalidArgument for a bad node list
+  // (duplicate or empty id, bad weight): the previous set stays. Thread-safe.
+  Status SetWorkers(std::vector<placement::WorkerNode> nodes);
+
+  // The current worker nodes (sorted by id). Thread-safe.
+  std::vector<placement::WorkerNode> workers() const;
 
   // Reads out.size() bytes at `offset` within page `page_index` of the object (the range must
   // lie inside the page). FailedPrecondition if the object changed, NotFound if it is gone,
@@ -59,8 +84,25 @@ class PageFetcher {
   FetcherCounters& counters() { return counters_; }
 
  private:
+  // The current ring and the channel of each of its nodes (immutable once published).
+  struct Placement {
+    placement::Ring ring;
+    std::unordered_map<std::string, std::shared_ptr<protocol::PageChannel>> channels;
+  };
+  // The workers to try for a page, best first, and how many of them are its replicas.
+  struct Plan {
+    std::vector<std::shared_ptr<protocol::PageChannel>> channels;
+    size_t replicas = 0;  // channels[0..replicas) hold (or should hold) the page.
+  };
+
+  std::shared_ptr<const Placement> Current() const EXCLUDES(mu_);
+  Plan PlanFor(const Placement& placement, const ObjectRef& object, uint64_t page_index) const;
+  // Asks `channel` to load the page (a one-chunk read whose bytes are dropped): a miss there
+  // fetches and stores the whole page. Fire and forget.
+  void FillReplica(protocol::PageChannel* channel, protocol::ReadPageRequest request,
+                   uint32_t page_length);
   // One attempt on one channel; verifies the reply. `dest` is the aligned range buffer.
-  Status TryChannel(protocol::PageChannel* channel, const protocol::ReadPageRequest& request,
+  StatusOr<protocol::PageSource> TryChannel(protocol::PageChannel* channel, const protocol::ReadPageRequest& request,
                     protocol::ByteRange range, std::span<char> dest);
   // Reads the range from the page file of a worker on this machine and verifies it; false on
   // any miss or failure (the caller then asks the worker).
@@ -68,13 +110,14 @@ class PageFetcher {
                        uint64_t page_index, protocol::ByteRange range, std::span<char> dest);
   Status ReadFromSource(const ObjectRef& object, uint64_t page_index, uint32_t offset,
                         std::span<char> out);
-  std::vector<protocol::PageChannel*> ChannelsFor(const ObjectRef& object, uint64_t page_index);
 
-  uint32_t page_size_;
-  placement::Ring ring_;
-  std::unordered_map<std::string, std::unique_ptr<protocol::PageChannel>> channels_;
-  int max_worker_attempts_;
+  const uint32_t page_size_;
+  const ChannelFactory factory_;
+  const int max_worker_attempts_;
+  const uint64_t spread_salt_;  // Random per fetcher: which replica this client prefers.
   FetcherCounters counters_;
+  mutable Mutex mu_;
+  std::shared_ptr<const Placement> placement_ GUARDED_BY(mu_);
 };
 
 // Verifies `data` (starting at a chunk boundary) against per-chunk checksums.

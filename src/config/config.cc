@@ -120,6 +120,11 @@ StatusOr<Config> ParseConfig(std::string_view text) {
     } else if (k == "worker_timeout") {
       CAIRN_ASSIGN_OR_RETURN(auto d, GetDuration(v, k));
       config.client.worker_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(d);
+    } else if (k == "etcd") {
+      if (!v.is_string() || v.get<std::string>().empty()) {
+        return FieldError(k, "must be a string of comma-separated etcd URLs");
+      }
+      config.client.etcd_endpoints = v.get<std::string>();
     } else if (k == "worker") {
       CAIRN_RETURN_IF_ERROR(ParseWorker(v, &config.worker));
     } else {

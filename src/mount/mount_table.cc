@@ -91,7 +91,6 @@ StatusOr<std::shared_ptr<const MountTable>> MountTable::Create(std::vector<Mount
 
 StatusOr<std::shared_ptr<const MountTable>> MountTable::CreateWith(
     std::vector<MountSpec> specs, std::vector<std::shared_ptr<ufs::UnderStorage>> stores) {
-  if (specs.empty()) return InvalidArgumentError("the mount table is empty");
   if (specs.size() != stores.size()) return InvalidArgumentError("one store per mount needed");
   std::shared_ptr<MountTable> table(new MountTable());
   std::set<std::string> paths;
@@ -127,6 +126,9 @@ StatusOr<Resolved> MountTable::Resolve(std::string_view raw) const {
       return Resolved{m.get(), path.substr(mp == "/" ? 1 : mp.size() + 1)};
     }
   }
+  // The root always exists, as an empty folder when nothing is mounted yet (a cluster client
+  // starts before the first `cairn mount add`).
+  if (path == "/") return Resolved{nullptr, ""};
   for (const auto& m : mounts_) {
     if (IsUnder(m->spec.path, path)) return Resolved{nullptr, ""};
   }

@@ -50,7 +50,8 @@ StatusOr<ufs::UfsOptions> UfsOptionsFromSpec(const MountSpec& spec);
 
 class MountTable {
  public:
-  // Validates the specs and opens each mount's under-storage (no network I/O).
+  // Validates the specs and opens each mount's under-storage (no network I/O). An empty list is
+  // valid (cluster mode before the first mount): "/" is then an empty folder.
   static StatusOr<std::shared_ptr<const MountTable>> Create(std::vector<MountSpec> specs);
   // For tests: mounts over existing under-storages (specs[i] uses ufs[i]).
   static StatusOr<std::shared_ptr<const MountTable>> CreateWith(

@@ -57,7 +57,6 @@ TEST(MountTableTest, RootMountServesEverything) {
 }
 
 TEST(MountTableTest, RejectsBadTables) {
-  EXPECT_FALSE(MountTable::CreateWith({}, {}).ok());
   EXPECT_FALSE(MountTable::CreateWith({Spec("/a"), Spec("/a/")}, {Mem("m1"), Mem("m2")}).ok());
   EXPECT_FALSE(MountTable::CreateWith({Spec("/a"), Spec("/a/b")}, {Mem("m1"), Mem("m2")}).ok());
   EXPECT_FALSE(MountTable::CreateWith({Spec("/"), Spec("/b")}, {Mem("m1"), Mem("m2")}).ok());
@@ -67,6 +66,16 @@ TEST(MountTableTest, RejectsBadTables) {
   MountSpec bad_option = Spec("/a", "file:///tmp");
   bad_option.options["colour"] = "blue";
   EXPECT_EQ(MountTable::Create({bad_option}).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(MountTableTest, EmptyTableHasAnEmptyRoot) {
+  auto table = MountTable::CreateWith({}, {});
+  ASSERT_TRUE(table.ok());
+  auto root = (*table)->Resolve("/");
+  ASSERT_TRUE(root.ok());
+  EXPECT_EQ(root->mount, nullptr);
+  EXPECT_TRUE((*table)->VirtualChildren("/").empty());
+  EXPECT_EQ((*table)->Resolve("/a").status().code(), StatusCode::kNotFound);
 }
 
 }  // namespace

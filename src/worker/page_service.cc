@@ -107,14 +107,26 @@ ServiceStats PageService::Stats() const {
   return s;
 }
 
+void PageService::SetMountTable(std::shared_ptr<const mount::MountTable> mounts) {
+  MutexLock l(&mounts_mu_);
+  mounts_ = std::move(mounts);
+}
+
+std::shared_ptr<const mount::MountTable> PageService::mount_table() const {
+  MutexLock l(&mounts_mu_);
+  return mounts_;
+}
+
 bool PageService::LikelyCached(const ReadPageRequest& request) {
-  auto mount = mounts_->FindByPath(request.mount);
+  std::shared_ptr<const mount::MountTable> mounts = mount_table();
+  auto mount = mounts->FindByPath(request.mount);
   if (!mount.ok()) return false;
   return store_->Contains({(*mount)->ObjectId(request.key), request.version, request.page_index});
 }
 
 void PageService::DropCachedPage(const ReadPageRequest& request) {
-  auto mount = mounts_->FindByPath(request.mount);
+  std::shared_ptr<const mount::MountTable> mounts = mount_table();
+  auto mount = mounts->FindByPath(request.mount);
   if (!mount.ok()) return;
   spdlog::warn("cached page {} of {} failed while being read; dropping it", request.page_index,
                (*mount)->ObjectId(request.key));
@@ -132,10 +144,13 @@ StatusOr<PageResult> PageService::ReadPage(const ReadPageRequest& request) {
                                 std::to_string(request.page_size) + ", worker " +
                                 std::to_string(options_.page_size));
   }
-  auto mount = mounts_->FindByPath(request.mount);
+  // Held for the whole request: the fetch below uses the mount's under-storage.
+  std::shared_ptr<const mount::MountTable> mounts = mount_table();
+  auto mount = mounts->FindByPath(request.mount);
   if (!mount.ok()) {
     metrics_->errors->Increment();
-    return mount.status();
+    // Not "no such file": in a cluster this worker may not have seen a new mount yet.
+    return UnavailableError("worker " + options_.worker_id + " has no mount " + request.mount);
   }
   uint32_t page_length = protocol::PageLength(request.object_size, request.page_index,
                                               request.page_size);

@@ -79,8 +79,9 @@ class PageService {
               metrics::Registry* registry, PageServiceOptions options);
   ~PageService();
 
-  // Errors: InvalidArgument (bad request: page size mismatch, range), NotFound (no such mount
-  // or object), FailedPrecondition (the object no longer has the requested version),
+  // Errors: InvalidArgument (bad request: page size mismatch, range), Unavailable (no such mount
+  // here: this worker has not seen the mount yet, the client should go elsewhere), NotFound (no
+  // such object), FailedPrecondition (the object no longer has the requested version),
   // Unavailable (UFS unreachable), Internal.
   StatusOr<PageResult> ReadPage(const protocol::ReadPageRequest& request);
 
@@ -93,6 +94,11 @@ class PageService {
   void DropCachedPage(const protocol::ReadPageRequest& request);
 
   ServiceStats Stats() const;
+
+  // Replaces the mount table (cluster mode: the etcd mount table changed). Requests in flight
+  // finish with the table they started with.
+  void SetMountTable(std::shared_ptr<const mount::MountTable> mounts) EXCLUDES(mounts_mu_);
+  std::shared_ptr<const mount::MountTable> mount_table() const EXCLUDES(mounts_mu_);
 
   uint32_t page_size() const { return options_.page_size; }
   const std::string& worker_id() const { return options_.worker_id; }
@@ -112,7 +118,8 @@ class PageService {
   void StoreAndRetire(const pagestore::PageKey& key, std::shared_ptr<Fetch> fetch);
   void Retire(const Hash128& id);
 
-  std::shared_ptr<const mount::MountTable> mounts_;
+  mutable Mutex mounts_mu_;
+  std::shared_ptr<const mount::MountTable> mounts_ GUARDED_BY(mounts_mu_);
   pagestore::PageStore* store_;
   PageServiceOptions options_;
   std::unique_ptr<Metrics> metrics_;

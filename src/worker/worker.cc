@@ -56,6 +56,14 @@ Status Worker::Init(WorkerOptions options) {
     id_ = std::string(host) + ":" + std::to_string(listen_port);
   }
 
+  if (options.etcd_endpoints.empty() && options.mounts.empty()) {
+    return InvalidArgumentError(
+        "the worker has nothing to serve: give --mount PATH=URI (or --etcd for cluster mode)");
+  }
+  if (!options.etcd_endpoints.empty() && !options.mounts.empty()) {
+    return InvalidArgumentError("with etcd, mounts come from etcd (cairn mount add): do not also "
+                                "give them to the worker");
+  }
   std::shared_ptr<const mount::MountTable> mounts;
   if (options.ufs_override.empty()) {
     CAIRN_ASSIGN_OR_RETURN(mounts, mount::MountTable::Create(options.mounts));
@@ -110,9 +118,59 @@ Status Worker::Init(WorkerOptions options) {
     };
     CAIRN_ASSIGN_OR_RETURN(http_, metrics::HttpServer::Start(ho));
   }
+  if (!options.etcd_endpoints.empty()) CAIRN_RETURN_IF_ERROR(JoinCluster(options));
   spdlog::info("worker {} serving {} mount(s), cache {} bytes, page size {}{}", id_,
-               mounts->mounts().size(), store_->Stats().capacity_bytes, options.page_size,
-               server_ ? " on port " + std::to_string(server_->port()) : "");
+               service_->mount_table()->mounts().size(), store_->Stats().capacity_bytes,
+               options.page_size, server_ ? " on port " + std::to_string(server_->port()) : "");
+  return Status::Ok();
+}
+
+namespace {
+
+bool IsWildcardHost(const std::string& host) {
+  return host.empty() || host == "0.0.0.0" || host == "::" || host == "[::]";
+}
+
+std::string HostName() {
+  char host[256] = {};
+  if (gethostname(host, sizeof(host) - 1) != 0 || host[0] == '\0') return "localhost";
+  return host;
+}
+
+}  // namespace
+
+Status Worker::JoinCluster(const WorkerOptions& options) {
+  if (!server_) return InvalidArgumentError("cluster mode needs the TCP page service");
+  std::string host;
+  uint16_t port = 0;
+  if (!options.advertise_address.empty()) {
+    CAIRN_RETURN_IF_ERROR(net::ParseHostPort(options.advertise_address, &host, &port)
+                              .WithContext("--advertise"));
+    advertised_ = options.advertise_address;
+  } else {
+    CAIRN_RETURN_IF_ERROR(net::ParseHostPort(options.config.listen, &host, &port));
+    if (IsWildcardHost(host)) host = HostName();
+    advertised_ = host + ":" + std::to_string(server_->port());
+  }
+  ClusterAgentOptions co;
+  co.etcd_endpoints = options.etcd_endpoints;
+  co.lease_ttl = options.lease_ttl;
+  co.record.id = id_;
+  co.record.address = advertised_;
+  if (http_) {
+    std::string mhost;
+    uint16_t mport = 0;
+    if (net::ParseHostPort(options.config.metrics_listen, &mhost, &mport).ok()) {
+      if (IsWildcardHost(mhost)) mhost = host;
+      co.record.metrics_address = mhost + ":" + std::to_string(http_->port());
+    }
+  }
+  co.record.capacity_bytes = store_->Stats().capacity_bytes;
+  co.record.start_time_unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                     std::chrono::system_clock::now().time_since_epoch())
+                                     .count();
+  CAIRN_ASSIGN_OR_RETURN(cluster_, ClusterAgent::Start(std::move(co), service_.get(),
+                                                       registry_.get(), nullptr));
   return Status::Ok();
 }
 
@@ -142,6 +200,8 @@ void Worker::RegisterStoreMetrics() {
 Worker::~Worker() { Stop(); }
 
 void Worker::Stop() {
+  // Leave the ring first: clients move to other workers before this one stops answering.
+  if (cluster_) cluster_->Stop();
   if (server_) server_->Stop();
   if (http_) http_->Stop();
 }

@@ -6,6 +6,7 @@
 #ifndef CAIRN_WORKER_WORKER_H_
 #define CAIRN_WORKER_WORKER_H_
 
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
@@ -15,6 +16,7 @@
 #include "metrics/http_server.h"
 #include "metrics/registry.h"
 #include "pagestore/page_store.h"
+#include "worker/cluster_agent.h"
 #include "worker/local_channel.h"
 #include "worker/page_service.h"
 #include "worker/server.h"
@@ -26,6 +28,13 @@ struct WorkerOptions {
   std::vector<MountSpec> mounts;
   uint32_t page_size = 1 << 20;
   bool serve_tcp = true;  // False for the embedded worker of `cairn up`.
+  // Cluster mode: etcd endpoints (comma-separated URLs). The mount table then comes from etcd
+  // (`mounts` must be empty) and the worker registers itself there (see ClusterAgent).
+  std::string etcd_endpoints;
+  // "host:port" clients use to reach the page service; default: the listen address, with a
+  // wildcard host replaced by this machine's host name.
+  std::string advertise_address;
+  std::chrono::seconds lease_ttl{5};
   // Test seam: mounts over these under-storages instead of opening the specs' URIs.
   std::vector<std::shared_ptr<ufs::UnderStorage>> ufs_override;
 };
@@ -44,6 +53,8 @@ class Worker {
   uint16_t port() const { return server_ ? server_->port() : 0; }
   uint16_t metrics_port() const { return http_ ? http_->port() : 0; }
   const std::string& id() const { return id_; }
+  // The address registered in etcd (cluster mode), else "".
+  const std::string& advertised_address() const { return advertised_; }
   // Stops serving (idempotent); queued page writes finish first.
   void Stop();
 
@@ -52,13 +63,17 @@ class Worker {
   Status Init(WorkerOptions options);
   void RegisterStoreMetrics();
 
+  Status JoinCluster(const WorkerOptions& options);
+
   std::string id_;
+  std::string advertised_;
   std::unique_ptr<metrics::Registry> registry_;
   std::unique_ptr<pagestore::PageStore> store_;
   std::unique_ptr<PageService> service_;
   std::unique_ptr<LocalChannel> local_channel_;
   std::unique_ptr<WorkerServer> server_;
   std::unique_ptr<metrics::HttpServer> http_;
+  std::unique_ptr<ClusterAgent> cluster_;  // Cluster mode only.
 };
 
 }  // namespace cairn::worker

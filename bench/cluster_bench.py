@@ -1,0 +1,451 @@
+#!/usr/bin/python3
+"""Cairn cluster benchmark: several `cairn worker` processes registered in a private etcd,
+read through one `cairn fuse` client, all on this machine.
+
+Measures (a) warm aggregate read throughput with 1, 2 and 3 workers (median of --runs each; the
+issue's target: 3 workers within 15 % of 1 worker), (b) the time from a worker's kill -9 (and,
+for comparison, SIGSTOP) to the first successful read of a page that worker owned, and (c) the
+fraction of pages that move when a 4th worker joins 3 (ideal 1/4 with rendezvous hashing).
+
+A benchmark, not a test: it prints the numbers, the ratio against its target and PASS/MISS,
+and writes every raw value to a JSON file. It fails (exit 1) only if a read returns wrong bytes
+or a process misbehaves. Run with Debian's interpreter (it has pytest, which tests/conftest.py,
+reused here, imports):
+
+    /usr/bin/python3 bench/cluster_bench.py [--size-mib 256] [--out FILE.json]
+
+See docs/benchmarks.md ("Cluster benchmark") for what each number means and a recorded run.
+"""
+import argparse
+import datetime
+import hashlib
+import json
+import mmap
+import os
+import queue
+import random
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(BENCH_DIR)
+sys.path.insert(0, os.path.join(REPO, "tests"))
+
+from conftest import Harness, page_files, wait_until  # noqa: E402
+from cluster_util import (MISSES, PAGES, REQUESTS, UFS_BYTES, Cluster, Etcd,  # noqa: E402
+                          metrics_of)
+
+MIB = 1 << 20
+PAGE = MIB
+MOUNT = "/bench"
+TARGET_RATIO = 0.85  # 3 workers within 15 % of 1 worker.
+MODES = {"tcp": ["--no-short-circuit"], "short-circuit": []}
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--cairn-bin", default=os.path.join(REPO, "build", "cairn"))
+    p.add_argument("--size-mib", type=int, default=256, help="dataset size (default 256)")
+    p.add_argument("--file-mib", type=int, default=16, help="size of each file (default 16)")
+    p.add_argument("--readers", type=int, default=4, help="reader threads (default 4)")
+    p.add_argument("--runs", type=int, default=3, help="measured runs per setup (median)")
+    p.add_argument("--kill-samples", type=int, default=5, help="samples of (b) per signal")
+    p.add_argument("--worker-timeout", default="1s", help="client --worker-timeout (default 1s)")
+    p.add_argument("--modes", default="tcp,short-circuit",
+                   help="client transports for (a): tcp (--no-short-circuit), short-circuit")
+    p.add_argument("--drop-caches", action="store_true",
+                   help="drop the kernel page cache before each measured run (root)")
+    p.add_argument("--workdir-base", default=tempfile.gettempdir())
+    p.add_argument("--keep-workdir", action="store_true")
+    p.add_argument("--out", help="JSON file (default bench/results/cluster-<time>.json)")
+    a = p.parse_args(argv)
+    a.modes = [m.strip() for m in a.modes.split(",") if m.strip()]
+    if any(m not in MODES for m in a.modes) or not a.modes:
+        p.error(f"--modes: choose from {', '.join(MODES)}")
+    if a.size_mib < a.file_mib or a.file_mib < 1 or a.runs < 1 or a.readers < 1:
+        p.error("need --size-mib >= --file-mib >= 1, --runs >= 1, --readers >= 1")
+    return a
+
+
+def log(msg=""):
+    print(msg, flush=True)
+
+
+class Bench:
+    def __init__(self, args, workdir):
+        self.args = args
+        self.workdir = workdir
+        self.src = os.path.join(workdir, "src")
+        self.files = {}  # name -> size
+        self.sha = {}
+        self.etcd = None
+        self.harness = None
+        self.cluster = None
+        self.results = {}
+
+    # -- setup --------------------------------------------------------------------------
+    def make_dataset(self):
+        os.makedirs(self.src)
+        n = self.args.size_mib // self.args.file_mib
+        chunk = self.args.file_mib * MIB
+        for i in range(n):
+            name = f"f{i:03d}.bin"
+            data = os.urandom(chunk)
+            with open(os.path.join(self.src, name), "wb") as f:
+                f.write(data)
+            self.files[name] = len(data)
+            self.sha[name] = hashlib.sha256(data).hexdigest()
+        self.total_bytes = sum(self.files.values())
+        self.total_pages = sum((s + PAGE - 1) // PAGE for s in self.files.values())
+
+    def start(self):
+        self.etcd = Etcd(os.path.join(self.workdir, "etcd")).start()
+        self.harness = Harness(os.path.abspath(self.args.cairn_bin),
+                               os.path.join(self.workdir, "h"))
+        # Each worker can hold the whole dataset (the 1-worker case), with room to spare.
+        cache_mib = int(self.args.size_mib * 1.25) + 64
+        self.cluster = Cluster(self.harness, self.etcd, lease_ttl=2,
+                               cache_size=f"{cache_mib}MiB")
+        self.cluster.mount_add(MOUNT, "file://" + self.src)
+
+    def cleanup(self):
+        if self.harness is not None:
+            for p in self.cluster.workers.values() if self.cluster else ():
+                if p.alive():
+                    os.kill(p.pid, signal.SIGCONT)
+            errors = self.harness.cleanup()
+            if errors:
+                log(f"cleanup problems: {errors}")
+            self.harness = None
+        if self.etcd is not None:
+            self.etcd.stop()
+            self.etcd = None
+
+    # -- helpers --------------------------------------------------------------------------
+    def path(self, fuse, name):
+        return os.path.join(fuse.mountpoint, MOUNT.lstrip("/"), name)
+
+    def fuse(self, flags, name):
+        return self.cluster.fuse(extra=["--worker-timeout", self.args.worker_timeout, *flags],
+                                 name=name)
+
+    def drop_caches(self):
+        if self.args.drop_caches:
+            subprocess.run(["sync"], check=True)
+            with open("/proc/sys/vm/drop_caches", "w") as f:
+                f.write("3\n")
+
+    def read_all(self, fuse):
+        """Reads every file whole with `readers` threads, O_DIRECT 1 MiB reads into a reused
+        page-aligned buffer. Returns (seconds, bytes)."""
+        q = queue.Queue()
+        names = sorted(self.files)
+        random.Random(7).shuffle(names)
+        for n in names:
+            q.put(n)
+        done, errors = [0], []
+        lock = threading.Lock()
+
+        def reader():
+            buf = mmap.mmap(-1, MIB)
+            while True:
+                try:
+                    name = q.get_nowait()
+                except queue.Empty:
+                    return
+                try:
+                    fd = os.open(self.path(fuse, name), os.O_RDONLY | os.O_DIRECT)
+                    try:
+                        off = 0
+                        while True:
+                            n = os.preadv(fd, [buf], off)
+                            if n == 0:
+                                break
+                            off += n
+                    finally:
+                        os.close(fd)
+                    if off != self.files[name]:
+                        raise IOError(f"{name}: {off} bytes read, {self.files[name]} expected")
+                    with lock:
+                        done[0] += off
+                except Exception as e:
+                    with lock:
+                        errors.append(repr(e))
+                    return
+
+        threads = [threading.Thread(target=reader) for _ in range(self.args.readers)]
+        t0 = time.monotonic()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        took = time.monotonic() - t0
+        if errors:
+            raise RuntimeError(f"read errors: {errors[:5]}")
+        return took, done[0]
+
+    def check_sample(self, fuse, k):
+        """Hashes one file (rotating) through the mount; outside the timed part."""
+        name = sorted(self.files)[k % len(self.files)]
+        with open(self.path(fuse, name), "rb") as f:
+            got = hashlib.sha256(f.read()).hexdigest()
+        if got != self.sha[name]:
+            raise RuntimeError(f"{name}: wrong bytes through the mount")
+
+    def counters(self, ids):
+        out = {}
+        for wid in ids:
+            m = metrics_of(self.cluster.workers[wid].metrics_port)
+            out[wid] = {k: m.get(k, 0.0) for k in (REQUESTS, MISSES, UFS_BYTES, PAGES)}
+        return out
+
+    def wait_stored(self, wid, timeout=60):
+        """Waits until worker `wid` has stored every page it missed (writes are background)."""
+        def stored():
+            c = self.counters([wid])[wid]
+            return c[PAGES] >= c[MISSES]
+        wait_until(stored, timeout, f"{wid} to store its pages", interval=0.1)
+
+    # -- (a) throughput -------------------------------------------------------------------
+    def throughput(self):
+        res = {m: {} for m in self.args.modes}
+        for k in (1, 2, 3):
+            wid = f"w{k}"
+            self.cluster.start_worker(wid)
+            ids = [f"w{i}" for i in range(1, k + 1)]
+            # Warm-up: the pages the new worker now owns are filled once.
+            fuse = self.fuse(MODES["tcp"], f"warmup{k}")
+            took, n = self.read_all(fuse)
+            fuse.stop()
+            self.wait_stored(wid)
+            log(f"  {k} worker(s): warm-up {n / took / 1e6:.0f} MB/s")
+            for mode in self.args.modes:
+                runs = []
+                for r in range(self.args.runs):
+                    before = self.counters(ids)
+                    fuse = self.fuse(MODES[mode], f"{mode}-{k}w-{r}")
+                    self.drop_caches()
+                    took, n = self.read_all(fuse)
+                    self.check_sample(fuse, r)
+                    fuse.stop()
+                    after = self.counters(ids)
+                    misses = sum(after[w][MISSES] - before[w][MISSES] for w in ids)
+                    reqs = {w: int(after[w][REQUESTS] - before[w][REQUESTS]) for w in ids}
+                    mbps = n / took / 1e6
+                    runs.append({"seconds": took, "bytes": n, "MBps": mbps, "misses": misses,
+                                 "requests": reqs})
+                    log(f"  {k} worker(s) {mode:13s} run {r + 1}: {mbps:7.0f} MB/s "
+                        f"({took:.2f} s; misses {misses:.0f}; requests {reqs})")
+                res[mode][k] = {"runs": runs,
+                                "median_MBps": statistics.median(x["MBps"] for x in runs)}
+        for mode in res:
+            res[mode]["ratio_3w_1w"] = res[mode][3]["median_MBps"] / res[mode][1]["median_MBps"]
+            res[mode]["pass"] = res[mode]["ratio_3w_1w"] >= TARGET_RATIO
+        self.results["throughput"] = res
+
+    # -- (b) failover ---------------------------------------------------------------------
+    def owned_pages(self, wid):
+        """(file name, page index) of pages in `wid`'s cache folder (with one replica, the
+        pages it owns)."""
+        out = []
+        for pf in page_files(self.cluster.workers[wid].cache_dir):
+            name = pf.object_id.rsplit("/", 1)[-1]
+            if name in self.files and pf.object_id.endswith("/src/" + name):
+                out.append((name, pf.page_index))
+        return sorted(set(out))
+
+    def read_page(self, fuse, name, page):
+        fd = os.open(self.path(fuse, name), os.O_RDONLY | os.O_DIRECT)
+        try:
+            return os.pread(fd, PAGE, page * PAGE)
+        finally:
+            os.close(fd)
+
+    def expected_page(self, name, page):
+        with open(os.path.join(self.src, name), "rb") as f:
+            f.seek(page * PAGE)
+            return f.read(PAGE)
+
+    def failover(self):
+        res = {}
+        ids = ["w1", "w2", "w3"]
+        rng = random.Random(11)
+        for kind in ("kill9", "sigstop"):
+            samples = []
+            for i in range(self.args.kill_samples):
+                victim = ids[i % 3]
+                pages = self.owned_pages(victim)
+                if len(pages) < 2:
+                    raise RuntimeError(f"{victim} caches only {len(pages)} pages")
+                warm_page, probe = rng.sample(pages, 2)
+                fuse = self.fuse(MODES["tcp"], f"failover-{kind}-{i}")
+                # An open connection to the victim first, as a busy client has.
+                if self.read_page(fuse, *warm_page) != self.expected_page(*warm_page):
+                    raise RuntimeError("wrong bytes before the failure")
+                proc = self.cluster.workers[victim]
+                errors = 0
+                t0 = time.monotonic()
+                if kind == "kill9":
+                    proc.kill9()
+                else:
+                    os.kill(proc.pid, signal.SIGSTOP)
+                try:
+                    while True:
+                        try:
+                            got = self.read_page(fuse, *probe)
+                            break
+                        except OSError:
+                            errors += 1
+                            if time.monotonic() - t0 > 30:
+                                raise
+                    took = time.monotonic() - t0
+                finally:
+                    if kind == "sigstop":
+                        os.kill(proc.pid, signal.SIGCONT)
+                if got != self.expected_page(*probe):
+                    raise RuntimeError(f"wrong bytes after {kind} of {victim}")
+                fuse.stop()
+                samples.append({"worker": victim, "page": list(probe), "seconds": took,
+                                "errors": errors})
+                log(f"  {kind} {victim}: first good read of its page after "
+                    f"{took * 1000:.0f} ms ({errors} failed reads)")
+                if kind == "kill9":
+                    self.cluster.restart_worker(victim)
+                else:
+                    # Its lease may run out just after SIGCONT (keep-alives were due while it
+                    # was frozen); give it a TTL to lose it and register again.
+                    time.sleep(self.cluster.lease_ttl + 0.5)
+                    self.cluster.wait_registered([victim], timeout=15)
+            res[kind] = {"samples": samples,
+                         "median_s": statistics.median(s["seconds"] for s in samples)}
+        self.results["failover"] = res
+
+    # -- (c) pages moved by a 4th worker --------------------------------------------------
+    def join(self):
+        ids = ["w1", "w2", "w3"]
+        # Every page cached under the 3-worker ring (failover reads in (b) left extra copies
+        # on runner-up workers; they change nothing below).
+        fuse = self.fuse(MODES["tcp"], "join-before")
+        self.read_all(fuse)
+        fuse.stop()
+        before = self.counters(ids)
+        self.cluster.start_worker("w4")
+        fuse = self.fuse(MODES["tcp"], "join-after")
+        self.read_all(fuse)
+        self.check_sample(fuse, 1)
+        fuse.stop()
+        self.wait_stored("w4")
+        after = self.counters(ids + ["w4"])
+        w4 = after["w4"]
+        old_misses = sum(after[w][MISSES] - before[w][MISSES] for w in ids)
+        self.results["join"] = {
+            "total_pages": self.total_pages,
+            "w4_misses": w4[MISSES], "w4_pages": w4[PAGES], "w4_requests": w4[REQUESTS],
+            "old_workers_misses": old_misses,
+            "moved_fraction": w4[PAGES] / self.total_pages, "ideal": 0.25}
+        log(f"  w4 joined: {w4[PAGES]:.0f} of {self.total_pages} pages moved to it "
+            f"({w4[MISSES]:.0f} misses), old workers' misses {old_misses:.0f}")
+
+
+def machine():
+    info = {"cpus": os.cpu_count(), "loadavg_start": os.getloadavg()}
+    try:
+        with open("/proc/meminfo") as f:
+            info["mem_total"] = f.readline().split(":")[1].strip()
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    info["cpu"] = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return info
+
+
+def report(b, args):
+    r = b.results
+    lines = []
+    t = r.get("throughput", {})
+    for mode, res in t.items():
+        lines.append(f"(a) warm throughput, {mode}, {args.readers} readers, O_DIRECT 1 MiB reads, "
+                     f"{args.size_mib} MiB (median of {args.runs}):")
+        lines.append("    workers   MB/s    runs")
+        for k in (1, 2, 3):
+            runs = " ".join(f"{x['MBps']:.0f}" for x in res[k]["runs"])
+            lines.append(f"    {k:7d} {res[k]['median_MBps']:7.0f}    {runs}")
+        lines.append(f"    3w/1w = {res['ratio_3w_1w']:.3f} (target >= {TARGET_RATIO}): "
+                     f"{'PASS' if res['pass'] else 'MISS'}")
+    f = r.get("failover", {})
+    for kind, res in f.items():
+        ms = " ".join(f"{s['seconds'] * 1000:.0f}" for s in res["samples"])
+        lines.append(f"(b) {kind} -> first good read of an owned page: median "
+                     f"{res['median_s'] * 1000:.0f} ms (samples ms: {ms}; "
+                     f"--worker-timeout {args.worker_timeout})")
+    j = r.get("join")
+    if j:
+        lines.append(f"(c) 4th worker joins: {j['moved_fraction']:.3f} of pages moved "
+                     f"({j['w4_pages']:.0f}/{j['total_pages']}, ideal 0.25); old workers' "
+                     f"misses {j['old_workers_misses']:.0f} (ideal 0)")
+    return lines
+
+
+def main(argv):
+    args = parse_args(argv)
+    if not os.access(args.cairn_bin, os.X_OK):
+        log(f"{args.cairn_bin} is not executable")
+        return 2
+    workdir = tempfile.mkdtemp(prefix="cairn-cluster-bench-", dir=args.workdir_base)
+    b = Bench(args, workdir)
+
+    def on_signal(signum, _frame):
+        raise SystemExit(128 + signum)
+    for s in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+        signal.signal(s, on_signal)
+    started = datetime.datetime.now()
+    info = machine()
+    rc = 0
+    try:
+        log(f"workdir {workdir}; dataset {args.size_mib} MiB in {args.file_mib} MiB files")
+        b.make_dataset()
+        b.start()
+        log("(a) throughput")
+        b.throughput()
+        log("(b) failover")
+        b.failover()
+        log("(c) join")
+        b.join()
+    except Exception as e:  # Reported, partial results kept.
+        log(f"FAILED: {e!r}")
+        if b.harness is not None:
+            for p in b.harness.procs:
+                log(f"--- {p.name}:\n{p.log_tail(15)}")
+        rc = 1
+    finally:
+        b.cleanup()
+        if not args.keep_workdir:
+            shutil.rmtree(workdir, ignore_errors=True)
+    info["loadavg_end"] = os.getloadavg()
+    lines = report(b, args)
+    log("")
+    for line in lines:
+        log(line)
+    out = args.out or os.path.join(BENCH_DIR, "results",
+                                   f"cluster-{started.strftime('%Y%m%d-%H%M%S')}.json")
+    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+    with open(out, "w") as f:
+        json.dump({"command": " ".join([sys.executable, *sys.argv]), "started": started.isoformat(),
+                   "config": vars(args), "machine": info, "results": b.results,
+                   "summary": lines, "ok": rc == 0}, f, indent=2)
+    log(f"\nJSON: {out}")
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,326 @@
+// Cluster commands over etcd: `cairn mount add|ls|rm` (the shared mount table) and
+// `cairn status` (workers and mounts, as a table or --json).
+#include <curl/curl.h>
+
+#include <cinttypes>
+#include <cstdio>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "common/units.h"
+#include "config/config.h"
+#include "membership/etcd_coordination.h"
+#include "membership/mount_store.h"
+#include "membership/records.h"
+#include "mount/mount_table.h"
+
+namespace cairn::cli {
+namespace {
+
+StatusOr<std::unique_ptr<membership::EtcdCoordination>> ConnectEtcd(const std::string& flag) {
+  if (flag.empty()) {
+    return InvalidArgumentError("no etcd given: pass --etcd URL or set CAIRN_ETCD");
+  }
+  membership::EtcdOptions eo;
+  CAIRN_ASSIGN_OR_RETURN(eo.endpoints, NormalizeEtcdEndpoints(flag));
+  eo.request_timeout_ms = 5000;
+  return membership::EtcdCoordination::Create(eo);
+}
+
+std::string FormatTtl(std::chrono::microseconds ttl) {
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(ttl).count();
+  if (ms % 1000 == 0) return std::to_string(ms / 1000) + "s";
+  return std::to_string(ms) + "ms";
+}
+
+nlohmann::json MountJson(const MountSpec& m) {
+  return {{"path", m.path},
+          {"uri", m.uri},
+          {"options", m.options},
+          {"metadata_ttl_ms",
+           std::chrono::duration_cast<std::chrono::milliseconds>(m.metadata_ttl).count()},
+          {"replicas", m.replicas},
+          {"read_only", m.read_only}};
+}
+
+// ---- cairn mount add|ls|rm ----
+
+struct MountCmdFlags {
+  std::string etcd;
+  std::string path;
+  std::string uri;
+  std::vector<std::string> options;  // key=value
+  std::string endpoint, region, profile;
+  bool virtual_hosted = false;
+  std::string metadata_ttl;
+  int replicas = 1;
+  bool read_write = false;
+  bool replace = false;
+  bool json = false;
+};
+
+StatusOr<MountSpec> SpecFromFlags(const MountCmdFlags& f) {
+  CAIRN_ASSIGN_OR_RETURN(MountSpec spec, config::ParseMountFlag(f.path + "=" + f.uri));
+  for (const std::string& kv : f.options) {
+    size_t eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      return InvalidArgumentError("--option must be KEY=VALUE, got '" + kv + "'");
+    }
+    spec.options[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  if (!f.endpoint.empty()) spec.options["endpoint"] = f.endpoint;
+  if (!f.region.empty()) spec.options["region"] = f.region;
+  if (!f.profile.empty()) spec.options["profile"] = f.profile;
+  if (f.virtual_hosted) spec.options["path_style"] = "false";
+  if (!f.metadata_ttl.empty()) {
+    auto ttl = ParseDuration(f.metadata_ttl);
+    if (!ttl.ok()) return ttl.status().WithContext("--metadata-ttl");
+    spec.metadata_ttl = *ttl;
+  }
+  spec.replicas = f.replicas;
+  spec.read_only = !f.read_write;
+  // Catches unknown options and bad values here, with the option's name, not on the workers.
+  CAIRN_RETURN_IF_ERROR(mount::UfsOptionsFromSpec(spec).status());
+  return spec;
+}
+
+int RunMountAdd(const MountCmdFlags& f) {
+  auto spec = SpecFromFlags(f);
+  if (!spec.ok()) return Fail(spec.status());
+  auto etcd = ConnectEtcd(f.etcd);
+  if (!etcd.ok()) return Fail(etcd.status());
+  membership::MountStore store(etcd->get());
+  Status s = store.Add(*spec, f.replace);
+  if (!s.ok()) return Fail(s);
+  std::printf("mounted %s -> %s\n", spec->path.c_str(), spec->uri.c_str());
+  return kExitOk;
+}
+
+int RunMountRm(const MountCmdFlags& f) {
+  auto path = mount::NormalizePath(f.path);
+  if (!path.ok()) return Fail(path.status());
+  auto etcd = ConnectEtcd(f.etcd);
+  if (!etcd.ok()) return Fail(etcd.status());
+  membership::MountStore store(etcd->get());
+  Status s = store.Remove(*path);
+  if (!s.ok()) return Fail(s);
+  std::printf("unmounted %s\n", path->c_str());
+  return kExitOk;
+}
+
+void PrintMountTable(const std::vector<MountSpec>& mounts) {
+  std::printf("%-24s %-40s %-8s %-8s %s\n", "PATH", "SOURCE", "TTL", "REPLICAS", "OPTIONS");
+  for (const MountSpec& m : mounts) {
+    std::string opts;
+    for (const auto& [k, v] : m.options) opts += (opts.empty() ? "" : ",") + k + "=" + v;
+    std::printf("%-24s %-40s %-8s %-8d %s\n", m.path.c_str(), m.uri.c_str(),
+                FormatTtl(m.metadata_ttl).c_str(), m.replicas, opts.c_str());
+  }
+}
+
+int RunMountLs(const MountCmdFlags& f) {
+  auto etcd = ConnectEtcd(f.etcd);
+  if (!etcd.ok()) return Fail(etcd.status());
+  membership::MountStore store(etcd->get());
+  auto mounts = store.List();
+  if (!mounts.ok()) return Fail(mounts.status());
+  if (f.json) {
+    nlohmann::json all = nlohmann::json::array();
+    for (const MountSpec& m : *mounts) all.push_back(MountJson(m));
+    std::printf("%s\n", all.dump(2).c_str());
+  } else {
+    PrintMountTable(*mounts);
+  }
+  return kExitOk;
+}
+
+// ---- cairn status ----
+
+size_t AppendBody(char* data, size_t size, size_t n, void* out) {
+  static_cast<std::string*>(out)->append(data, size * n);
+  return size * n;
+}
+
+// GET http://address/metrics; Unavailable when the worker does not answer.
+StatusOr<std::string> FetchMetrics(const std::string& address) {
+  std::unique_ptr<CURL, decltype(&curl_easy_cleanup)> curl(curl_easy_init(), curl_easy_cleanup);
+  if (!curl) return InternalError("curl_easy_init failed");
+  std::string url = "http://" + address + "/metrics";
+  std::string body;
+  curl_easy_setopt(curl.get(), CURLOPT_URL, url.c_str());
+  curl_easy_setopt(curl.get(), CURLOPT_WRITEFUNCTION, AppendBody);
+  curl_easy_setopt(curl.get(), CURLOPT_WRITEDATA, &body);
+  curl_easy_setopt(curl.get(), CURLOPT_CONNECTTIMEOUT_MS, 1000L);
+  curl_easy_setopt(curl.get(), CURLOPT_TIMEOUT_MS, 3000L);
+  curl_easy_setopt(curl.get(), CURLOPT_NOSIGNAL, 1L);
+  CURLcode rc = curl_easy_perform(curl.get());
+  if (rc != CURLE_OK) return UnavailableError(url + ": " + curl_easy_strerror(rc));
+  long code = 0;
+  curl_easy_getinfo(curl.get(), CURLINFO_RESPONSE_CODE, &code);
+  if (code != 200) return UnavailableError(url + ": HTTP " + std::to_string(code));
+  return body;
+}
+
+// Sum of every sample of `name` (all label sets) in Prometheus text format.
+double SumMetric(const std::string& text, const std::string& name) {
+  double sum = 0;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(name, 0) != 0) continue;
+    char next = line.size() > name.size() ? line[name.size()] : '\0';
+    if (next != ' ' && next != '{') continue;
+    size_t space = line.rfind(' ');
+    if (space == std::string::npos) continue;
+    try {
+      sum += std::stod(line.substr(space + 1));
+    } catch (...) {
+    }
+  }
+  return sum;
+}
+
+struct WorkerStatus {
+  membership::WorkerRecord record;
+  std::string state = "up";  // up | no-metrics | unreachable
+  std::string error;
+  double capacity = 0, used = 0, pages = 0, hits = 0, misses = 0;
+};
+
+WorkerStatus ProbeWorker(const membership::WorkerRecord& record) {
+  WorkerStatus w;
+  w.record = record;
+  w.capacity = static_cast<double>(record.capacity_bytes);
+  if (record.metrics_address.empty()) {
+    w.state = "no-metrics";
+    return w;
+  }
+  auto text = FetchMetrics(record.metrics_address);
+  if (!text.ok()) {
+    w.state = "unreachable";
+    w.error = text.status().message();
+    return w;
+  }
+  w.capacity = SumMetric(*text, "cairn_cache_capacity_bytes");
+  w.used = SumMetric(*text, "cairn_cache_used_bytes");
+  w.pages = SumMetric(*text, "cairn_cache_pages");
+  w.hits = SumMetric(*text, "cairn_worker_cache_hits_total");
+  w.misses = SumMetric(*text, "cairn_worker_cache_misses_total");
+  return w;
+}
+
+struct StatusFlags {
+  std::string etcd;
+  bool json = false;
+};
+
+int RunStatus(const StatusFlags& f) {
+  auto etcd = ConnectEtcd(f.etcd);
+  if (!etcd.ok()) return Fail(etcd.status());
+  auto listed = (*etcd)->GetPrefix(membership::kWorkersPrefix);
+  if (!listed.ok()) return Fail(listed.status().WithContext("reading workers from etcd"));
+  membership::MountStore store(etcd->get());
+  auto mounts = store.List();
+  if (!mounts.ok()) return Fail(mounts.status());
+  std::vector<WorkerStatus> workers;
+  for (const membership::KeyValue& kv : listed->entries) {
+    auto record = membership::DecodeWorkerRecord(kv.value);
+    if (!record.ok()) {
+      std::fprintf(stderr, "cairn: warning: bad worker record %s: %s\n", kv.key.c_str(),
+                   record.status().ToString().c_str());
+      continue;
+    }
+    workers.push_back(ProbeWorker(*record));
+  }
+  auto ratio = [](const WorkerStatus& w) {
+    double total = w.hits + w.misses;
+    return total > 0 ? w.hits / total : 0.0;
+  };
+  if (f.json) {
+    nlohmann::json out;
+    out["workers"] = nlohmann::json::array();
+    for (const WorkerStatus& w : workers) {
+      nlohmann::json j = {{"id", w.record.id},
+                          {"address", w.record.address},
+                          {"metrics_address", w.record.metrics_address},
+                          {"state", w.state},
+                          {"capacity_bytes", static_cast<uint64_t>(w.capacity)},
+                          {"used_bytes", static_cast<uint64_t>(w.used)},
+                          {"pages", static_cast<uint64_t>(w.pages)},
+                          {"hits", static_cast<uint64_t>(w.hits)},
+                          {"misses", static_cast<uint64_t>(w.misses)},
+                          {"hit_ratio", ratio(w)},
+                          {"start_time_unix_ms", w.record.start_time_unix_ms}};
+      if (!w.error.empty()) j["error"] = w.error;
+      out["workers"].push_back(j);
+    }
+    out["mounts"] = nlohmann::json::array();
+    for (const MountSpec& m : *mounts) out["mounts"].push_back(MountJson(m));
+    std::printf("%s\n", out.dump(2).c_str());
+    return kExitOk;
+  }
+  std::printf("WORKERS (%zu)\n", workers.size());
+  std::printf("%-20s %-22s %-12s %10s %10s %10s %6s\n", "ID", "ADDRESS", "STATE", "CAPACITY",
+              "USED", "PAGES", "HIT%");
+  for (const WorkerStatus& w : workers) {
+    std::printf("%-20s %-22s %-12s %10s %10s %10.0f %5.1f%%\n", w.record.id.c_str(),
+                w.record.address.c_str(), w.state.c_str(),
+                FormatBytes(static_cast<uint64_t>(w.capacity)).c_str(),
+                FormatBytes(static_cast<uint64_t>(w.used)).c_str(), w.pages, 100 * ratio(w));
+  }
+  std::printf("\nMOUNTS (%zu)\n", mounts->size());
+  PrintMountTable(*mounts);
+  return kExitOk;
+}
+
+}  // namespace
+
+void RegisterClusterCommands(CLI::App* app, std::vector<std::pair<CLI::App*, Runner>>* out) {
+  CLI::App* mount = app->add_subcommand("mount", "Edit the cluster's mount table in etcd");
+  mount->require_subcommand(1);
+
+  auto add_flags = std::make_shared<MountCmdFlags>();
+  CLI::App* add = mount->add_subcommand("add", "Mount a source at a namespace path, everywhere");
+  add->add_option("PATH", add_flags->path, "Namespace path, e.g. /data/bucket_a")->required();
+  add->add_option("URI", add_flags->uri, "Source: s3://bucket/prefix or file:///path")
+      ->required();
+  AddEtcdFlag(add, &add_flags->etcd);
+  add->add_option("--option", add_flags->options,
+                  "Source option KEY=VALUE (endpoint, region, profile, path_style, "
+                  "max_retries, connect_timeout_ms, request_timeout_ms; repeat)");
+  add->add_option("--endpoint", add_flags->endpoint, "S3 endpoint URL");
+  add->add_option("--region", add_flags->region, "S3 region");
+  add->add_option("--profile", add_flags->profile,
+                  "AWS profile each node resolves from its own credentials file");
+  add->add_flag("--virtual-hosted", add_flags->virtual_hosted, "Virtual-hosted-style S3 URLs");
+  add->add_option("--metadata-ttl", add_flags->metadata_ttl,
+                  "How long stat/list results are trusted (default 60s; 0 = always ask)");
+  add->add_option("--replicas", add_flags->replicas, "Workers caching each page (default 1)")
+      ->check(CLI::Range(1, 8));
+  add->add_flag("--read-write", add_flags->read_write, "Writable mount (not supported yet)");
+  add->add_flag("--replace", add_flags->replace, "Replace an existing mount at PATH");
+  out->push_back({add, [add_flags] { return RunMountAdd(*add_flags); }});
+
+  auto rm_flags = std::make_shared<MountCmdFlags>();
+  CLI::App* rm = mount->add_subcommand("rm", "Remove a mount from the namespace");
+  rm->add_option("PATH", rm_flags->path, "Namespace path of the mount")->required();
+  AddEtcdFlag(rm, &rm_flags->etcd);
+  out->push_back({rm, [rm_flags] { return RunMountRm(*rm_flags); }});
+
+  auto ls_flags = std::make_shared<MountCmdFlags>();
+  CLI::App* ls = mount->add_subcommand("ls", "List the mount table");
+  AddEtcdFlag(ls, &ls_flags->etcd);
+  ls->add_flag("--json", ls_flags->json, "JSON output");
+  out->push_back({ls, [ls_flags] { return RunMountLs(*ls_flags); }});
+
+  auto status_flags = std::make_shared<StatusFlags>();
+  CLI::App* status = app->add_subcommand("status", "Show the cluster: workers and mounts");
+  AddEtcdFlag(status, &status_flags->etcd);
+  status->add_flag("--json", status_flags->json, "JSON output");
+  out->push_back({status, [status_flags] { return RunStatus(*status_flags); }});
+}
+
+}  // namespace cairn::cli

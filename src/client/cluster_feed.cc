@@ -1,0 +1,95 @@
+#include "client/cluster_feed.h"
+
+#include <spdlog/spdlog.h>
+
+#include "client/client_impl.h"
+#include "membership/etcd_coordination.h"
+#include "membership/mount_store.h"
+
+namespace cairn::client {
+
+std::vector<placement::WorkerNode> WorkerNodesFromSnapshot(
+    const membership::PrefixMirror::Snapshot& snapshot) {
+  std::vector<placement::WorkerNode> nodes;
+  for (const auto& [key, value] : snapshot) {
+    auto record = membership::DecodeWorkerRecord(value);
+    if (!record.ok()) {
+      spdlog::warn("ignoring worker record {}: {}", key, record.status().ToString());
+      continue;
+    }
+    nodes.push_back({record->id, record->address, 1.0});
+  }
+  return nodes;
+}
+
+StatusOr<std::unique_ptr<ClusterFeed>> ClusterFeed::Start(
+    const std::string& endpoints, ClientImpl* client,
+    std::chrono::milliseconds first_sync_timeout) {
+  membership::EtcdOptions eo;
+  eo.endpoints = endpoints;
+  CAIRN_ASSIGN_OR_RETURN(auto etcd, membership::EtcdCoordination::Create(eo));
+  std::unique_ptr<ClusterFeed> feed(new ClusterFeed());
+  feed->owned_coordination_ = std::move(etcd);
+  CAIRN_RETURN_IF_ERROR(
+      feed->Init(feed->owned_coordination_.get(), client, first_sync_timeout)
+          .WithContext("etcd at " + endpoints));
+  return feed;
+}
+
+StatusOr<std::unique_ptr<ClusterFeed>> ClusterFeed::StartWith(
+    membership::Coordination* coordination, ClientImpl* client,
+    std::chrono::milliseconds first_sync_timeout) {
+  std::unique_ptr<ClusterFeed> feed(new ClusterFeed());
+  CAIRN_RETURN_IF_ERROR(feed->Init(coordination, client, first_sync_timeout));
+  return feed;
+}
+
+Status ClusterFeed::Init(membership::Coordination* coordination, ClientImpl* client,
+                         std::chrono::milliseconds first_sync_timeout) {
+  auto deadline = std::chrono::steady_clock::now() + first_sync_timeout;
+  workers_ = membership::PrefixMirror::Start(
+      coordination, std::string(membership::kWorkersPrefix),
+      [client](const membership::PrefixMirror::Snapshot& snapshot) {
+        std::vector<placement::WorkerNode> nodes = WorkerNodesFromSnapshot(snapshot);
+        size_t n = nodes.size();
+        Status s = client->SetWorkers(std::move(nodes));
+        if (s.ok()) {
+          spdlog::info("workers changed: {} in the ring", n);
+        } else {
+          spdlog::warn("ignoring a worker set: {}", s.ToString());
+        }
+      });
+  mounts_ = membership::PrefixMirror::Start(
+      coordination, std::string(membership::kMountTableKey),
+      [client](const membership::PrefixMirror::Snapshot& snapshot) {
+        auto specs = membership::ParseMountTableSnapshot(snapshot);
+        Status s = specs.ok() ? client->SetMounts(std::move(specs).value()) : specs.status();
+        if (s.ok()) {
+          spdlog::info("mount table changed");
+        } else {
+          spdlog::warn("ignoring a mount table from etcd: {}", s.ToString());
+        }
+      });
+  auto left = [&] {
+    return std::max(std::chrono::milliseconds(0),
+                    std::chrono::duration_cast<std::chrono::milliseconds>(
+                        deadline - std::chrono::steady_clock::now()));
+  };
+  if (!workers_->WaitForSync(left()) || !mounts_->WaitForSync(left())) {
+    return UnavailableError("no answer from etcd within " +
+                            std::to_string(first_sync_timeout.count()) + " ms");
+  }
+  return Status::Ok();
+}
+
+ClusterFeed::~ClusterFeed() {
+  mounts_.reset();
+  workers_.reset();
+}
+
+bool ClusterFeed::connected() const {
+  return workers_ != nullptr && mounts_ != nullptr && workers_->connected() &&
+         mounts_->connected();
+}
+
+}  // namespace cairn::client

@@ -1,0 +1,259 @@
+// PageFetcher: placement changes (SetWorkers) and hot-page replicas, over fake channels that
+// serve pages from an in-memory source and remember which worker cached what.
+#include "client/page_fetcher.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <map>
+#include <set>
+#include <thread>
+
+#include "common/checksum.h"
+#include "common/thread_annotations.h"
+#include "mount/mount_table.h"
+#include "ufs/memory_ufs.h"
+
+namespace cairn::client {
+namespace {
+
+constexpr uint32_t kPage = 128 * 1024;
+
+// A worker: serves any page from `source`, caching the pages it read (a miss answers
+// kUnderStorage, a hit kCache). Can be made to fail every request.
+class FakeWorker : public protocol::PageChannel {
+ public:
+  FakeWorker(std::string id, std::shared_ptr<ufs::MemoryUnderStorage> source)
+      : id_(std::move(id)), source_(std::move(source)) {}
+
+  void ReadPage(const protocol::ReadPageRequest& request, std::span<char> dest,
+                Callback done) override {
+    if (down_.load()) {
+      done(UnavailableError(id_ + " is down"));
+      return;
+    }
+    uint32_t page_length = protocol::PageLength(request.object_size, request.page_index,
+                                                request.page_size);
+    std::string page(page_length, '\0');
+    auto n = source_->Read(request.key, request.version,
+                           request.page_index * uint64_t{request.page_size}, page);
+    if (!n.ok()) {
+      done(n.status());
+      return;
+    }
+    protocol::ByteRange range = protocol::AlignedRange(request.offset, request.length,
+                                                       page_length);
+    std::memcpy(dest.data(), page.data() + range.begin, range.size());
+    protocol::PageReply reply;
+    {
+      MutexLock l(&mu_);
+      reply.source = cached_.insert(request.page_index).second ? protocol::PageSource::kUnderStorage
+                                                               : protocol::PageSource::kCache;
+      ++requests_;
+    }
+    reply.data_offset = range.begin;
+    reply.data_length = range.size();
+    reply.checksums = ChunkChecksums(std::span<const char>(dest.data(), range.size()));
+    done(std::move(reply));
+  }
+  std::string Describe() const override { return id_; }
+
+  std::set<uint64_t> cached() const {
+    MutexLock l(&mu_);
+    return cached_;
+  }
+  int requests() const {
+    MutexLock l(&mu_);
+    return requests_;
+  }
+  void set_down(bool down) { down_ = down; }
+
+ private:
+  const std::string id_;
+  std::shared_ptr<ufs::MemoryUnderStorage> source_;
+  std::atomic<bool> down_{false};
+  mutable Mutex mu_;
+  std::set<uint64_t> cached_ GUARDED_BY(mu_);
+  int requests_ GUARDED_BY(mu_) = 0;
+};
+
+// Hands the fetcher a non-owning view of the test's FakeWorkers, so the test can inspect them.
+class Borrowed : public protocol::PageChannel {
+ public:
+  explicit Borrowed(FakeWorker* w) : w_(w) {}
+  void ReadPage(const protocol::ReadPageRequest& r, std::span<char> d, Callback done) override {
+    w_->ReadPage(r, d, std::move(done));
+  }
+  std::string Describe() const override { return w_->Describe(); }
+
+ private:
+  FakeWorker* w_;
+};
+
+class PageFetcherTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    source_ = std::make_shared<ufs::MemoryUnderStorage>("mem://lake");
+    for (int i = 0; i < 4; ++i) {
+      std::string id = "w" + std::to_string(i);
+      workers_[id] = std::make_unique<FakeWorker>(id, source_);
+    }
+    data_.resize(kPage * 40 + 777);
+    for (size_t i = 0; i < data_.size(); ++i) data_[i] = static_cast<char>(i * 131 + 7);
+    version_ = source_->Put("obj", data_);
+  }
+
+  std::unique_ptr<PageFetcher> MakeFetcher() {
+    auto f = std::make_unique<PageFetcher>(
+        kPage,
+        [this](const placement::WorkerNode& node) {
+          ++channels_made_;
+          return std::make_unique<Borrowed>(workers_.at(node.id).get());
+        },
+        2);
+    return f;
+  }
+
+  ObjectRef Object(int replicas) {
+    MountSpec spec;
+    spec.path = "/lake";
+    spec.uri = "mem://lake";
+    spec.replicas = replicas;
+    auto table = mount::MountTable::CreateWith({spec}, {source_});
+    EXPECT_TRUE(table.ok());
+    ObjectRef ref;
+    ref.table = *table;
+    ref.mount = ref.table->mounts()[0].get();
+    ref.key = "obj";
+    ref.object_id = ref.mount->ObjectId("obj");
+    ref.info.size = data_.size();
+    ref.info.version = version_;
+    return ref;
+  }
+
+  static std::vector<placement::WorkerNode> Nodes(std::vector<std::string> ids) {
+    std::vector<placement::WorkerNode> nodes;
+    for (auto& id : ids) nodes.push_back({id, id + ":7070", 1.0});
+    return nodes;
+  }
+
+  void ReadAll(PageFetcher* f, const ObjectRef& ref) {
+    uint64_t pages = (data_.size() + kPage - 1) / kPage;
+    for (uint64_t p = 0; p < pages; ++p) {
+      uint32_t len = protocol::PageLength(data_.size(), p, kPage);
+      std::string out(len, '\0');
+      ASSERT_TRUE(f->ReadRange(ref, p, 0, out).ok());
+      ASSERT_EQ(out, data_.substr(p * kPage, len)) << "page " << p;
+    }
+  }
+
+  std::shared_ptr<ufs::MemoryUnderStorage> source_;
+  std::map<std::string, std::unique_ptr<FakeWorker>> workers_;
+  std::string data_;
+  std::string version_;
+  int channels_made_ = 0;
+};
+
+TEST_F(PageFetcherTest, NoWorkersReadsTheSource) {
+  auto f = MakeFetcher();
+  ReadAll(f.get(), Object(1));
+  EXPECT_EQ(f->counters().fallback_bytes.load(), data_.size());
+}
+
+TEST_F(PageFetcherTest, SetWorkersKeepsUnchangedChannelsAndMakesNewOnes) {
+  auto f = MakeFetcher();
+  ASSERT_TRUE(f->SetWorkers(Nodes({"w0", "w1", "w2"})).ok());
+  EXPECT_EQ(channels_made_, 3);
+  ASSERT_TRUE(f->SetWorkers(Nodes({"w0", "w1", "w2", "w3"})).ok());
+  EXPECT_EQ(channels_made_, 4);  // Only w3 is new.
+  auto moved = Nodes({"w0", "w1", "w2", "w3"});
+  moved[1].address = "10.0.0.9:7070";  // Same id, new address: a new channel.
+  ASSERT_TRUE(f->SetWorkers(moved).ok());
+  EXPECT_EQ(channels_made_, 5);
+  EXPECT_EQ(f->workers().size(), 4u);
+  // A bad list is refused and the previous one stays.
+  EXPECT_FALSE(f->SetWorkers(Nodes({"w0", "w0"})).ok());
+  EXPECT_EQ(f->workers().size(), 4u);
+}
+
+TEST_F(PageFetcherTest, PagesSpreadOverAllWorkersAndJoiningMovesAboutOneQuarter) {
+  auto f = MakeFetcher();
+  ASSERT_TRUE(f->SetWorkers(Nodes({"w0", "w1", "w2"})).ok());
+  ObjectRef ref = Object(1);
+  ReadAll(f.get(), ref);
+  std::map<std::string, std::set<uint64_t>> before;
+  for (auto& [id, w] : workers_) {
+    before[id] = w->cached();
+    if (id != "w3") {
+      EXPECT_GT(w->requests(), 0) << id;
+    }
+  }
+  ASSERT_TRUE(f->SetWorkers(Nodes({"w0", "w1", "w2", "w3"})).ok());
+  ReadAll(f.get(), ref);
+  // Only pages now owned by w3 moved: the old workers got no new misses.
+  for (const char* id : {"w0", "w1", "w2"}) EXPECT_EQ(workers_[id]->cached(), before[id]) << id;
+  size_t moved = workers_["w3"]->cached().size();
+  EXPECT_GT(moved, 0u);
+  EXPECT_LT(moved, 41u / 2);  // ~1/4 of 41 pages; generous bound for a small sample.
+}
+
+TEST_F(PageFetcherTest, ReplicasHoldEveryPageAndSurviveALostWorker) {
+  auto f = MakeFetcher();
+  ASSERT_TRUE(f->SetWorkers(Nodes({"w0", "w1", "w2"})).ok());
+  ObjectRef ref = Object(2);
+  ReadAll(f.get(), ref);
+  // Fills are asynchronous in general; the fake answers inline, so they are done.
+  size_t total = 0;
+  for (auto& [id, w] : workers_) total += w->cached().size();
+  EXPECT_EQ(total, 2u * 41);  // Every page on exactly two workers.
+  EXPECT_GT(f->counters().replica_fills.load(), 0u);
+
+  // Lose one worker: every page is still a hit on a live replica, nothing from the source.
+  workers_["w1"]->set_down(true);
+  std::map<std::string, std::set<uint64_t>> before;
+  for (auto& [id, w] : workers_) before[id] = w->cached();
+  ReadAll(f.get(), ref);
+  EXPECT_EQ(workers_["w0"]->cached(), before["w0"]);
+  EXPECT_EQ(workers_["w2"]->cached(), before["w2"]);
+  EXPECT_EQ(f->counters().fallback_bytes.load(), 0u);
+}
+
+TEST_F(PageFetcherTest, ReplicaReadsAreSpreadAcrossClients) {
+  // Many clients (fetchers with different salts) reading one page hit both replicas.
+  ObjectRef ref = Object(2);
+  {
+    auto warm = MakeFetcher();  // Fills both replicas, so the reads below are all hits.
+    ASSERT_TRUE(warm->SetWorkers(Nodes({"w0", "w1", "w2"})).ok());
+    std::string out(kPage, '\0');
+    ASSERT_TRUE(warm->ReadRange(ref, 5, 0, out).ok());
+  }
+  std::set<std::string> served;
+  for (int c = 0; c < 32; ++c) {
+    auto f = MakeFetcher();
+    ASSERT_TRUE(f->SetWorkers(Nodes({"w0", "w1", "w2"})).ok());
+    std::map<std::string, int> before;
+    for (auto& [id, w] : workers_) before[id] = w->requests();
+    std::string out(kPage, '\0');
+    ASSERT_TRUE(f->ReadRange(ref, 5, 0, out).ok());
+    for (auto& [id, w] : workers_) {
+      // A hit sends exactly one request: to this fetcher's preferred replica.
+      if (w->requests() > before[id]) served.insert(id);
+    }
+  }
+  EXPECT_EQ(served.size(), 2u);
+}
+
+TEST_F(PageFetcherTest, FailsOverToTheNextWorkerThenTheSource) {
+  auto f = MakeFetcher();
+  ASSERT_TRUE(f->SetWorkers(Nodes({"w0", "w1"})).ok());
+  workers_["w0"]->set_down(true);
+  ObjectRef ref = Object(1);
+  ReadAll(f.get(), ref);
+  EXPECT_EQ(f->counters().fallback_bytes.load(), 0u);
+  workers_["w1"]->set_down(true);
+  ReadAll(f.get(), ref);
+  EXPECT_EQ(f->counters().fallback_bytes.load(), data_.size());
+}
+
+}  // namespace
+}  // namespace cairn::client

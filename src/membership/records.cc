@@ -1,0 +1,210 @@
+#include "membership/records.h"
+
+#include <chrono>
+#include <limits>
+#include <nlohmann/json.hpp>
+
+namespace cairn::membership {
+namespace {
+
+using json = nlohmann::json;
+
+constexpr size_t kMaxWorkerIdLength = 128;
+// Largest metadata_ttl_ms whose conversion to microseconds cannot overflow int64.
+constexpr int64_t kMaxTtlMs = std::numeric_limits<int64_t>::max() / 1000;
+
+bool IsWorkerIdChar(char c) {
+  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' ||
+         c == '_' || c == ':' || c == '-';
+}
+
+std::string Dump(const json& j) {
+  // replace: never throws; validation before encoding makes replacement impossible in practice.
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+StatusOr<json> ParseObject(std::string_view text, std::string_view what) {
+  json j = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return InvalidArgumentError(std::string(what) + ": not valid JSON");
+  if (!j.is_object()) return InvalidArgumentError(std::string(what) + ": not a JSON object");
+  return j;
+}
+
+// Field accessors: an absent optional field yields its default; a missing required field or a
+// present field of the wrong type is InvalidArgument naming `where`.
+const json* Find(const json& obj, const char* name) {
+  auto it = obj.find(name);
+  return it == obj.end() ? nullptr : &*it;
+}
+
+StatusOr<std::string> StringField(const json& obj, const char* name, bool required,
+                                  const std::string& where) {
+  const json* f = Find(obj, name);
+  if (f == nullptr) {
+    if (required) return InvalidArgumentError(where + ": missing field '" + name + "'");
+    return std::string();
+  }
+  if (!f->is_string()) return InvalidArgumentError(where + ": '" + name + "' is not a string");
+  return f->get<std::string>();
+}
+
+StatusOr<int64_t> Int64Field(const json& obj, const char* name, int64_t fallback,
+                             const std::string& where) {
+  const json* f = Find(obj, name);
+  if (f == nullptr) return fallback;
+  if (f->is_number_unsigned()) {
+    const uint64_t v = f->get<uint64_t>();
+    if (v > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+      return InvalidArgumentError(where + ": '" + name + "' is out of range");
+    }
+    return static_cast<int64_t>(v);
+  }
+  if (!f->is_number_integer()) {
+    return InvalidArgumentError(where + ": '" + name + "' is not an integer");
+  }
+  return f->get<int64_t>();
+}
+
+StatusOr<MountSpec> DecodeMount(const json& m, const std::string& where) {
+  if (!m.is_object()) return InvalidArgumentError(where + ": not a JSON object");
+  MountSpec spec;
+  CAIRN_ASSIGN_OR_RETURN(spec.path, StringField(m, "path", true, where));
+  CAIRN_ASSIGN_OR_RETURN(spec.uri, StringField(m, "uri", true, where));
+  if (const json* opts = Find(m, "options"); opts != nullptr) {
+    if (!opts->is_object()) return InvalidArgumentError(where + ": 'options' is not an object");
+    for (const auto& [name, value] : opts->items()) {
+      if (!value.is_string()) {
+        return InvalidArgumentError(where + ": option '" + name + "' is not a string");
+      }
+      spec.options[name] = value.get<std::string>();
+    }
+  }
+  const int64_t default_ttl_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(MountSpec{}.metadata_ttl).count();
+  CAIRN_ASSIGN_OR_RETURN(int64_t ttl_ms, Int64Field(m, "metadata_ttl_ms", default_ttl_ms, where));
+  if (ttl_ms < 0 || ttl_ms > kMaxTtlMs) {
+    return InvalidArgumentError(where + ": 'metadata_ttl_ms' is out of range");
+  }
+  spec.metadata_ttl = std::chrono::milliseconds(ttl_ms);
+  CAIRN_ASSIGN_OR_RETURN(int64_t replicas, Int64Field(m, "replicas", 1, where));
+  if (replicas < std::numeric_limits<int>::min() || replicas > std::numeric_limits<int>::max()) {
+    return InvalidArgumentError(where + ": 'replicas' is out of range");
+  }
+  spec.replicas = static_cast<int>(replicas);
+  if (const json* ro = Find(m, "read_only"); ro != nullptr) {
+    if (!ro->is_boolean()) return InvalidArgumentError(where + ": 'read_only' is not a bool");
+    spec.read_only = ro->get<bool>();
+  }
+  return spec;
+}
+
+}  // namespace
+
+bool IsValidUtf8(std::string_view s) {
+  // nlohmann's strict serializer throws on invalid UTF-8: an exact check, and the exception
+  // stays inside this function.
+  try {
+    (void)json(std::string(s)).dump();
+    return true;
+  } catch (const json::exception&) {
+    return false;
+  }
+}
+
+Status ValidateWorkerId(std::string_view id) {
+  if (id.empty() || id.size() > kMaxWorkerIdLength) {
+    return InvalidArgumentError("worker id must be 1 to 128 characters, got " +
+                                std::to_string(id.size()));
+  }
+  for (char c : id) {
+    if (!IsWorkerIdChar(c)) {
+      return InvalidArgumentError("worker id '" + std::string(id) +
+                                  "' may only contain A-Z a-z 0-9 . _ : -");
+    }
+  }
+  return Status::Ok();
+}
+
+Status ValidateWorkerRecord(const WorkerRecord& record) {
+  CAIRN_RETURN_IF_ERROR(ValidateWorkerId(record.id));
+  if (record.address.empty()) {
+    return InvalidArgumentError("worker " + record.id + " has no address");
+  }
+  if (!IsValidUtf8(record.address) || !IsValidUtf8(record.metrics_address)) {
+    return InvalidArgumentError("worker " + record.id + ": addresses must be valid UTF-8");
+  }
+  return Status::Ok();
+}
+
+std::string WorkerKey(std::string_view id) {
+  std::string key(kWorkersPrefix);
+  key += id;
+  return key;
+}
+
+std::string EncodeWorkerRecord(const WorkerRecord& record) {
+  json j = {{"id", record.id},
+            {"address", record.address},
+            {"metrics_address", record.metrics_address},
+            {"capacity_bytes", record.capacity_bytes},
+            {"start_time_unix_ms", record.start_time_unix_ms}};
+  return Dump(j);
+}
+
+StatusOr<WorkerRecord> DecodeWorkerRecord(std::string_view text) {
+  const std::string where = "worker record";
+  CAIRN_ASSIGN_OR_RETURN(json j, ParseObject(text, where));
+  WorkerRecord r;
+  CAIRN_ASSIGN_OR_RETURN(r.id, StringField(j, "id", true, where));
+  Status id_ok = ValidateWorkerId(r.id);
+  if (!id_ok.ok()) return id_ok.WithContext(where);
+  CAIRN_ASSIGN_OR_RETURN(r.address, StringField(j, "address", true, where));
+  CAIRN_ASSIGN_OR_RETURN(r.metrics_address, StringField(j, "metrics_address", false, where));
+  if (const json* cap = Find(j, "capacity_bytes"); cap != nullptr) {
+    if (!cap->is_number_unsigned()) {
+      return InvalidArgumentError(where + ": 'capacity_bytes' is not a non-negative integer");
+    }
+    r.capacity_bytes = cap->get<uint64_t>();
+  }
+  CAIRN_ASSIGN_OR_RETURN(r.start_time_unix_ms, Int64Field(j, "start_time_unix_ms", 0, where));
+  return r;
+}
+
+std::string EncodeMountTable(const std::vector<MountSpec>& mounts) {
+  json list = json::array();
+  for (const MountSpec& m : mounts) {
+    json options = json::object();
+    for (const auto& [name, value] : m.options) options[name] = value;
+    list.push_back({{"path", m.path},
+                    {"uri", m.uri},
+                    {"options", std::move(options)},
+                    {"metadata_ttl_ms",
+                     std::chrono::duration_cast<std::chrono::milliseconds>(m.metadata_ttl).count()},
+                    {"replicas", m.replicas},
+                    {"read_only", m.read_only}});
+  }
+  return Dump(json{{"version", kMountTableVersion}, {"mounts", std::move(list)}});
+}
+
+StatusOr<std::vector<MountSpec>> DecodeMountTable(std::string_view text) {
+  CAIRN_ASSIGN_OR_RETURN(json j, ParseObject(text, "mount table"));
+  CAIRN_ASSIGN_OR_RETURN(int64_t version, Int64Field(j, "version", -1, "mount table"));
+  if (version != kMountTableVersion) {
+    return InvalidArgumentError("mount table: unsupported version " + std::to_string(version) +
+                                " (this build reads version 1)");
+  }
+  const json* list = Find(j, "mounts");
+  if (list == nullptr || !list->is_array()) {
+    return InvalidArgumentError("mount table: 'mounts' is missing or not an array");
+  }
+  std::vector<MountSpec> mounts;
+  mounts.reserve(list->size());
+  for (size_t i = 0; i < list->size(); ++i) {
+    CAIRN_ASSIGN_OR_RETURN(
+        MountSpec spec, DecodeMount((*list)[i], "mount table: mounts[" + std::to_string(i) + "]"));
+    mounts.push_back(std::move(spec));
+  }
+  return mounts;
+}
+
+}  // namespace cairn::membership
