@@ -29,6 +29,12 @@ MISSES = "cairn_worker_cache_misses_total"
 UFS_BYTES = "cairn_worker_bytes_from_ufs_total"
 PAGES = "cairn_cache_pages"
 ETCD_CONNECTED = "cairn_etcd_connected"
+# Metrics of a `cairn fuse --metrics-listen` client.
+CLIENT_PAGE_READS = "cairn_client_page_reads_total"
+CLIENT_FAILOVERS = "cairn_client_page_read_failures_total"
+CLIENT_FALLBACK_BYTES = "cairn_client_fallback_bytes_total"
+CLIENT_WORKERS = "cairn_client_workers"
+CLIENT_MOUNT_UPDATES = "cairn_client_mount_table_updates_total"
 REGISTERED = "cairn_worker_registered"
 WORKERS_PREFIX = "/cairn/v1/workers/"  # docs/etcd-layout.md
 # Markers of a crash or an unhandled exception in a command's output.
@@ -234,9 +240,17 @@ class Cluster:
         return sum(self.metric(w, name) for w in ids)
 
     # -- clients and commands -------------------------------------------------------------
-    def fuse(self, extra=(), mountpoint=None, name="fuse"):
-        return self.h.fuse([], mountpoint=mountpoint, name=name,
-                           extra=["--etcd", self.etcd.url, *extra])
+    def fuse(self, extra=(), mountpoint=None, name="fuse", metrics=False):
+        """Starts `cairn fuse MOUNTPOINT --etcd URL`; with `metrics`, also the client's
+        /metrics (Proc.metrics_port)."""
+        port = free_port() if metrics else None
+        flags = ["--metrics-listen", f"127.0.0.1:{port}"] if metrics else []
+        p = self.h.fuse([], mountpoint=mountpoint, name=name,
+                        extra=["--etcd", self.etcd.url, *flags, *extra])
+        if metrics:
+            p.metrics_port = port
+            self.h.wait_healthy(p)
+        return p
 
     def cli(self, args, timeout=30, env=None):
         """Runs `cairn ARGS --etcd URL` (CompletedProcess, output captured)."""

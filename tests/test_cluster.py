@@ -21,10 +21,11 @@ import time
 
 import pytest
 
-from cluster_util import (ETCD_CONNECTED, HITS, MISSES, PAGES, REGISTERED, REQUESTS,
-                          UFS_BYTES, Cluster, Etcd, distinct_free_ports, metrics_of,
-                          one_error_line, sigcont, sigstop)
-from conftest import KiB, MiB, read_whole, wait_until
+from cluster_util import (CLIENT_FAILOVERS, CLIENT_FALLBACK_BYTES, CLIENT_MOUNT_UPDATES,
+                          CLIENT_PAGE_READS, CLIENT_WORKERS, CRASH_MARKERS, ETCD_CONNECTED, HITS,
+                          MISSES, PAGES, REGISTERED, REQUESTS, UFS_BYTES, Cluster, Etcd,
+                          distinct_free_ports, metrics_of, one_error_line, sigcont, sigstop)
+from conftest import KiB, MiB, is_mounted, read_whole, wait_until
 
 LEASE_TTL = 2          # --lease-ttl of every worker here (seconds).
 WORKER_TIMEOUT = 1.0   # --worker-timeout of the failover tests (seconds).
@@ -322,9 +323,15 @@ FREEZE_SECONDS = 3.0  # Longer than LEASE_TTL: the frozen worker loses its lease
 def test_chaos_kill_restart_freeze_workers(cluster, lake):
     start_workers(cluster, 3)
     cluster.mount_add(MOUNT, lake.uri)
+    # One cold epoch first, through another client, so that chaos meets cached pages too (a
+    # page in this client's buffer would never reach a worker again).
+    warm = cluster.fuse(name="fuse-warm")
+    read_all(warm, lake)
+    assert warm.stop() == 0
     # --no-short-circuit: every page read goes over TCP, so every read can meet a dead or
     # frozen worker (short-circuit reads of a local page file would not notice a frozen one).
-    fuse = cluster.fuse(extra=["--worker-timeout", f"{WORKER_TIMEOUT:g}s", "--no-short-circuit"])
+    fuse = cluster.fuse(extra=["--worker-timeout", f"{WORKER_TIMEOUT:g}s", "--no-short-circuit"],
+                        metrics=True)
     names = lake.names()
     stats = ReadStats()
     stop = threading.Event()
@@ -376,8 +383,6 @@ def test_chaos_kill_restart_freeze_workers(cluster, lake):
             for p in cluster.workers.values():
                 sigcont(p)
 
-    # One cold epoch first, so that chaos meets cached pages too.
-    read_all(fuse, lake)
     t_reader = threading.Thread(target=reader, daemon=True)
     t_chaos = threading.Thread(target=chaos, daemon=True)
     t_reader.start()
@@ -391,6 +396,14 @@ def test_chaos_kill_restart_freeze_workers(cluster, lake):
           + ", ".join(f"{k} {w} {e - s:.1f}s" for k, w, s, e in windows))
     assert not chaos_errors, chaos_errors
     assert not stats.errors, stats.errors[:10]
+    # The reads reached the workers (not the client's page buffer: each read() of 768 KiB
+    # touches one or two pages), and the chaos reached the reads.
+    cm = fuse.metrics()
+    print(f"client: {cm.get(CLIENT_PAGE_READS, 0):.0f} page requests, "
+          f"{cm.get(CLIENT_FAILOVERS, 0):.0f} failed over, "
+          f"{cm.get(CLIENT_FALLBACK_BYTES, 0):.0f} bytes read from the source directly")
+    assert cm.get(CLIENT_PAGE_READS, 0) >= 0.5 * stats.calls, (cm, stats.calls)
+    assert cm.get(CLIENT_FAILOVERS, 0) > 0, "no request ever failed over: chaos missed the reads"
     assert len(windows) >= 4, f"only {len(windows)} chaos events"
     assert epochs[0] >= 2, f"only {epochs[0]} epochs under chaos"
     for kind, wid, s, e in windows:
@@ -411,8 +424,9 @@ def test_chaos_kill_restart_freeze_workers(cluster, lake):
 def test_mount_add_and_rm_reach_running_fuse(cluster, lake, tmp_path):
     start_workers(cluster, 2)
     cluster.mount_add(MOUNT, lake.uri)
-    fuse = cluster.fuse()
+    fuse = cluster.fuse(metrics=True)
     read_all(fuse, lake, names=["page3.bin"])
+    updates = fuse.metric(CLIENT_MOUNT_UPDATES)
     extra = _small_lake(tmp_path, "extra", seed=3)
     target = os.path.join(fuse.mountpoint, "data", "extra", "x1.bin")
     assert not os.path.exists(target)
@@ -422,6 +436,7 @@ def test_mount_add_and_rm_reach_running_fuse(cluster, lake, tmp_path):
     print(f"\nmount add visible after {took:.2f}s")
     assert sorted(os.listdir(os.path.join(fuse.mountpoint, "data"))) == ["extra", "lake"]
     read_all(fuse, extra, mount="/data/extra")
+    assert fuse.metric(CLIENT_MOUNT_UPDATES) > updates
 
     cluster.mount_rm("/data/extra")
     took = wait_gone(target, timeout=5)
@@ -461,10 +476,15 @@ def _random_range_reader(fuse, lake, names, stats, stop, seed):
 def test_etcd_outage_during_reads(cluster, lake, tmp_path):
     start_workers(cluster, 3)
     cluster.mount_add(MOUNT, lake.uri)
-    # --no-short-circuit: cached pages are read over TCP, so the reads go on meeting workers.
-    fuse = cluster.fuse(extra=["--worker-timeout", f"{WORKER_TIMEOUT:g}s", "--no-short-circuit"])
     warm = [n for n in lake.names(exclude="cold/") if len(lake.files[n]) > 64 * KiB]
-    read_all(fuse, lake, names=warm)
+    # Warmed through another client: pages in the reading client's own buffer would never
+    # reach a worker again.
+    warmer = cluster.fuse(name="fuse-warm")
+    read_all(warmer, lake, names=warm)
+    assert warmer.stop() == 0
+    # --no-short-circuit: cached pages are read over TCP, so the reads go on meeting workers.
+    fuse = cluster.fuse(extra=["--worker-timeout", f"{WORKER_TIMEOUT:g}s", "--no-short-circuit"],
+                        metrics=True)
     ids = ["w1", "w2", "w3"]
     stats, stop = ReadStats(), threading.Event()
     reader = threading.Thread(target=_random_range_reader,
@@ -485,14 +505,16 @@ def test_etcd_outage_during_reads(cluster, lake, tmp_path):
         print(f"\nmount add without etcd: exit {r.returncode} after {took:.1f}s: {line}")
         assert took < 15, f"mount add took {took:.1f}s to fail"
         # Workers notice (their keep-alives fail) and keep serving.
-        wait_until(lambda: all(cluster.metric(w, ETCD_CONNECTED) == 0 for w in ids), 10,
-                   "workers to report cairn_etcd_connected 0")
+        wait_until(lambda: all(cluster.metric(w, ETCD_CONNECTED) == 0 for w in ids)
+                   and fuse.metric(ETCD_CONNECTED) == 0, 10,
+                   "workers and client to report cairn_etcd_connected 0")
+        assert fuse.metric(CLIENT_WORKERS) == 3, "the client dropped workers during the outage"
         wait_until(lambda: time.monotonic() - t_kill > 3 or stats.errors, 5, "3 s of outage")
         assert not stats.errors, stats.errors[:10]
         during = stats.completed_between(t_kill, time.monotonic())
         assert during >= 20, f"only {during} reads completed during the etcd outage"
-        assert cluster.metric_sum(REQUESTS, ids) > requests_before, \
-            "reads during the outage did not go to the workers"
+        served = cluster.metric_sum(REQUESTS, ids) - requests_before
+        assert served >= during, f"{served} worker requests for {during} reads during the outage"
         assert fuse.alive() and all(cluster.workers[w].alive() for w in ids)
 
         cluster.etcd.restart()  # Same ports, same data folder.
@@ -500,9 +522,11 @@ def test_etcd_outage_during_reads(cluster, lake, tmp_path):
                                and cluster.metric(w, REGISTERED) == 1 for w in ids), 10,
                    "workers to reconnect to etcd and be registered")
         cluster.wait_registered(ids, timeout=10)
+        wait_until(lambda: fuse.metric(ETCD_CONNECTED) == 1, 10, "the client to reconnect")
 
         # A worker that joins after the restart gets pages of data nobody read yet.
         w4 = cluster.start_worker("w4")
+        wait_until(lambda: fuse.metric(CLIENT_WORKERS) == 4, 5, "w4 in the client's ring")
         cold = lake.names(prefix="cold/")
         t_join = time.monotonic()
         used = False
@@ -611,9 +635,9 @@ def test_replicas_survive_worker_kill(cluster, lake):
     "C++ (client/page_fetcher.cc PlanFor): once a dead worker leaves the ring, a page's replica "
     "set becomes {surviving replica, next worker in rendezvous order}; reads are spread over "
     "the set, so about half of the affected pages go to the new member, which never had them "
-    "and reads them from the source (measured: +23 MB of 56 MB from the UFS). mount_spec.h "
-    "promises 'losing a worker loses no cached data'. Fix idea: on a miss, try the other "
-    "replicas before the source, or have the new member fetch from a peer."))
+    "and reads them from the source (measured: +23 MB of 56 MB from the UFS). docs/cluster.md "
+    "and mount_spec.h promise 'losing one of R >= 2 workers loses no cached data'. Fix idea: "
+    "on a replica's miss, try the other replicas before the source, or fill from a peer."))
 def test_replicas_after_dead_worker_left_ring(cluster, lake):
     """Re-read after the killed worker's lease ran out and the ring has two workers."""
     ufs_live = _replicated_and_killed(cluster, lake)
@@ -697,6 +721,25 @@ def test_bad_input(cluster, lake, tmp_path):
     print("status, dead etcd:", _fails(r, 10, took))
     r, took = run(["status", "--json", "--etcd", dead])
     _fails(r, 10, took)
+    # A worker or a FUSE client with no etcd to read its first state from gives up (after 10 s,
+    # docs/cluster.md) with an error; the FUSE client leaves no mount behind. Both at once.
+    mp = h.new_mountpoint("dead")
+    t0 = time.monotonic()
+    starters = [h.spawn("dead-worker", [h.cairn_bin, "worker", "--etcd", dead, "--id", "wd",
+                                        "--cache-dir", h.new_dir("cache"), "--cache-size", "64MiB",
+                                        "--listen", "127.0.0.1:0", "--metrics-listen", "off"],
+                        env=env),
+                h.spawn("dead-fuse", [h.cairn_bin, "fuse", mp, "--etcd", dead], env=env)]
+    for p in starters:
+        rc = p.wait(timeout=30)
+        took = time.monotonic() - t0
+        text = p.log_text()
+        assert rc not in (0, None) and rc < 128, f"{p.name} exited {rc}:\n{text}"
+        assert took < 15, f"{p.name} took {took:.1f}s to give up"
+        assert not any(m in text for m in CRASH_MARKERS), text
+        assert "cairn: error: " in text, text
+        print(f"{p.name}: exit {rc} after {took:.1f}s: {text.splitlines()[-1]}")
+    assert not is_mounted(mp)
 
     # CAIRN_ETCD stands for --etcd.
     r, _ = run(["mount", "add", MOUNT, lake.uri], env=dict(env, CAIRN_ETCD=cluster.url))

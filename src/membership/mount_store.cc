@@ -107,10 +107,9 @@ Status MountStore::Add(const MountSpec& spec, bool replace) {
       mounts->push_back(mount);
     }
     // The rules across mounts (unique, not nested) and each URI and option, as workers will
-    // apply them when they build their table.
-    StatusOr<std::shared_ptr<const mount::MountTable>> table = mount::MountTable::Create(*mounts);
-    if (!table.ok()) return table.status();
-    return Status::Ok();
+    // apply them when they build their table; without opening the sources, which this machine
+    // may not have or reach.
+    return mount::MountTable::Validate(*mounts);
   });
 }
 
@@ -127,9 +126,9 @@ Status MountStore::Remove(std::string_view path) {
 
 Status MountStore::Update(
     const std::function<Status(std::vector<MountSpec>* mounts, bool* unchanged)>& edit) {
-  // Conflicts mean another editor just won; a short randomised pause keeps a crowd of editors
-  // from colliding again in lockstep.
-  Backoff backoff(Millis(1), Millis(100));
+  // Conflicts mean another editor just won; a randomised pause that keeps growing spreads a
+  // crowd of editors out until each finds a quiet moment (a single editor never waits).
+  Backoff backoff(Millis(2), Millis(1000));
   for (int attempt = 1; attempt <= kMountEditAttempts; ++attempt) {
     int64_t mod_revision = 0;  // 0 = the key must not exist yet.
     std::vector<MountSpec> mounts;

@@ -5,7 +5,7 @@
 //
 // Stored mounts follow ValidateMountForStore: credentials are never stored in etcd (refer to
 // them with profile=NAME or the workers' environment), replicas is 1..8, and only read-only
-// mounts exist. Add also validates the whole resulting table with mount::MountTable::Create,
+// mounts exist. Add also validates the whole resulting table with mount::MountTable::Validate (no source is opened),
 // which opens each under-storage locally (no network I/O): a file:// root must exist on the
 // machine that runs the edit, and a named profile must be in its AWS config files.
 //
@@ -54,7 +54,7 @@ class MountStore {
   // Adds `spec`, its path normalised first. With replace=true an existing mount with the same
   // path is replaced in place (writing nothing if it is identical). Errors:
   //   InvalidArgument  the spec fails ValidateMountForStore (after path normalisation), or the
-  //                    resulting table fails mount::MountTable::Create (nested paths, bad URI or
+  //                    resulting table fails mount::MountTable::Validate (nested paths, bad URI or
   //                    option); NotFound if that check finds a file:// root missing locally;
   //   AlreadyExists    the path is mounted and !replace;
   //   Corruption       the stored document cannot be decoded;
@@ -70,9 +70,9 @@ class MountStore {
   Status Remove(std::string_view path);
 
  private:
-  // Runs `edit` on the current table and writes the result with compare-and-swap, retrying with
-  // a short jittered backoff on conflicts. `edit` returns an error to abort, or sets *unchanged
-  // to skip the write.
+  // Runs `edit` on the current table and writes the result with compare-and-swap, retrying
+  // with a growing jittered backoff (2 ms..1 s) on conflicts. `edit` returns an error to abort,
+  // or sets *unchanged to skip the write.
   Status Update(const std::function<Status(std::vector<MountSpec>* mounts, bool* unchanged)>& edit);
 
   Coordination* const coord_;

@@ -15,7 +15,7 @@ namespace {
 
 using std::chrono::seconds;
 
-// A real folder for file:// roots (MountTable::Create opens them), removed at the end.
+// A real folder for file:// roots, removed at the end.
 class MountStoreTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -133,10 +133,12 @@ TEST_F(MountStoreTest, BadSpecsAreRejectedWithoutWriting) {
   EXPECT_EQ(store_.Get(kMountTableKey).status().code(), StatusCode::kNotFound);
 }
 
-TEST_F(MountStoreTest, MissingLocalRootIsNotFound) {
+TEST_F(MountStoreTest, SourcesAreNotOpenedByTheEditor) {
+  // The folder lives on the workers (an NFS path, say), not necessarily where `cairn mount add`
+  // runs: the edit must not depend on it.
   MountSpec m = Spec("/a");
   m.uri = "file://" + root_ + "/does-not-exist";
-  EXPECT_EQ(mounts_.Add(m).code(), StatusCode::kNotFound);
+  EXPECT_TRUE(mounts_.Add(m).ok());
 }
 
 TEST_F(MountStoreTest, RemoveDeletesOnlyThatMount) {

@@ -4,6 +4,8 @@
 #include <charconv>
 #include <set>
 
+#include "common/uri.h"
+
 namespace cairn::mount {
 namespace {
 
@@ -89,6 +91,20 @@ StatusOr<std::shared_ptr<const MountTable>> MountTable::Create(std::vector<Mount
   return CreateWith(std::move(specs), std::move(stores));
 }
 
+Status MountTable::Validate(const std::vector<MountSpec>& specs) {
+  std::vector<std::shared_ptr<ufs::UnderStorage>> none(specs.size());
+  for (const MountSpec& spec : specs) {
+    CAIRN_RETURN_IF_ERROR(UfsOptionsFromSpec(spec).status());
+    auto uri = ParseUri(spec.uri);
+    if (!uri.ok()) return uri.status().WithContext("mount " + spec.path);
+    if (uri->scheme != "file" && uri->scheme != "s3") {
+      return InvalidArgumentError("mount " + spec.path + ": unknown source scheme '" +
+                                  uri->scheme + "' (supported: file, s3)");
+    }
+  }
+  return CreateWith(specs, std::move(none)).status();
+}
+
 StatusOr<std::shared_ptr<const MountTable>> MountTable::CreateWith(
     std::vector<MountSpec> specs, std::vector<std::shared_ptr<ufs::UnderStorage>> stores) {
   if (specs.size() != stores.size()) return InvalidArgumentError("one store per mount needed");
@@ -103,7 +119,7 @@ StatusOr<std::shared_ptr<const MountTable>> MountTable::CreateWith(
     auto m = std::make_unique<Mount>();
     m->spec = std::move(specs[i]);
     m->ufs = std::move(stores[i]);
-    m->object_id_prefix = m->ufs->RootUri();
+    m->object_id_prefix = m->ufs ? m->ufs->RootUri() : m->spec.uri;  // Null: Validate.
     table->mounts_.push_back(std::move(m));
   }
   for (const auto& a : table->mounts_) {

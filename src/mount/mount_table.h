@@ -53,6 +53,10 @@ class MountTable {
   // Validates the specs and opens each mount's under-storage (no network I/O). An empty list is
   // valid (cluster mode before the first mount): "/" is then an empty folder.
   static StatusOr<std::shared_ptr<const MountTable>> Create(std::vector<MountSpec> specs);
+  // Checks what Create checks (paths unique and not nested, URIs parse with a known scheme,
+  // options valid) without opening any source: for editing a cluster's table on a machine that
+  // cannot reach (or does not have) the sources. InvalidArgument names the problem.
+  static Status Validate(const std::vector<MountSpec>& specs);
   // For tests: mounts over existing under-storages (specs[i] uses ufs[i]).
   static StatusOr<std::shared_ptr<const MountTable>> CreateWith(
       std::vector<MountSpec> specs, std::vector<std::shared_ptr<ufs::UnderStorage>> ufs);

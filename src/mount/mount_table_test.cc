@@ -78,5 +78,18 @@ TEST(MountTableTest, EmptyTableHasAnEmptyRoot) {
   EXPECT_EQ((*table)->Resolve("/a").status().code(), StatusCode::kNotFound);
 }
 
+TEST(MountTableTest, ValidateChecksWithoutOpeningSources) {
+  MountSpec a{"/a", "file:///does/not/exist/here", {}, std::chrono::seconds(1)};
+  MountSpec b{"/b", "s3://bucket/prefix", {{"profile", "no-such-profile"}}, std::chrono::seconds(1)};
+  EXPECT_TRUE(MountTable::Validate({a, b}).ok());
+  MountSpec nested{"/a/x", "s3://bucket/x", {}, std::chrono::seconds(1)};
+  EXPECT_EQ(MountTable::Validate({a, nested}).code(), StatusCode::kInvalidArgument);
+  MountSpec scheme{"/c", "ftp://host/x", {}, std::chrono::seconds(1)};
+  EXPECT_EQ(MountTable::Validate({scheme}).code(), StatusCode::kInvalidArgument);
+  MountSpec option{"/d", "s3://bucket/x", {{"colour", "blue"}}, std::chrono::seconds(1)};
+  EXPECT_EQ(MountTable::Validate({option}).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(MountTable::Validate({a, a}).code(), StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace cairn::mount

@@ -1,20 +1,14 @@
 #include "policy/eviction_policy.h"
 
-#include "policy/lru_policy.h"
+#include "policy/policy_engine.h"
 
 namespace cairn::policy {
 
-std::vector<std::string_view> EvictionPolicyNames() { return {"lru"}; }
+// EvictionPolicyNames() lives in policy_engine.cc, next to the table of kinds it lists.
 
 StatusOr<std::unique_ptr<EvictionPolicy>> MakeEvictionPolicy(std::string_view name) {
-  if (name == "lru") return std::unique_ptr<EvictionPolicy>(std::make_unique<LruPolicy>());
-  std::string known;
-  for (std::string_view n : EvictionPolicyNames()) {
-    if (!known.empty()) known += ", ";
-    known += n;
-  }
-  return InvalidArgumentError("unknown eviction policy '" + std::string(name) +
-                              "' (known: " + known + ")");
+  CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<PolicyEngine> engine, PolicyEngine::Create(name));
+  return std::unique_ptr<EvictionPolicy>(std::move(engine));
 }
 
 }  // namespace cairn::policy

@@ -29,12 +29,33 @@
 
 namespace cairn::policy {
 
+// Eviction class of an entry. PolicyEngine evicts every evictable kLow entry before any kNormal
+// one, and every kNormal one before any kHigh one, whatever their recency or frequency.
+enum class Priority : uint8_t { kLow = 0, kNormal = 1, kHigh = 2 };
+
 // What the caller knows about an entry when it starts tracking it. Policies ignore fields they do
-// not use; new fields get defaults that mean "nothing special".
+// not use (LruPolicy uses only `cold`; PolicyEngine uses all); new fields get defaults that mean
+// "nothing special", so `{.cold = true}` and `{}` keep their old meaning.
 struct EntryHints {
   // The entry was already cached before this run and has not been used in it yet (e.g. a page
   // found on disk at startup). Policies rank it below every entry inserted or accessed normally.
   bool cold = false;
+  // Dataset (mount) the entry belongs to: the unit of quotas and of the "ml" policy's per-dataset
+  // adaptation. 0 is an ordinary group like any other.
+  uint32_t group = 0;
+  Priority priority = Priority::kNormal;
+  // Never returned by PickVictim while pinned (it may still expire, see expires_at_us).
+  bool pinned = false;
+  // TTL deadline in microseconds on the caller's clock; 0 = never expires. PolicyEngine hands
+  // entries whose deadline has passed out through TakeExpired; it never reads a clock itself.
+  int64_t expires_at_us = 0;
+};
+
+// Why an entry stops being tracked. Adaptive policies learn from evictions only: an entry dropped
+// because its file changed, was deleted or expired says nothing about the replacement decision.
+enum class RemoveReason : uint8_t {
+  kEvicted,  // Removed to make room (the caller evicted a victim).
+  kDropped,  // Removed for any other reason (deleted, invalidated, expired, replaced).
 };
 
 // Returns true if the entry may be evicted now (false for an entry in use, pinned, ...).
@@ -60,7 +81,12 @@ class EvictionPolicy {
   void OnAccess(const Hash128& id) { DoAccess(id); }
 
   // Stops tracking `id` (evicted, removed, replaced by nothing). No-op if `id` is not tracked.
-  void OnRemove(const Hash128& id) { DoRemove(id); }
+  // Counts as an eviction (RemoveReason::kEvicted) for policies that learn from evictions: most
+  // removals in a cache are evictions. Callers that know better use the overload below.
+  void OnRemove(const Hash128& id) { DoRemoveFor(id, RemoveReason::kEvicted); }
+
+  // As above, saying why. Policies that do not learn from evictions treat both reasons alike.
+  void OnRemove(const Hash128& id, RemoveReason reason) { DoRemoveFor(id, reason); }
 
   // The entry to evict next, or nullopt if nothing is tracked. Does not change any state: the
   // caller drops the entry and then calls OnRemove; calling PickVictim again before that returns
@@ -89,13 +115,18 @@ class EvictionPolicy {
   virtual void DoInsert(const Hash128& id, uint64_t bytes, const EntryHints& hints) = 0;
   virtual void DoAccess(const Hash128& id) = 0;
   virtual void DoRemove(const Hash128& id) = 0;
+  // Default: the reason does not matter to this policy.
+  virtual void DoRemoveFor(const Hash128& id, RemoveReason reason) { DoRemove(id); }
   // `may_evict` is null when every entry may be evicted.
   virtual std::optional<Hash128> DoPickVictim(const VictimFilter* may_evict) = 0;
   virtual void DoReserve(size_t entries) {}
 };
 
-// Builds a policy by name. Known names: EvictionPolicyNames(). InvalidArgument for any other
-// name (the message lists the known ones). The returned policy is empty and owned by the caller.
+// Builds a policy by name. Known names: EvictionPolicyNames() ("lru", "lfu", "fifo", "ml"; see
+// docs/policies.md). Every name yields a PolicyEngine (policy/policy_engine.h) whose base ranking is
+// that policy, so priorities, pinning, TTLs and quotas work whatever the name; MakePolicyEngine
+// returns the same object with its full type. InvalidArgument for any other name (the message
+// lists the known ones). The returned policy is empty and owned by the caller.
 StatusOr<std::unique_ptr<EvictionPolicy>> MakeEvictionPolicy(std::string_view name);
 
 // The names MakeEvictionPolicy accepts, for help texts and config validation.
