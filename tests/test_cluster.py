@@ -631,15 +631,10 @@ def test_replicas_survive_worker_kill(cluster, lake):
     assert "w1" in cluster.etcd.worker_ids(), "w1 left the ring: the test read the other case"
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "C++ (client/page_fetcher.cc PlanFor): once a dead worker leaves the ring, a page's replica "
-    "set becomes {surviving replica, next worker in rendezvous order}; reads are spread over "
-    "the set, so about half of the affected pages go to the new member, which never had them "
-    "and reads them from the source (measured: +23 MB of 56 MB from the UFS). docs/cluster.md "
-    "and mount_spec.h promise 'losing one of R >= 2 workers loses no cached data'. Fix idea: "
-    "on a replica's miss, try the other replicas before the source, or fill from a peer."))
 def test_replicas_after_dead_worker_left_ring(cluster, lake):
-    """Re-read after the killed worker's lease ran out and the ring has two workers."""
+    """Re-read after the killed worker's lease ran out and the ring has two workers: each
+    page's replica set now includes a worker that never had it, and the client must find the
+    surviving copy (cache-only lookups on the replicas) instead of reading the source."""
     ufs_live = _replicated_and_killed(cluster, lake)
     cluster.wait_unregistered("w1", timeout=LEASE_TTL + 3)
     fuse3 = cluster.fuse(extra=REPLICA_CLIENT, name="fuse-after-lease")

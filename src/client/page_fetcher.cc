@@ -125,6 +125,10 @@ StatusOr<protocol::PageSource> PageFetcher::TryChannel(protocol::PageChannel* ch
   });
   StatusOr<protocol::PageReply> reply = future.get();
   if (!reply.ok()) return reply.status();
+  if ((request.flags & protocol::kFlagCacheOnly) && reply->data_length == 0 &&
+      reply->source == protocol::PageSource::kUnderStorage) {
+    return protocol::PageSource::kUnderStorage;  // Not cached there; dest untouched.
+  }
   if (reply->data_offset != range.begin || reply->data_length != range.size()) {
     return CorruptionError("worker returned another range than asked");
   }
@@ -161,6 +165,10 @@ Status PageFetcher::ReadRange(const ObjectRef& object, uint64_t page_index, uint
 
   std::shared_ptr<const Placement> placement = Current();
   Plan plan = PlanFor(*placement, object, page_index);
+  if (plan.replicas > 1 && FindOnReplicas(plan, object, page_index, request, range, dest)) {
+    if (!direct) std::memcpy(out.data(), scratch.data() + (offset - range.begin), out.size());
+    return Status::Ok();
+  }
   for (size_t i = 0; i < plan.channels.size(); ++i) {
     protocol::PageChannel* channel = plan.channels[i].get();
     if (auto dirs = channel->ShortCircuitDirs()) {
@@ -200,6 +208,25 @@ Status PageFetcher::ReadRange(const ObjectRef& object, uint64_t page_index, uint
                   object.object_id, s.ToString());
   }
   return ReadFromSource(object, page_index, offset, out);
+}
+
+bool PageFetcher::FindOnReplicas(const Plan& plan, const ObjectRef& object, uint64_t page_index,
+                                 ReadPageRequest request, ByteRange range, std::span<char> dest) {
+  request.flags = protocol::kFlagCacheOnly;
+  for (size_t i = 0; i < plan.replicas; ++i) {
+    protocol::PageChannel* channel = plan.channels[i].get();
+    if (auto dirs = channel->ShortCircuitDirs()) {
+      if (TryShortCircuit(*dirs, object, page_index, range, dest)) {
+        counters_.short_circuit_reads.fetch_add(1, std::memory_order_relaxed);
+        return true;
+      }
+    }
+    counters_.page_reads.fetch_add(1, std::memory_order_relaxed);
+    StatusOr<protocol::PageSource> source = TryChannel(channel, request, range, dest);
+    if (source.ok() && *source == protocol::PageSource::kCache) return true;
+    if (!source.ok()) counters_.page_read_failures.fetch_add(1, std::memory_order_relaxed);
+  }
+  return false;
 }
 
 bool PageFetcher::TryShortCircuit(const std::vector<std::string>& dirs, const ObjectRef& object,

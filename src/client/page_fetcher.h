@@ -11,9 +11,11 @@
 //
 // Replicas: a mount with `replicas` = R > 1 has each page cached on the first R workers the ring
 // names for it. Reads are spread over them (each client prefers one of the R per page, by a
-// per-client salt, so many clients reading one hot page hit all R), and when the preferred
-// replica had to fetch the page from the under-storage, the other replicas are asked to load it
-// too (in the background), so losing one of them loses no cached data.
+// per-client salt, so many clients reading one hot page hit all R). A read first looks for the
+// page on the replicas with cache-only requests (after a ring change a replica may be new and
+// empty while another still has the page), and only then reads it through the preferred
+// replica from the source; the other replicas are then asked to load it too (in the
+// background), so losing one of them loses no cached data.
 //
 // Thread-safety: thread-safe.
 #ifndef CAIRN_CLIENT_PAGE_FETCHER_H_
@@ -104,6 +106,12 @@ class PageFetcher {
   // One attempt on one channel; verifies the reply. `dest` is the aligned range buffer.
   StatusOr<protocol::PageSource> TryChannel(protocol::PageChannel* channel, const protocol::ReadPageRequest& request,
                     protocol::ByteRange range, std::span<char> dest);
+  // Looks for the page on each replica with cache-only reads (a worker that joined the replica
+  // set after a ring change does not have it yet, another replica may), so a cached page is
+  // never read from the source again. True if found; the range is then in `dest`.
+  bool FindOnReplicas(const Plan& plan, const ObjectRef& object, uint64_t page_index,
+                      protocol::ReadPageRequest request, protocol::ByteRange range,
+                      std::span<char> dest);
   // Reads the range from the page file of a worker on this machine and verifies it; false on
   // any miss or failure (the caller then asks the worker).
   bool TryShortCircuit(const std::vector<std::string>& dirs, const ObjectRef& object,

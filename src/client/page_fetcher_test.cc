@@ -43,6 +43,16 @@ class FakeWorker : public protocol::PageChannel {
     }
     protocol::ByteRange range = protocol::AlignedRange(request.offset, request.length,
                                                        page_length);
+    if (request.flags & protocol::kFlagCacheOnly) {
+      MutexLock l(&mu_);
+      ++requests_;
+      if (!cached_.count(request.page_index)) {
+        protocol::PageReply none;
+        none.source = protocol::PageSource::kUnderStorage;
+        done(std::move(none));
+        return;
+      }
+    }
     std::memcpy(dest.data(), page.data() + range.begin, range.size());
     protocol::PageReply reply;
     {
@@ -215,6 +225,21 @@ TEST_F(PageFetcherTest, ReplicasHoldEveryPageAndSurviveALostWorker) {
   ReadAll(f.get(), ref);
   EXPECT_EQ(workers_["w0"]->cached(), before["w0"]);
   EXPECT_EQ(workers_["w2"]->cached(), before["w2"]);
+  EXPECT_EQ(f->counters().fallback_bytes.load(), 0u);
+}
+
+TEST_F(PageFetcherTest, ReplicaSetChangeFindsTheSurvivingCopy) {
+  auto f = MakeFetcher();
+  ASSERT_TRUE(f->SetWorkers(Nodes({"w0", "w1", "w2", "w3"})).ok());
+  ObjectRef ref = Object(2);
+  ReadAll(f.get(), ref);
+  std::map<std::string, std::set<uint64_t>> before;
+  for (auto& [id, w] : workers_) before[id] = w->cached();
+  // w1 leaves the ring: its pages' replica sets now include a worker that never had them.
+  ASSERT_TRUE(f->SetWorkers(Nodes({"w0", "w2", "w3"})).ok());
+  for (int round = 0; round < 3; ++round) ReadAll(f.get(), ref);
+  // Every page still had a copy on a surviving replica: nothing was fetched again.
+  for (const char* id : {"w0", "w2", "w3"}) EXPECT_EQ(workers_[id]->cached(), before[id]) << id;
   EXPECT_EQ(f->counters().fallback_bytes.load(), 0u);
 }
 

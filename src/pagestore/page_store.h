@@ -97,7 +97,7 @@ struct PageStoreStats {
   bool recovering = false;       // Startup scan still running.
 };
 
-enum class RemoveReason { kCorrupt, kInvalidated };
+enum class RemoveReason { kCorrupt, kInvalidated, kFreed };
 
 class PageStore {
  public:

@@ -80,10 +80,14 @@ void LfuRanking::Unplace(Slot* s, int level) {
   if (it->second->entries == 0) groups_.erase(it);
 }
 
-void LfuRanking::Insert(Slot* s, bool cold) {
-  Entry& e = s->second;
+void LfuRanking::InitState(Entry& e, bool cold) const {
   e.epoch = epoch_;
   e.frequency = cold ? 0 : 1;
+}
+
+void LfuRanking::Insert(Slot* s, bool cold) {
+  Entry& e = s->second;
+  InitState(e, cold);
   Place(s, e.frequency, /*at_front=*/cold);
   Tick();
 }

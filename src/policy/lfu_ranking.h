@@ -35,6 +35,7 @@ class LfuRanking final : public Ranking {
 
   explicit LfuRanking(const RankingOptions& options) : options_(options) {}
 
+  void InitState(Entry& e, bool cold) const override;
   void Insert(Slot* s, bool cold) override;
   void Adopt(Slot* s) override;
   void Access(Slot* s) override;

@@ -43,6 +43,7 @@ class MlRanking final : public Ranking {
 
   MlRanking() = default;
 
+  void InitState(Entry& e, bool cold) const override { e.flags = cold ? kFlagCold : 0; }
   void Insert(Slot* s, bool cold) override;
   void Adopt(Slot* s) override;
   void Access(Slot* s) override;

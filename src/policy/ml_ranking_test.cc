@@ -142,6 +142,28 @@ TEST(MlPolicyTest, IgnoresDroppedEntriesAndUnusedColdEntries) {
   EXPECT_FALSE(p->IsThrashing(kTrain));
 }
 
+// A hit ends both the probation and the cold state: a promoted entry moved by Update goes to the
+// protected end of its new class, and evictions of cold entries that were used are recorded.
+TEST(MlPolicyTest, AHitEndsProbationAndColdness) {
+  auto p = Engine("ml");
+  InsertRange(*p, 1, 256, kTrain);
+  Evict(*p, 256);
+  ASSERT_TRUE(p->IsThrashing(kTrain));
+  p->OnInsert(Id(500), 1, {.group = kTrain, .priority = Priority::kLow});  // Low class: normal.
+  p->OnInsert(Id(501), 1, {.group = kTrain});                              // Probation.
+  EXPECT_EQ(Victim(*p), 500u);
+  p->OnAccess(Id(501));
+  p->Update(Id(501), {.group = kTrain, .priority = Priority::kLow});
+  EXPECT_EQ(Victim(*p), 500u) << "501 was promoted: it joins the protected end";
+  p->OnRemove(Id(500), RemoveReason::kDropped);
+  p->OnRemove(Id(501), RemoveReason::kDropped);
+  // 256 cold entries, all used, then evicted: 0 dead of 256 ends probation.
+  for (uint64_t i = 1001; i <= 1256; ++i) p->OnInsert(Id(i), 1, {.cold = true, .group = kTrain});
+  for (uint64_t i = 1001; i <= 1256; ++i) p->OnAccess(Id(i));
+  Evict(*p, 256);
+  EXPECT_FALSE(p->IsThrashing(kTrain));
+}
+
 // Groups are judged separately: group 2's dead evictions do not put group 1 on probation.
 TEST(MlPolicyTest, ThrashingIsPerGroup) {
   auto p = Engine("ml");
@@ -195,6 +217,55 @@ TEST(MlPolicyTest, KeepsAStableResidentSetUnderShuffledEpochs) {
   EXPECT_GE(ml, 0.9 * ideal) << "lru: " << lru;
   EXPECT_GE(ml, 2 * lru);
   EXPECT_LE(ml, ideal + 0.02) << "no policy beats C/D here by much";
+}
+
+// Training set (4,000 pages, shuffled every epoch) plus a validation set (200 pages, read after
+// each training epoch) through 2,000 pages. The training group thrashes, validation does not, and
+// validation stays resident (LRU would evict it every epoch: its reuse distance is 4,200 > 2,000).
+// Along the way, each group's quota victim must be its first entry in global victim order.
+TEST(MlPolicyTest, OtherDatasetsStillGetInWhileOneThrashes) {
+  constexpr uint64_t kTrainPages = 4000, kValPages = 200;
+  constexpr size_t kCache = 2000;
+  auto p = Engine("ml");
+  std::unordered_set<uint64_t> resident;
+  std::vector<uint64_t> train(kTrainPages), val(kValPages);
+  std::iota(train.begin(), train.end(), 1);
+  std::iota(val.begin(), val.end(), 100001);
+  std::mt19937_64 rng(11);
+  uint64_t train_hits = 0, val_hits = 0, reads = 0;
+  auto read = [&](uint64_t page, uint32_t group, int epoch) {
+    ++reads;
+    if (resident.count(page)) {
+      if (epoch >= 3) ++(group == kTrain ? train_hits : val_hits);
+      p->OnAccess(Id(page));
+      return;
+    }
+    while (resident.size() >= kCache) {
+      auto v = p->PickVictim();
+      p->OnRemove(*v);
+      resident.erase(v->low);
+    }
+    p->OnInsert(Id(page), 1, {.group = group});
+    resident.insert(page);
+    if (reads % 101 != 0) return;
+    for (uint32_t g : {kTrain, kOther}) {
+      p->SetGroupQuota(g, 1);  // Every insert into g is now over quota.
+      VictimFilter in_group = [&](const Hash128& id) { return p->HintsOf(id)->group == g; };
+      EXPECT_EQ(p->PickVictimForInsert(g, 2, nullptr), p->PickVictim(in_group)) << reads;
+      p->SetGroupQuota(g, 0);
+    }
+  };
+  for (int epoch = 1; epoch <= 4; ++epoch) {
+    std::shuffle(train.begin(), train.end(), rng);
+    std::shuffle(val.begin(), val.end(), rng);
+    for (uint64_t page : train) read(page, kTrain, epoch);
+    for (uint64_t page : val) read(page, kOther, epoch);
+  }
+  EXPECT_TRUE(p->IsThrashing(kTrain));
+  EXPECT_FALSE(p->IsThrashing(kOther));
+  EXPECT_GE(val_hits, 2 * kValPages * 95 / 100);
+  const double train_ideal = static_cast<double>(kCache - kValPages) / kTrainPages;
+  EXPECT_GE(static_cast<double>(train_hits) / (2 * kTrainPages), 0.9 * train_ideal);
 }
 
 TEST(MlPolicyTest, ConstantsMatchTheDocumentedRule) {

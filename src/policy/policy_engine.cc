@@ -66,6 +66,7 @@ void PolicyEngine::Attach(Slot* s, bool cold, bool adopt) {
   if (e.pinned) {
     pinned_bytes_ += e.bytes;
     ++pinned_count_;
+    if (!adopt) RankingOf(e).InitState(e, cold);
   } else if (adopt) {
     RankingOf(e).Adopt(s);
   } else {

@@ -30,6 +30,10 @@ class Ranking {
   // that was inserted or accessed normally (see EntryHints::cold).
   virtual void Insert(Slot* s, bool cold) = 0;
 
+  // Sets the per-entry state a fresh insert gets (what Insert does before linking), for an entry
+  // inserted pinned: if it is unpinned later, Adopt then ranks it like a fresh insert.
+  virtual void InitState(Entry& e, bool cold) const {}
+
   // Starts ranking an entry that another ranking of the same kind held until now (PolicyEngine's
   // Update moved it to another class or group). Keeps what the kind learned about it (frequency,
   // probation), and ranks it as if just used within that state.

@@ -49,6 +49,17 @@ StatusOr<FrameHeader> DecodeFrameHeader(std::span<const char, kFrameHeaderSize> 
 // Request flags (ReadPageRequest::flags).
 inline constexpr uint32_t kFlagRefetch = 1u << 0;  // Drop any cached copy; read from the UFS.
 inline constexpr uint32_t kFlagNoCache = 1u << 1;  // Serve without storing (one-pass scans).
+// Serve only from the cache: on a miss the reply is OK with no data (data_length 0, source
+// kUnderStorage) instead of a source read. Clients use it to look for a page on the other
+// replicas before paying for the source.
+inline constexpr uint32_t kFlagCacheOnly = 1u << 5;
+// Control requests (cache management): the reply carries no data (data_length 0) and its
+// `source` says whether the page WAS cached when the request arrived (kCache) or not
+// (kUnderStorage). offset/length are ignored. At most one of these may be set.
+inline constexpr uint32_t kFlagLoad = 1u << 2;   // Make sure the page is cached (preload).
+inline constexpr uint32_t kFlagProbe = 1u << 3;  // Only report whether it is cached.
+inline constexpr uint32_t kFlagDrop = 1u << 4;   // Drop the cached copy (free).
+inline constexpr uint32_t kControlFlags = kFlagLoad | kFlagProbe | kFlagDrop;
 
 struct ReadPageRequest {
   uint32_t deadline_ms = 0;  // Relative deadline; 0 = none. The worker drops late work.

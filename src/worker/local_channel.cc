@@ -4,9 +4,26 @@ namespace cairn::worker {
 
 void LocalChannel::ReadPage(const protocol::ReadPageRequest& request, std::span<char> dest,
                             Callback done) {
+  if (request.flags & protocol::kControlFlags) {
+    auto was_cached = service_->ControlPage(request);
+    if (!was_cached.ok()) {
+      done(was_cached.status());
+      return;
+    }
+    protocol::PageReply reply;
+    reply.source = *was_cached ? protocol::PageSource::kCache : protocol::PageSource::kUnderStorage;
+    done(std::move(reply));
+    return;
+  }
   auto result = service_->ReadPage(request);
   if (!result.ok()) {
     done(result.status());
+    return;
+  }
+  if (result->range.size() == 0) {  // A cache-only read that missed: no data.
+    protocol::PageReply reply;
+    reply.source = result->source;
+    done(std::move(reply));
     return;
   }
   if (dest.size() != result->range.size()) {

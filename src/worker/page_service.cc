@@ -16,6 +16,9 @@ struct PageService::Fetch {
   Mutex mu;
   CondVar cv;
   bool done GUARDED_BY(mu) = false;
+  // The page is written to the store (or will not be: failed fetch, no-cache read, write
+  // error). Loads wait for it.
+  bool stored GUARDED_BY(mu) = false;
   Status status GUARDED_BY(mu);
   std::shared_ptr<const PageBytes> page;  // Set before done; immutable after.
   std::vector<uint64_t> checksums;          // Of the whole page; immutable after done.
@@ -48,7 +51,20 @@ struct PageService::Metrics {
                                     metrics::LatencyBucketsSeconds(), {{"result", "hit"}})),
         miss_latency(r->AddHistogram("cairn_worker_read_latency_seconds",
                                      "Page read service time in the worker",
-                                     metrics::LatencyBucketsSeconds(), {{"result", "miss"}})) {}
+                                     metrics::LatencyBucketsSeconds(), {{"result", "miss"}})) {
+    load_requests = r->AddCounter("cairn_worker_load_requests_total",
+                                  "Preload (load) requests received");
+    loaded = r->AddCounter("cairn_worker_loaded_pages_total",
+                           "Pages fetched from the under-storage by load requests");
+    freed = r->AddCounter("cairn_worker_freed_pages_total", "Cached pages dropped by free requests");
+    cache_only_misses = r->AddCounter(
+        "cairn_worker_cache_only_misses_total",
+        "Cache-only reads (replica lookups) that found the page missing");
+  }
+  metrics::Counter* load_requests = nullptr;
+  metrics::Counter* loaded = nullptr;
+  metrics::Counter* freed = nullptr;
+  metrics::Counter* cache_only_misses = nullptr;
   metrics::Counter* requests;
   metrics::Counter* hits;
   metrics::Counter* misses;
@@ -76,6 +92,7 @@ std::vector<uint64_t> ChecksumsOf(const std::vector<uint64_t>& all, ByteRange ra
 }  // namespace
 
 Status PageResult::CopyTo(std::span<char> dest) const {
+  if (range.size() == 0) return Status::Ok();
   if (dest.size() != range.size()) return InternalError("destination size mismatch");
   if (page) {
     std::memcpy(dest.data(), page->data.get() + range.begin, range.size());
@@ -135,6 +152,53 @@ void PageService::DropCachedPage(const ReadPageRequest& request) {
       .IgnoreError();
 }
 
+StatusOr<bool> PageService::ControlPage(const ReadPageRequest& request) {
+  uint32_t control = request.flags & protocol::kControlFlags;
+  if (control != protocol::kFlagLoad && control != protocol::kFlagProbe &&
+      control != protocol::kFlagDrop) {
+    return InvalidArgumentError("a control request needs exactly one of load, probe, drop");
+  }
+  if (request.page_size != options_.page_size) {
+    return InvalidArgumentError("page size mismatch: client uses " +
+                                std::to_string(request.page_size) + ", worker " +
+                                std::to_string(options_.page_size));
+  }
+  std::shared_ptr<const mount::MountTable> mounts = mount_table();
+  auto mount = mounts->FindByPath(request.mount);
+  if (!mount.ok()) {
+    return UnavailableError("worker " + options_.worker_id + " has no mount " + request.mount);
+  }
+  uint32_t page_length = protocol::PageLength(request.object_size, request.page_index,
+                                              request.page_size);
+  if (page_length == 0) return InvalidArgumentError("page past end of object");
+  pagestore::PageKey key{(*mount)->ObjectId(request.key), request.version, request.page_index};
+  bool cached = store_->Contains(key);
+  if (control == protocol::kFlagProbe) return cached;
+  if (control == protocol::kFlagDrop) {
+    if (!cached) return false;
+    Status removed = store_->Remove(key, pagestore::RemoveReason::kFreed);
+    if (removed.code() == StatusCode::kNotFound) return false;  // Evicted meanwhile.
+    CAIRN_RETURN_IF_ERROR(removed);
+    metrics_->freed->Increment();
+    return true;
+  }
+  metrics_->load_requests->Increment();
+  if (cached) return true;
+  ReadPageRequest load = request;
+  load.flags = 0;
+  load.offset = 0;
+  load.length = 1;
+  auto fetch = FetchPage(**mount, key, load, page_length);
+  if (!fetch.ok()) return fetch.status();
+  metrics_->loaded->Increment();
+  // A load is done when the page is on disk: wait for the background write to finish.
+  {
+    MutexLock l(&(*fetch)->mu);
+    (*fetch)->cv.Wait(&(*fetch)->mu, [&]() REQUIRES((*fetch)->mu) { return (*fetch)->stored; });
+  }
+  return false;
+}
+
 StatusOr<PageResult> PageService::ReadPage(const ReadPageRequest& request) {
   int64_t start = options_.clock->NowMicros();
   metrics_->requests->Increment();
@@ -173,6 +237,13 @@ StatusOr<PageResult> PageService::ReadPage(const ReadPageRequest& request) {
     }
   }
 
+  if (request.flags & protocol::kFlagCacheOnly) {
+    // A replica lookup: the client asks the other replicas before paying for the source.
+    metrics_->cache_only_misses->Increment();
+    PageResult none;
+    none.source = PageSource::kUnderStorage;
+    return none;  // Empty range: "not cached here".
+  }
   metrics_->misses->Increment();
   auto fetch = FetchPage(**mount, key, request, page_length);
   if (!fetch.ok()) {
@@ -285,8 +356,19 @@ void PageService::StoreAndRetire(const pagestore::PageKey& key, std::shared_ptr<
 }
 
 void PageService::Retire(const Hash128& id) {
-  MutexLock l(&mu_);
-  in_flight_.erase(id);
+  std::shared_ptr<Fetch> fetch;
+  {
+    MutexLock l(&mu_);
+    auto it = in_flight_.find(id);
+    if (it == in_flight_.end()) return;
+    fetch = std::move(it->second);
+    in_flight_.erase(it);
+  }
+  {
+    MutexLock l(&fetch->mu);
+    fetch->stored = true;
+  }
+  fetch->cv.NotifyAll();
 }
 
 }  // namespace cairn::worker

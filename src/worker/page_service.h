@@ -85,6 +85,12 @@ class PageService {
   // Unavailable (UFS unreachable), Internal.
   StatusOr<PageResult> ReadPage(const protocol::ReadPageRequest& request);
 
+  // A control request (request.flags has exactly one of kFlagLoad, kFlagProbe, kFlagDrop; see
+  // protocol/wire.h). Returns whether the page was cached when the request arrived. Load fetches
+  // and stores a missing page (waiting until it is written, so a finished preload is really
+  // cached); Drop removes the page. Errors as ReadPage, plus InvalidArgument for a bad flag mix.
+  StatusOr<bool> ControlPage(const protocol::ReadPageRequest& request);
+
   // True if the page holding the request is cached now (cheap; no disk I/O). The TCP server
   // serves such requests inline instead of handing them to a pool thread.
   bool LikelyCached(const protocol::ReadPageRequest& request);

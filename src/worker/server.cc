@@ -104,6 +104,14 @@ class WorkerServer::Connection : public std::enable_shared_from_this<Connection>
             std::chrono::milliseconds(request.deadline_ms)) {
       return SendError(id, DeadlineExceededError("request expired in the worker queue"));
     }
+    if (request.flags & protocol::kControlFlags) {
+      auto was_cached = service_->ControlPage(request);
+      if (!was_cached.ok()) return SendError(id, was_cached.status());
+      protocol::ReadPageReplyHeader control;
+      control.source =
+          *was_cached ? protocol::PageSource::kCache : protocol::PageSource::kUnderStorage;
+      return Send(MessageType::kReadPageReply, id, protocol::EncodeReadPageReplyHeader(control));
+    }
     auto result = service_->ReadPage(request);
     if (!result.ok()) return SendError(id, result.status());
     protocol::ReadPageReplyHeader reply;
