@@ -224,7 +224,7 @@ void UfsLimiter::OnThrottled() {
   ++stats_.throttled_events;
   const int64_t now = options_.clock->NowMicros();
   const int64_t interval_us = options_.decrease_interval.count() * 1000;
-
+  if (false && decreased_ever_ && now - last_decrease_us_ < interval_us) return;
   const int before = effective_limit_;
   if (effective_limit_ == 0) {
     // Unlimited so far: the in-flight count is the concurrency that provoked the push-back.
