@@ -12,10 +12,15 @@
 // It drives the real PolicyEngine (policy/policy_engine.h) exactly as the page store does: a hit
 // is OnAccess, a miss evicts PickVictim() victims (OnRemove) until the page fits, then OnInsert
 // with the dataset as the group. Besides hit ratios it reports the policy's CPU cost per read
-// (mean and percentiles of the wall time of each simulated read, clock overhead included).
+// (mean and percentiles of the wall time of each simulated read, clock overhead included) and
+// the heap bytes each tracked entry costs.
 //
 // A benchmark, never a test: it prints the targets of issue 4 as PASS/MISS and exits 0 unless
 // the flags are invalid (2). Results and the command: docs/benchmarks.md.
+#include <fmt/core.h>
+#include <malloc.h>
+
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -26,9 +31,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <CLI/CLI.hpp>
-#include <fmt/core.h>
 
 #include "policy/policy_engine.h"
 
@@ -142,8 +144,7 @@ RunResult Run(const std::string& kind, const Flags& flags, uint64_t train, uint6
     read_all(val_order, kValGroup, &er.val);
     result.epochs.push_back(er);
   }
-  result.seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return result;
 }
 
@@ -195,10 +196,11 @@ void PrintTargets(const std::vector<double>& ml, const std::vector<double>& lru,
   fmt::print("  target ml >= 90% of ideal from epoch 2: worst {:.1f}% -> {}\n",
              100 * worst_vs_ideal, worst_vs_ideal >= 0.9 ? "PASS" : "MISS");
   if (!lru.empty()) {
+    const char* verdict = worst_vs_lru >= 2   ? "PASS"
+                          : doubling_possible ? "MISS"
+                                              : "n/a (2x lru is above the ideal)";
     fmt::print("  target ml >= 2x lru from epoch 2:       worst {:.2f}x -> {}\n", worst_vs_lru,
-               worst_vs_lru >= 2        ? "PASS"
-               : doubling_possible      ? "MISS"
-                                        : "n/a (2x lru is above the ideal)");
+               verdict);
   }
 }
 
@@ -255,11 +257,37 @@ void TrainVal(const Flags& flags, uint64_t cache_pages) {
       if (flags.policies[i] == "ml") ml.push_back(er.all().ratio());
       if (flags.policies[i] == "lru") lru.push_back(er.all().ratio());
     }
-    fmt::print(" {:>22}\n",
-               fmt::format("{} {} {}", Pct(ideal_train), Pct(1.0), Pct(ideal_all)));
+    fmt::print(" {:>22}\n", fmt::format("{} {} {}", Pct(ideal_train), Pct(1.0), Pct(ideal_all)));
   }
   fmt::print("  (targets on the overall ratio)\n");
   PrintTargets(ml, lru, ideal_all);
+}
+
+// Heap bytes per tracked entry of a `kind` engine holding `entries` entries spread over 4 groups,
+// every one with a TTL or none (glibc's count of allocated bytes, chunk headers included).
+double BytesPerEntry(const std::string& kind, uint64_t entries, bool ttl) {
+  const size_t before = mallinfo2().uordblks;
+  double per_entry = 0;
+  {
+    auto engine = PolicyEngine::Create(kind);
+    if (!engine.ok()) return 0;
+    for (uint64_t i = 0; i < entries; ++i) {
+      (*engine)->OnInsert(PageId(i), kPageBytes,
+                          {.group = static_cast<uint32_t>(i % 4),
+                           .expires_at_us = ttl ? static_cast<int64_t>(1 + i) : 0});
+    }
+    per_entry = static_cast<double>(mallinfo2().uordblks - before) / entries;
+  }
+  return per_entry;
+}
+
+void PrintMemory(const Flags& flags, uint64_t entries) {
+  fmt::print("\n== memory: {} tracked entries in 4 groups ==\n", entries);
+  fmt::print("  {:<6} {:>16} {:>16}\n", "policy", "bytes/entry", "with TTL");
+  for (const std::string& kind : flags.policies) {
+    fmt::print("  {:<6} {:>16.1f} {:>16.1f}\n", kind, BytesPerEntry(kind, entries, false),
+               BytesPerEntry(kind, entries, true));
+  }
 }
 
 int Main(int argc, char** argv) {
@@ -294,6 +322,7 @@ int Main(int argc, char** argv) {
              cache_pages, flags.cache_ratio, flags.epochs, flags.seed, kPageBytes >> 20);
   Oversized(flags, cache_pages);
   TrainVal(flags, cache_pages);
+  PrintMemory(flags, cache_pages);
   return 0;
 }
 

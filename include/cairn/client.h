@@ -14,7 +14,9 @@
 #ifndef CAIRN_CLIENT_H_
 #define CAIRN_CLIENT_H_
 
+#include <atomic>
 #include <chrono>
+#include <functional>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -94,6 +96,49 @@ struct ClientStats {
   bool etcd_connected = false;       // Cluster mode: etcd answered recently.
 };
 
+// Preloading (`cairn load`): see Client::Load.
+struct LoadOptions {
+  // Cap on the bytes the workers read from the source for this load, per second (0 = none).
+  // Pages already cached cost nothing against it.
+  uint64_t max_bytes_per_second = 0;
+  // Page requests in flight. Each is a source read on some worker: keep it modest so loads do
+  // not crowd out the workers' other readers.
+  int parallelism = 32;
+  // Copies to load per page: 0 = the mount's replica count.
+  int replicas = 0;
+  // Do not touch pages already cached (ask first); by default a cached page is touched, so
+  // it counts as recently used and a job starting now finds it.
+  bool skip_cached = false;
+  // Load nothing: only report which pages are not cached (on every copy).
+  bool verify_only = false;
+  // Set by another thread to stop early (Load then returns what was done, with `cancelled`).
+  const std::atomic<bool>* cancel = nullptr;
+};
+
+struct LoadProgress {
+  uint64_t files_total = 0;  // Files found so far (final once listing_done).
+  uint64_t files_done = 0;
+  uint64_t bytes_total = 0;
+  uint64_t bytes_done = 0;
+  uint64_t pages_total = 0;
+  uint64_t pages_done = 0;
+  uint64_t pages_cached_before = 0;  // Pages every copy of which was cached already.
+  uint64_t pages_loaded = 0;         // Pages some copy of which was read from the source.
+  uint64_t pages_failed = 0;         // Pages a worker could not load (or no worker exists).
+  uint64_t pages_missing = 0;        // verify_only: pages not cached on every copy.
+  uint64_t bytes_from_source = 0;    // Bytes the workers read from the source for this load.
+  bool listing_done = false;
+  bool cancelled = false;
+  double elapsed_seconds = 0;
+  std::vector<std::string> missing_files;  // verify_only: files with missing pages (first 100).
+};
+
+struct FreeResult {
+  uint64_t files = 0;
+  uint64_t pages_dropped = 0;  // Cached copies dropped, over every worker.
+  uint64_t failures = 0;       // Workers that did not answer (their copies may remain).
+};
+
 class Client {
  public:
   virtual ~Client() = default;
@@ -108,6 +153,29 @@ class Client {
   virtual StatusOr<std::unique_ptr<FileReader>> Open(std::string_view path) = 0;
   // Drops cached metadata for a path (and below), so the next Stat/Open asks the source.
   virtual void InvalidateMetadata(std::string_view path) = 0;
+
+  // Fills the cache with a file or everything under a folder, ahead of a job: lists the source
+  // and asks the workers that own each page (every replica) to load it, `parallelism` pages at a
+  // time. Calls `progress` (on the calling thread, at most about 4 times a second, and once at
+  // the end). Re-running after an interruption only loads what is missing.
+  // Errors: NotFound / InvalidArgument for the path, Unavailable if there is no worker; page
+  // failures are counted in the result, not returned.
+  virtual StatusOr<LoadProgress> Load(std::string_view path, const LoadOptions& options,
+                                      const std::function<void(const LoadProgress&)>& progress) {
+    return UnimplementedError("this client cannot load");
+  }
+
+  // Drops the cached pages of a file or of everything under a folder from every worker.
+  virtual StatusOr<FreeResult> Free(std::string_view path) {
+    return UnimplementedError("this client cannot free");
+  }
+
+  // Makes every client see the source's current state of `path` (and below) at once: drops this
+  // client's cached metadata and, in cluster mode, tells every other client through etcd.
+  virtual Status Invalidate(std::string_view path) {
+    InvalidateMetadata(path);
+    return Status::Ok();
+  }
   virtual ClientStats Stats() const = 0;
 };
 

@@ -17,6 +17,8 @@ Runner RegisterUp(CLI::App* app);
 Runner RegisterDemo(CLI::App* app);
 // ls, stat, cat: one-shot reads through the client library.
 void RegisterFsCommands(CLI::App* app, std::vector<std::pair<CLI::App*, Runner>>* out);
+// load, free, invalidate: cache management through the client library.
+void RegisterCacheCommands(CLI::App* app, std::vector<std::pair<CLI::App*, Runner>>* out);
 // mount add|ls|rm (the mount table in etcd) and status.
 void RegisterClusterCommands(CLI::App* app, std::vector<std::pair<CLI::App*, Runner>>* out);
 

@@ -31,6 +31,7 @@ int main(int argc, char** argv) {
   commands.back().first = app.get_subcommand("demo");
   RegisterFsCommands(&app, &commands);
   RegisterClusterCommands(&app, &commands);
+  RegisterCacheCommands(&app, &commands);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -254,9 +254,7 @@ StatusOr<DirPage> ClientImpl::ListFromSource(const mount::Mount& mount, const st
   return page;
 }
 
-StatusOr<std::unique_ptr<FileReader>> ClientImpl::Open(std::string_view raw_path) {
-  CAIRN_ASSIGN_OR_RETURN(std::string path, mount::NormalizePath(raw_path));
-  CAIRN_ASSIGN_OR_RETURN(FileInfo info, Stat(path));
+StatusOr<ObjectRef> ClientImpl::ObjectRefFor(const std::string& path, FileInfo info) {
   if (info.is_dir) return InvalidArgumentError(path + " is a directory");
   std::shared_ptr<const mount::MountTable> mounts = Mounts();
   CAIRN_ASSIGN_OR_RETURN(mount::Resolved r, mounts->Resolve(path));
@@ -267,6 +265,36 @@ StatusOr<std::unique_ptr<FileReader>> ClientImpl::Open(std::string_view raw_path
   object.key = r.key;
   object.object_id = r.mount->ObjectId(r.key);
   object.info = std::move(info);
+  return object;
+}
+
+CacheOpsContext ClientImpl::OpsContext() {
+  return CacheOpsContext{this, fetcher_.get(),
+                         [this](const std::string& path, const FileInfo& info) {
+                           return ObjectRefFor(path, info);
+                         }};
+}
+
+StatusOr<LoadProgress> ClientImpl::Load(std::string_view path, const LoadOptions& options,
+                                        const std::function<void(const LoadProgress&)>& progress) {
+  return RunLoad(OpsContext(), path, options, progress);
+}
+
+StatusOr<FreeResult> ClientImpl::Free(std::string_view path) {
+  return RunFree(OpsContext(), path);
+}
+
+Status ClientImpl::Invalidate(std::string_view raw_path) {
+  CAIRN_ASSIGN_OR_RETURN(std::string path, mount::NormalizePath(raw_path));
+  metadata_.Invalidate(path);
+  if (feed_ != nullptr) return feed_->PublishInvalidation(path);
+  return Status::Ok();
+}
+
+StatusOr<std::unique_ptr<FileReader>> ClientImpl::Open(std::string_view raw_path) {
+  CAIRN_ASSIGN_OR_RETURN(std::string path, mount::NormalizePath(raw_path));
+  CAIRN_ASSIGN_OR_RETURN(FileInfo info, Stat(path));
+  CAIRN_ASSIGN_OR_RETURN(ObjectRef object, ObjectRefFor(path, std::move(info)));
   ReadContext ctx{fetcher_.get(), &buffer_, prefetch_pool_.get(), options_.max_readahead_pages,
                   &buffer_hits_};
   return std::unique_ptr<FileReader>(new FileReaderImpl(std::move(object), ctx));

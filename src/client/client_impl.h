@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "cairn/client.h"
+#include "client/cache_ops.h"
 #include "client/cluster_feed.h"
 #include "client/metadata_cache.h"
 #include "client/page_buffer.h"
@@ -29,6 +30,10 @@ class ClientImpl : public Client {
   StatusOr<std::unique_ptr<FileReader>> Open(std::string_view path) override;
   void InvalidateMetadata(std::string_view path) override;
   ClientStats Stats() const override;
+  StatusOr<LoadProgress> Load(std::string_view path, const LoadOptions& options,
+                              const std::function<void(const LoadProgress&)>& progress) override;
+  StatusOr<FreeResult> Free(std::string_view path) override;
+  Status Invalidate(std::string_view path) override;
 
   // Replaces the mount table (etcd watch). Open files keep the mount they were opened under;
   // cached metadata is dropped. InvalidArgument for a bad table: the previous one stays.
@@ -41,6 +46,8 @@ class ClientImpl : public Client {
 
  private:
   std::shared_ptr<const mount::MountTable> Mounts() const EXCLUDES(mu_);
+  StatusOr<ObjectRef> ObjectRefFor(const std::string& path, FileInfo info);
+  CacheOpsContext OpsContext();
   // Answers a stat miss from the parent directory's first listing page (one LIST instead of a
   // HEAD per file: readers usually open many siblings), listed at most once per directory and
   // TTL. nullopt when the page cannot decide (the name sorts beyond it, or listing failed).

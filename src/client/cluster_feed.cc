@@ -2,11 +2,19 @@
 
 #include <spdlog/spdlog.h>
 
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <random>
+
 #include "client/client_impl.h"
 #include "membership/etcd_coordination.h"
 #include "membership/mount_store.h"
 
 namespace cairn::client {
+
+namespace {
+constexpr std::string_view kInvalidationsPrefix = "/cairn/v1/invalidations/";
+}  // namespace
 
 std::vector<placement::WorkerNode> WorkerNodesFromSnapshot(
     const membership::PrefixMirror::Snapshot& snapshot) {
@@ -54,7 +62,7 @@ Status ClusterFeed::Init(membership::Coordination* coordination, ClientImpl* cli
         size_t n = nodes.size();
         Status s = client->SetWorkers(std::move(nodes));
         if (s.ok()) {
-          spdlog::info("workers changed: {} in the ring", n);
+          spdlog::debug("workers changed: {} in the ring", n);
         } else {
           spdlog::warn("ignoring a worker set: {}", s.ToString());
         }
@@ -65,9 +73,32 @@ Status ClusterFeed::Init(membership::Coordination* coordination, ClientImpl* cli
         auto specs = membership::ParseMountTableSnapshot(snapshot);
         Status s = specs.ok() ? client->SetMounts(std::move(specs).value()) : specs.status();
         if (s.ok()) {
-          spdlog::info("mount table changed");
+          spdlog::debug("mount table changed");
         } else {
           spdlog::warn("ignoring a mount table from etcd: {}", s.ToString());
+        }
+      });
+  coordination_ = coordination;
+  invalidations_ = membership::PrefixMirror::Start(
+      coordination, std::string(kInvalidationsPrefix),
+      [this, client](const membership::PrefixMirror::Snapshot& snapshot) {
+        for (const auto& [key, value] : snapshot) {
+          if (!seen_invalidations_.insert(key).second) continue;
+          // Entries older than this client need nothing: it had no metadata then.
+          if (!invalidations_synced_) continue;
+          try {
+            auto j = nlohmann::json::parse(value);
+            std::string path = j.at("path").get<std::string>();
+            client->InvalidateMetadata(path);
+            spdlog::info("metadata of {} invalidated (cairn invalidate)", path);
+          } catch (const std::exception& e) {
+            spdlog::warn("ignoring invalidation {}: {}", key, e.what());
+          }
+        }
+        invalidations_synced_ = true;
+        // Forget keys whose lease expired, so the set stays small.
+        for (auto it = seen_invalidations_.begin(); it != seen_invalidations_.end();) {
+          it = snapshot.count(*it) ? std::next(it) : seen_invalidations_.erase(it);
         }
       });
   auto left = [&] {
@@ -82,7 +113,21 @@ Status ClusterFeed::Init(membership::Coordination* coordination, ClientImpl* cli
   return Status::Ok();
 }
 
+Status ClusterFeed::PublishInvalidation(const std::string& path) {
+  if (coordination_ == nullptr) return InternalError("feed not started");
+  CAIRN_ASSIGN_OR_RETURN(int64_t lease, coordination_->GrantLease(std::chrono::minutes(10)));
+  std::random_device rd;
+  char id[33];
+  std::snprintf(id, sizeof(id), "%08x%08x%08x%08x", rd(), rd(), rd(), rd());
+  nlohmann::json j = {{"path", path},
+                      {"time_unix_ms", std::chrono::duration_cast<std::chrono::milliseconds>(
+                                           std::chrono::system_clock::now().time_since_epoch())
+                                           .count()}};
+  return coordination_->Put(std::string(kInvalidationsPrefix) + id, j.dump(), lease).status();
+}
+
 ClusterFeed::~ClusterFeed() {
+  invalidations_.reset();
   mounts_.reset();
   workers_.reset();
 }

@@ -13,6 +13,7 @@
 
 #include <chrono>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -49,6 +50,12 @@ class ClusterFeed {
   // Whether both mirrors heard from etcd recently.
   bool connected() const;
 
+  // Tells every client to drop its cached metadata of `path` (and below): writes
+  // /cairn/v1/invalidations/<random id> (JSON {"path", "time_unix_ms"}) under a 10-minute lease;
+  // every feed watches that prefix and invalidates each new entry once. Unavailable if etcd is
+  // unreachable.
+  Status PublishInvalidation(const std::string& path);
+
  private:
   ClusterFeed() = default;
   Status Init(membership::Coordination* coordination, ClientImpl* client,
@@ -58,6 +65,11 @@ class ClusterFeed {
   // Destroyed before owned_coordination_ (declared after it).
   std::unique_ptr<membership::PrefixMirror> workers_;
   std::unique_ptr<membership::PrefixMirror> mounts_;
+  std::unique_ptr<membership::PrefixMirror> invalidations_;
+  membership::Coordination* coordination_ = nullptr;
+  // Invalidation keys already applied (only touched by the invalidations mirror's thread).
+  std::set<std::string> seen_invalidations_;
+  bool invalidations_synced_ = false;
 };
 
 }  // namespace cairn::client

@@ -210,6 +210,69 @@ Status PageFetcher::ReadRange(const ObjectRef& object, uint64_t page_index, uint
   return ReadFromSource(object, page_index, offset, out);
 }
 
+void PageFetcher::Control(const ObjectRef& object, uint64_t page_index, uint32_t flag,
+                          int copies, std::function<void(const ControlResult&)> done) {
+  std::shared_ptr<const Placement> placement = Current();
+  std::vector<std::shared_ptr<protocol::PageChannel>> targets;
+  if (!placement->ring.empty()) {
+    uint64_t h = placement::PageKeyHash(object.object_id, object.info.version, page_index);
+    size_t n = copies <= 0 ? placement->ring.size()
+                           : std::min<size_t>(copies, placement->ring.size());
+    for (const placement::WorkerNode* node : placement->ring.Candidates(h, n)) {
+      auto it = placement->channels.find(node->id);
+      if (it != placement->channels.end()) targets.push_back(it->second);
+    }
+  }
+  if (targets.empty()) {
+    done(ControlResult{});
+    return;
+  }
+  ReadPageRequest request;
+  request.flags = flag;
+  // A load waits for a source read and a disk write behind other loads: give it time, rather
+  // than have the channel declare the worker stalled.
+  if (flag == protocol::kFlagLoad) request.deadline_ms = 120'000;
+  request.page_size = page_size_;
+  request.offset = 0;
+  request.length = 1;
+  request.page_index = page_index;
+  request.object_size = object.info.size;
+  request.mount = object.mount->spec.path;
+  request.key = object.key;
+  request.version = object.info.version;
+  // Shared by the callbacks; the last one to answer reports.
+  struct Pending {
+    Mutex mu;
+    ControlResult result GUARDED_BY(mu);
+    int left GUARDED_BY(mu) = 0;
+    std::function<void(const ControlResult&)> done;
+  };
+  auto pending = std::make_shared<Pending>();
+  pending->done = std::move(done);
+  {
+    MutexLock l(&pending->mu);
+    pending->left = static_cast<int>(targets.size());
+    pending->result.sent = pending->left;
+  }
+  for (const auto& channel : targets) {
+    channel->ReadPage(request, {}, [pending](StatusOr<protocol::PageReply> reply) {
+      ControlResult final;
+      {
+        MutexLock l(&pending->mu);
+        if (!reply.ok()) {
+          ++pending->result.failed;
+          if (pending->result.first_error.ok()) pending->result.first_error = reply.status();
+        } else if (reply->source == protocol::PageSource::kCache) {
+          ++pending->result.was_cached;
+        }
+        if (--pending->left > 0) return;
+        final = pending->result;
+      }
+      pending->done(final);
+    });
+  }
+}
+
 bool PageFetcher::FindOnReplicas(const Plan& plan, const ObjectRef& object, uint64_t page_index,
                                  ReadPageRequest request, ByteRange range, std::span<char> dest) {
   request.flags = protocol::kFlagCacheOnly;

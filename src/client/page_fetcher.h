@@ -76,6 +76,20 @@ class PageFetcher {
   // The current worker nodes (sorted by id). Thread-safe.
   std::vector<placement::WorkerNode> workers() const;
 
+  // The outcome of one control request (load, probe or drop) sent to several workers.
+  struct ControlResult {
+    int sent = 0;
+    int was_cached = 0;  // Workers that had the page when the request arrived.
+    int failed = 0;      // Workers that could not answer (down, no such mount, ...).
+    Status first_error;
+  };
+  // Sends a control request (`flag`: protocol::kFlagLoad, kFlagProbe or kFlagDrop) for one page
+  // to the first `copies` workers the ring names for it (its replicas, preferred order; copies
+  // <= 0 means every worker, as a free needs), and calls `done` once, on a channel thread or
+  // inline, when all have answered. No workers: `done` gets sent == 0. Thread-safe.
+  void Control(const ObjectRef& object, uint64_t page_index, uint32_t flag, int copies,
+               std::function<void(const ControlResult&)> done);
+
   // Reads out.size() bytes at `offset` within page `page_index` of the object (the range must
   // lie inside the page). FailedPrecondition if the object changed, NotFound if it is gone,
   // Unavailable if neither the workers nor the under-storage could serve it.

@@ -261,8 +261,11 @@ std::shared_ptr<const std::vector<std::string>> RemoteChannel::CheckShortCircuit
     std::string token;
     if (!in || !std::getline(in, token) || token != hello.instance_token) return nullptr;
   }
-  spdlog::info("worker {} shares this machine: reading its cached pages directly",
+  // Once per channel, not per connection.
+  if (!short_circuit_logged_.exchange(true)) {
+    spdlog::info("worker {} shares this machine: reading its cached pages directly",
                options_.address);
+  }
   return std::make_shared<const std::vector<std::string>>(hello.cache_dirs);
 }
 
@@ -325,8 +328,12 @@ void RemoteChannel::ReadPage(const protocol::ReadPageRequest& request, std::span
     return;
   }
   protocol::ReadPageRequest sent = request;
-  sent.deadline_ms = static_cast<uint32_t>(options_.request_timeout.count());
-  int64_t deadline = NowUs() + options_.request_timeout.count() * 1000;
+  // A caller-set deadline wins (a preload waits for a source read and a disk write); reads use
+  // the channel's.
+  if (sent.deadline_ms == 0) {
+    sent.deadline_ms = static_cast<uint32_t>(options_.request_timeout.count());
+  }
+  int64_t deadline = NowUs() + int64_t{sent.deadline_ms} * 1000;
   conn->Send(next_id_.fetch_add(1), sent, dest, std::move(done), deadline);
 }
 

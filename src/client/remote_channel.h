@@ -60,7 +60,8 @@ class RemoteChannel : public protocol::PageChannel {
   std::atomic<uint64_t> next_id_{1};
   std::atomic<uint64_t> round_robin_{0};
   std::atomic<int64_t> suspect_until_us_{0};
-  std::atomic<bool> handshaken_{false};  // A Hello reply was received at least once.
+  std::atomic<bool> handshaken_{false};
+  std::atomic<bool> short_circuit_logged_{false};  // A Hello reply was received at least once.
   mutable Mutex mu_;
   std::vector<std::shared_ptr<Conn>> conns_ GUARDED_BY(mu_);
   std::shared_ptr<const std::vector<std::string>> short_circuit_dirs_ GUARDED_BY(mu_);

@@ -3,7 +3,11 @@
 // Entries are opaque 128-bit ids (cairn::Hash128); the policy never sees keys, files or bytes of
 // data. Policies are pure bookkeeping: no I/O, no clock reads, no threads. Anything a policy needs
 // to know about time or about the workload comes in through the calls, so the same code runs in
-// the page store and, later, in a capacity simulator replaying a trace.
+// the page store and in the capacity simulator (bench/policy_sim.cc).
+//
+// Implementations: PolicyEngine (policy_engine.h), which every MakeEvictionPolicy name returns: a
+// base ranking (lru, lfu, fifo, ml) plus priorities, pinning, TTLs and group quotas; and
+// LruPolicy (lru_policy.h), the minimal standalone LRU it grew from. Rules: docs/policies.md.
 //
 // Extending without touching callers: the public methods are non-virtual and forward to private
 // hooks (Do*). New knowledge (priorities, pinning, ML hints such as "next epoch needs this") is
@@ -123,10 +127,10 @@ class EvictionPolicy {
 };
 
 // Builds a policy by name. Known names: EvictionPolicyNames() ("lru", "lfu", "fifo", "ml"; see
-// docs/policies.md). Every name yields a PolicyEngine (policy/policy_engine.h) whose base ranking is
-// that policy, so priorities, pinning, TTLs and quotas work whatever the name; MakePolicyEngine
-// returns the same object with its full type. InvalidArgument for any other name (the message
-// lists the known ones). The returned policy is empty and owned by the caller.
+// docs/policies.md). Every name yields a PolicyEngine (policy/policy_engine.h) whose base ranking
+// is that policy, so priorities, pinning, TTLs and quotas work whatever the name;
+// PolicyEngine::Create returns the same object with its full type. InvalidArgument for any other
+// name (the message lists the known ones). The returned policy is empty and owned by the caller.
 StatusOr<std::unique_ptr<EvictionPolicy>> MakeEvictionPolicy(std::string_view name);
 
 // The names MakeEvictionPolicy accepts, for help texts and config validation.

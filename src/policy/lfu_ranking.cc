@@ -121,8 +121,8 @@ Slot* LfuRanking::GroupVictim(uint32_t group, const VictimFilter* may_evict) con
 }
 
 void LfuRanking::Tick() {
-  uint64_t period = std::max(options_.lfu_aging_min_ops,
-                             options_.lfu_aging_ops_per_entry * static_cast<uint64_t>(all_.entries));
+  uint64_t period = std::max(options_.lfu_aging_min_ops, options_.lfu_aging_ops_per_entry *
+                                                             static_cast<uint64_t>(all_.entries));
   if (++ops_since_aging_ < period) return;
   ops_since_aging_ = 0;
   ++epoch_;

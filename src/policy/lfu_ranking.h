@@ -68,7 +68,8 @@ class LfuRanking final : public Ranking {
   const RankingOptions options_;
   Levels<&Entry::order> all_;
   std::unordered_map<uint32_t, std::unique_ptr<GroupLevels>> groups_;  // None empty.
-  uint32_t epoch_ = 0;  // Number of halvings so far.
+  // Number of halvings so far.
+  uint32_t epoch_ = 0;
   uint64_t ops_since_aging_ = 0;
 };
 

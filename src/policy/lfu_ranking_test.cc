@@ -14,7 +14,9 @@ using testing::Id;
 using testing::Victim;
 
 // Aging far away, so counts are exact.
-PolicyEngineOptions NoAging() { return {.lfu_aging_min_ops = 1u << 30, .lfu_aging_ops_per_entry = 0}; }
+PolicyEngineOptions NoAging() {
+  return {.lfu_aging_min_ops = 1u << 30, .lfu_aging_ops_per_entry = 0};
+}
 
 // Trace (hand-computed; "id:count", lists per count, least recent first):
 //   1. insert 1,2,3  -> c1: 1 2 3                victim 1

@@ -2,6 +2,10 @@
 // (a doubly linked list in recency order plus a hash map from id to list node), except
 // PickVictim with a filter, which is O(entries skipped).
 //
+// MakeEvictionPolicy("lru") returns a PolicyEngine with the same victim order (plus priorities,
+// pinning, TTLs and quotas); this class stays as the minimal standalone LRU for code that wants
+// nothing else, and as the reference the policy tests compare against.
+//
 // Memory: about 100 bytes per tracked entry (list node + hash map node).
 // Thread-safety: none (see EvictionPolicy).
 #ifndef CAIRN_POLICY_LRU_POLICY_H_

@@ -1,6 +1,8 @@
 // The "ml" policy through PolicyEngine: LRU behaviour, the switch into and out of probation
 // insertion per group (exact thresholds), bimodal inserts, promotion, and a small shuffled-epoch
 // workload where it must keep a stable resident set.
+#include "policy/ml_ranking.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -10,7 +12,6 @@
 #include <unordered_set>
 #include <vector>
 
-#include "policy/ml_ranking.h"
 #include "policy/test_util.h"
 
 namespace cairn::policy {

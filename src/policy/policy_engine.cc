@@ -34,17 +34,18 @@ std::vector<std::string_view> EvictionPolicyNames() {
 }
 
 StatusOr<std::unique_ptr<PolicyEngine>> PolicyEngine::Create(std::string_view kind,
-                                                              const PolicyEngineOptions& options) {
+                                                             const PolicyEngineOptions& options) {
   for (const KindName& k : kKinds) {
-    if (k.name == kind) return std::unique_ptr<PolicyEngine>(new PolicyEngine(k.name, k.kind, options));
+    if (k.name == kind)
+      return std::unique_ptr<PolicyEngine>(new PolicyEngine(k.name, k.kind, options));
   }
   std::string known;
   for (const KindName& k : kKinds) {
     if (!known.empty()) known += ", ";
     known += k.name;
   }
-  return InvalidArgumentError("unknown eviction policy '" + std::string(kind) + "' (known: " +
-                              known + ")");
+  return InvalidArgumentError("unknown eviction policy '" + std::string(kind) +
+                              "' (known: " + known + ")");
 }
 
 PolicyEngine::PolicyEngine(std::string_view name, RankingKind kind,

@@ -243,8 +243,8 @@ TEST(PolicyEngineTest, UpdateKeepsWhatTheRankingLearned) {
 struct ModelEntry {
   uint64_t bytes;
   EntryHints hints;
-  int count;     // LFU use count (no aging in these runs).
-  int64_t seq;   // Recency (LRU, LFU tie) or insertion (FIFO) stamp; cold inserts go negative.
+  int count;    // LFU use count (no aging in these runs).
+  int64_t seq;  // Recency (LRU, LFU tie) or insertion (FIFO) stamp; cold inserts go negative.
 };
 
 // The exact victim order for lru/fifo/lfu (without aging): min (class, count, seq).

@@ -162,5 +162,41 @@ TEST(LruPolicyTest, MatchesReferenceModelOnRandomTrace) {
   }
 }
 
+// The page store used LruPolicy before MakeEvictionPolicy("lru") returned a PolicyEngine: the two
+// must agree on every victim (filtered or not) for the calls the page store makes.
+TEST(LruPolicyTest, EngineAgreesWithStandaloneLruPolicy) {
+  std::mt19937_64 rng(43);
+  auto engine = Lru();
+  LruPolicy standalone;
+  VictimFilter even = [](const Hash128& id) { return id.low % 2 == 0; };
+  for (int step = 0; step < 20000; ++step) {
+    uint64_t id = rng() % 64;
+    uint64_t bytes = rng() % 1000;
+    switch (rng() % 5) {
+      case 0:
+      case 1:
+        engine->OnInsert(Id(id), bytes);
+        standalone.OnInsert(Id(id), bytes);
+        break;
+      case 2:
+        engine->OnInsert(Id(id), bytes, {.cold = true});
+        standalone.OnInsert(Id(id), bytes, {.cold = true});
+        break;
+      case 3:
+        engine->OnAccess(Id(id));
+        standalone.OnAccess(Id(id));
+        break;
+      case 4:
+        engine->OnRemove(Id(id));
+        standalone.OnRemove(Id(id));
+        break;
+    }
+    ASSERT_EQ(engine->size(), standalone.size());
+    ASSERT_EQ(engine->tracked_bytes(), standalone.tracked_bytes());
+    ASSERT_EQ(engine->PickVictim(), standalone.PickVictim()) << "step " << step;
+    ASSERT_EQ(engine->PickVictim(even), standalone.PickVictim(even)) << "step " << step;
+  }
+}
+
 }  // namespace
 }  // namespace cairn::policy

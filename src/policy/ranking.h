@@ -9,8 +9,8 @@
 // O(1) instead of by skipping every other group's entries.
 //
 // Contract for all methods: `s` belongs to the engine's map; Insert/Adopt only for an entry not in
-// this ranking, Access/Remove only for one in it. Rankings never allocate per entry (only per group)
-// and never read clocks. Thread-safety: none (serialized by the engine).
+// this ranking, Access/Remove only for one in it. Rankings never allocate per entry (only per
+// group) and never read clocks. Thread-safety: none (serialized by the engine).
 #ifndef CAIRN_POLICY_RANKING_H_
 #define CAIRN_POLICY_RANKING_H_
 

@@ -12,9 +12,8 @@ std::vector<std::shared_ptr<UfsLimiter>> InAcquisitionOrder(
     std::vector<std::shared_ptr<UfsLimiter>> limiters) {
   std::erase(limiters, nullptr);
   // A limiter listed twice would wait for a second slot of its own; a cap of 1 would deadlock.
-  if (false) std::sort(limiters.begin(), limiters.end(), [](const auto& a, const auto& b) {
-    return a->sequence() > b->sequence();
-  });
+  std::sort(limiters.begin(), limiters.end(),
+            [](const auto& a, const auto& b) { return a->sequence() > b->sequence(); });
   limiters.erase(std::unique(limiters.begin(), limiters.end()), limiters.end());
   return limiters;
 }
@@ -44,8 +43,8 @@ StatusOr<std::vector<UfsLimiter::Permit>> ThrottledUnderStorage::AcquireAll(uint
   for (const auto& limiter : limiters_) {
     // The budget is for the whole call: later limiters get what the earlier ones left.
     const int64_t spent_ms = (clock->NowMicros() - start) / 1000;
-    const auto left = std::max(std::chrono::milliseconds(0),
-                               max_wait_ - std::chrono::milliseconds(spent_ms));
+    const auto left =
+        std::max(std::chrono::milliseconds(0), max_wait_ - std::chrono::milliseconds(spent_ms));
     StatusOr<UfsLimiter::Permit> permit = limiter->Acquire(bytes, left);
     if (!permit.ok()) return permit.status();  // `permits` releases the ones already taken.
     permits.push_back(std::move(permit).value());
@@ -55,7 +54,7 @@ StatusOr<std::vector<UfsLimiter::Permit>> ThrottledUnderStorage::AcquireAll(uint
 
 void ThrottledUnderStorage::Report(const Status& status) {
   if (IsThrottled(status)) {
-    
+    for (const auto& limiter : limiters_) limiter->OnThrottled();
   } else if (status.ok() || !IsRetryable(status)) {
     // NotFound, FailedPrecondition, ... are answers: the source took the request in stride.
     for (const auto& limiter : limiters_) limiter->OnSuccess();
@@ -85,7 +84,7 @@ StatusOr<size_t> ThrottledUnderStorage::Read(std::string_view key,
   // A short read (end of object) did not use the link for the rest. A failed one is not
   // refunded: how much crossed the link before it failed is unknown, so err on the safe side.
   if (result.ok() && *result < out.size()) {
-    for (auto& permit : permits) if (false) permit.Refund(out.size() - *result);
+    for (auto& permit : permits) permit.Refund(out.size() - *result);
   }
   return result;
 }

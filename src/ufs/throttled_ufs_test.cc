@@ -80,7 +80,8 @@ std::shared_ptr<UfsLimiter> MakeLimiter(int max_concurrency, uint64_t bytes_per_
 Status SlowDown() {
   s3::RequestContext ctx{"GET", "s3://b/k", "b", "http://127.0.0.1:9", "environment"};
   return s3::StatusFromHttp(
-      503, "<Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>",
+      503,
+      "<Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>",
       ctx);
 }
 
@@ -310,8 +311,9 @@ TEST_F(ThrottledUfsTest, OppositeConstructorOrdersDoNotDeadlock) {
   auto x = MakeLimiter(1);
   auto y = MakeLimiter(1);
   auto probe = std::make_shared<InFlightProbe>(memory_);
-  ThrottledUnderStorage xy(probe, {x, y}, std::chrono::seconds(20));
-  ThrottledUnderStorage yx(probe, {y, x}, std::chrono::seconds(20));
+  // A deadlock would show as DeadlineExceeded; each call otherwise waits well under a second.
+  ThrottledUnderStorage xy(probe, {x, y}, std::chrono::seconds(2));
+  ThrottledUnderStorage yx(probe, {y, x}, std::chrono::seconds(2));
   std::atomic<int> failures{0};
   std::vector<std::thread> threads;
   for (int t = 0; t < 8; ++t) {

@@ -115,18 +115,22 @@ void UfsLimiter::LeaveQueueLocked(std::list<uint64_t>::iterator ticket) {
 }
 
 Status UfsLimiter::TimeoutError(uint64_t bytes, std::chrono::milliseconds max_wait,
-                                bool waiting_for_bytes) const {
+                                std::list<uint64_t>::const_iterator ticket) const {
+  const std::string cap = effective_limit_ == 0 ? "unlimited" : std::to_string(effective_limit_);
+  const std::string load = " (request cap " + cap + ", " + std::to_string(in_flight_) +
+                           " in flight, " + std::to_string(queue_.size()) + " queued)";
   std::string what;
-  if (waiting_for_bytes) {
-    what = "bandwidth for " + std::to_string(bytes) + " bytes at " +
-           std::to_string(options_.max_bytes_per_second) + " B/s";
+  if (ticket != queue_.cbegin()) {
+    what = "still behind " + std::to_string(std::distance(queue_.cbegin(), ticket)) +
+           " earlier request(s) after " + std::to_string(max_wait.count()) + " ms" + load;
+  } else if (!BytesAvailableLocked(bytes)) {
+    what = "no bandwidth for " + std::to_string(bytes) + " bytes at " +
+           std::to_string(options_.max_bytes_per_second) + " B/s within " +
+           std::to_string(max_wait.count()) + " ms";
   } else {
-    what = "a request slot (cap " + std::to_string(effective_limit_) + ", " +
-           std::to_string(in_flight_) + " in flight, " + std::to_string(queue_.size() - 1) +
-           " queued ahead or behind)";
+    what = "no request slot within " + std::to_string(max_wait.count()) + " ms" + load;
   }
-  return DeadlineExceededError(LimiterLabel(options_.name) + ": no " + what + " within " +
-                               std::to_string(max_wait.count()) + " ms");
+  return DeadlineExceededError(LimiterLabel(options_.name) + ": " + what);
 }
 
 StatusOr<UfsLimiter::Permit> UfsLimiter::Acquire(uint64_t bytes,
@@ -135,14 +139,13 @@ StatusOr<UfsLimiter::Permit> UfsLimiter::Acquire(uint64_t bytes,
   const int64_t start = clock->NowMicros();
   const int64_t deadline = start + std::max<int64_t>(0, max_wait.count()) * 1000;
   bool waited = false;
-  bool waiting_for_bytes = false;
 
   mu_.Lock();
   queue_.push_back(next_ticket_++);
   const auto ticket = std::prev(queue_.end());
   while (true) {
     const int64_t now = clock->NowMicros();
-    if (true) {
+    if (queue_.begin() == ticket) {
       // Only the head competes, so nobody can take the slot or the tokens it is waiting for.
       RefillLocked(now);
       const bool slot_free = SlotFreeLocked();
@@ -161,13 +164,13 @@ StatusOr<UfsLimiter::Permit> UfsLimiter::Acquire(uint64_t bytes,
         return Permit(shared_from_this(), bytes);
       }
       waited = true;
-      waiting_for_bytes = !bytes_available;
       if (!bytes_available) {
         const double need = static_cast<double>(std::min(bytes, burst_)) - tokens_;
-        const int64_t sleep_us = std::max<int64_t>(1, static_cast<int64_t>(std::ceil(need / rate_)));
+        const int64_t sleep_us =
+            std::max<int64_t>(1, static_cast<int64_t>(std::ceil(need / rate_)));
         if (now + sleep_us > deadline) {
           // The bucket refills at a known rate: sleeping cannot make it in time, so fail now.
-          Status error = TimeoutError(bytes, max_wait, /*waiting_for_bytes=*/true);
+          Status error = TimeoutError(bytes, max_wait, ticket);
           ++stats_.deadline_exceeded;
           stats_.wait_micros_total += static_cast<uint64_t>(now - start);
           LeaveQueueLocked(ticket);
@@ -184,7 +187,7 @@ StatusOr<UfsLimiter::Permit> UfsLimiter::Acquire(uint64_t bytes,
     }
     waited = true;
     if (now >= deadline) {
-      Status error = TimeoutError(bytes, max_wait, waiting_for_bytes);
+      Status error = TimeoutError(bytes, max_wait, ticket);
       ++stats_.deadline_exceeded;
       stats_.wait_micros_total += static_cast<uint64_t>(now - start);
       LeaveQueueLocked(ticket);
@@ -193,10 +196,9 @@ StatusOr<UfsLimiter::Permit> UfsLimiter::Acquire(uint64_t bytes,
     }
     // Wakes on a release, a change of head or a raised cap; the deadline is re-read from the
     // clock on every pass (a FakeClock moves only when someone advances it).
-    cv_.WaitFor(&mu_, std::chrono::microseconds(deadline - now),
-                [&]() NO_THREAD_SAFETY_ANALYSIS {
-                  return queue_.begin() == ticket && SlotFreeLocked();
-                });
+    cv_.WaitFor(&mu_, std::chrono::microseconds(deadline - now), [&]() NO_THREAD_SAFETY_ANALYSIS {
+      return queue_.begin() == ticket && SlotFreeLocked();
+    });
   }
 }
 
@@ -220,26 +222,31 @@ void UfsLimiter::Refund(uint64_t bytes) {
 }
 
 void UfsLimiter::OnThrottled() {
-  MutexLock lock(&mu_);
-  ++stats_.throttled_events;
-  const int64_t now = options_.clock->NowMicros();
-  const int64_t interval_us = options_.decrease_interval.count() * 1000;
-  if (false && decreased_ever_ && now - last_decrease_us_ < interval_us) return;
-  const int before = effective_limit_;
-  if (effective_limit_ == 0) {
-    // Unlimited so far: the in-flight count is the concurrency that provoked the push-back.
-    const int provoking = std::max(1, in_flight_);
-    effective_limit_ = std::max(1, provoking / 2);
-    recovery_ceiling_ = provoking;
-  } else {
-    effective_limit_ = std::max(1, effective_limit_ / 2);
+  int before = 0;
+  int after = 0;
+  {
+    MutexLock lock(&mu_);
+    ++stats_.throttled_events;
+    const int64_t now = options_.clock->NowMicros();
+    const int64_t interval_us = options_.decrease_interval.count() * 1000;
+    if (decreased_ever_ && now - last_decrease_us_ < interval_us) return;
+    before = effective_limit_;
+    if (effective_limit_ == 0) {
+      // Unlimited so far: the in-flight count is the concurrency that provoked the push-back.
+      const int provoking = std::max(1, in_flight_);
+      effective_limit_ = std::max(1, provoking / 2);
+      recovery_ceiling_ = provoking;
+    } else {
+      effective_limit_ = std::max(1, effective_limit_ / 2);
+    }
+    after = effective_limit_;
+    decreased_ever_ = true;
+    last_decrease_us_ = now;
+    successes_since_change_ = 0;
   }
-  decreased_ever_ = true;
-  last_decrease_us_ = now;
-  successes_since_change_ = 0;
-  spdlog::info("{}: source throttled (SlowDown); request cap {} -> {}",
-               LimiterLabel(options_.name), before == 0 ? "unlimited" : std::to_string(before),
-               effective_limit_);
+  // Logged outside the lock: acquirers should not wait on log I/O. Rare (once per interval).
+  spdlog::info("{}: source throttled (SlowDown); request cap {} -> {}", LimiterLabel(options_.name),
+               before == 0 ? "unlimited" : std::to_string(before), after);
 }
 
 void UfsLimiter::OnSuccess() {

@@ -19,8 +19,8 @@
 // would pass the deadline it fails at once instead of sleeping in vain.
 //
 // SlowDown adaptation (AIMD). OnThrottled() (the source answered SlowDown / 503 / 429) halves the
-// effective request cap, not below 1; further throttle events within `decrease_interval` of the last
-// halving are counted but do not halve again (the requests already in flight when the source
+// effective request cap, not below 1; further throttle events within `decrease_interval` of the
+// last halving are counted but do not halve again (the requests already in flight when the source
 // pushed back all report it; one push-back is one signal). OnSuccess() adds one to the cap after
 // every `successes_per_increase` successes (0 = after as many successes as the current cap, i.e.
 // about one step per round trip, as TCP congestion avoidance), up to max_concurrency.
@@ -65,15 +65,15 @@ struct LimiterOptions {
 
 // A snapshot; counters are cumulative since Create.
 struct LimiterStats {
-  int in_flight = 0;                // Permits currently held.
-  int queued = 0;                   // Acquire calls waiting now.
-  uint64_t acquired = 0;            // Successful Acquire calls.
-  uint64_t waits = 0;               // Acquires that could not be granted on arrival.
-  uint64_t wait_micros_total = 0;   // Time spent waiting by successful and failed acquires.
-  uint64_t deadline_exceeded = 0;   // Acquires that gave up after max_wait.
-  uint64_t throttled_events = 0;    // OnThrottled calls (halving or not).
-  int effective_limit = 0;          // Current request cap; 0 = unlimited.
-  uint64_t bytes = 0;               // Bytes granted, minus bytes handed back with Permit::Refund.
+  int in_flight = 0;               // Permits currently held.
+  int queued = 0;                  // Acquire calls waiting now.
+  uint64_t acquired = 0;           // Successful Acquire calls.
+  uint64_t waits = 0;              // Acquires that could not be granted on arrival.
+  uint64_t wait_micros_total = 0;  // Time spent waiting by successful and failed acquires.
+  uint64_t deadline_exceeded = 0;  // Acquires that gave up after max_wait.
+  uint64_t throttled_events = 0;   // OnThrottled calls (halving or not).
+  int effective_limit = 0;         // Current request cap; 0 = unlimited.
+  uint64_t bytes = 0;              // Bytes granted, minus bytes handed back with Permit::Refund.
 };
 
 class UfsLimiter : public std::enable_shared_from_this<UfsLimiter> {
@@ -146,8 +146,9 @@ class UfsLimiter : public std::enable_shared_from_this<UfsLimiter> {
   bool BytesAvailableLocked(uint64_t bytes) const REQUIRES(mu_);
   // Removes `ticket` from the queue and wakes the others (the head may have changed).
   void LeaveQueueLocked(std::list<uint64_t>::iterator ticket) REQUIRES(mu_);
-  Status TimeoutError(uint64_t bytes, std::chrono::milliseconds max_wait, bool waiting_for_bytes)
-      const REQUIRES(mu_);
+  // DeadlineExceeded saying what `ticket`'s acquirer was still waiting for.
+  Status TimeoutError(uint64_t bytes, std::chrono::milliseconds max_wait,
+                      std::list<uint64_t>::const_iterator ticket) const REQUIRES(mu_);
 
   const LimiterOptions options_;
   const double rate_;     // Bytes per microsecond; 0 = unlimited.
@@ -161,7 +162,7 @@ class UfsLimiter : public std::enable_shared_from_this<UfsLimiter> {
   double tokens_ GUARDED_BY(mu_) = 0;  // May be negative (debt after an over-burst request).
   int64_t last_refill_us_ GUARDED_BY(mu_) = 0;
   int in_flight_ GUARDED_BY(mu_) = 0;
-  int effective_limit_ GUARDED_BY(mu_) = 0;  // 0 = unlimited.
+  int effective_limit_ GUARDED_BY(mu_) = 0;   // 0 = unlimited.
   int recovery_ceiling_ GUARDED_BY(mu_) = 0;  // Where the cap is lifted when max_concurrency == 0.
   int successes_since_change_ GUARDED_BY(mu_) = 0;
   int64_t last_decrease_us_ GUARDED_BY(mu_) = 0;

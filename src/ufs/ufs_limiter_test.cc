@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <condition_variable>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -157,8 +159,7 @@ TEST(UfsLimiterTest, BandwidthCapOnTheRealClock) {
     auto permit = limiter->Acquire(512 * 1024, std::chrono::seconds(10));
     ASSERT_TRUE(permit.ok()) << permit.status().ToString();
   }
-  double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
   // 4 MiB, of which the first 1 MiB comes out of the full bucket: 3 MiB at 8 MiB/s = 0.375 s.
   EXPECT_GE(seconds, 0.33);
   EXPECT_LE(seconds, 2.0);
@@ -289,9 +290,68 @@ TEST(UfsLimiterTest, WaitersAreServedInArrivalOrder) {
     enqueued_one_by_one = Eventually([&] { return limiter->stats().queued == i + 1; });
   }
   held = InternalError("release");
+  // A newcomer does not barge past the queue, even in the instant after a release when the slot
+  // is free and the woken head has not taken it yet.
+  auto newcomer = limiter->Acquire(0, milliseconds(0));
+  EXPECT_EQ(newcomer.status().code(), StatusCode::kDeadlineExceeded);
+  EXPECT_NE(newcomer.status().message().find("still behind"), std::string::npos)
+      << newcomer.status().ToString();
   for (auto& t : threads) t.join();
   ASSERT_TRUE(enqueued_one_by_one);
   EXPECT_EQ(order, (std::vector<int>{0, 1, 2, 3}));
+}
+
+// A clock whose sleeps block until the test opens the gate, to hold a waiter inside its
+// bandwidth sleep.
+class GatedClock : public Clock {
+ public:
+  int64_t NowMicros() const override { return now_.load(); }
+  int64_t WallNanos() const override { return now_.load() * 1000; }
+  void SleepForMicros(int64_t micros) override {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      ++sleepers_;
+      cv_.wait(lock, [&] { return open_; });
+      --sleepers_;
+    }
+    now_ += micros;
+  }
+  void Open() {
+    std::lock_guard<std::mutex> lock(mu_);
+    open_ = true;
+    cv_.notify_all();
+  }
+  int sleepers() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return sleepers_;
+  }
+
+ private:
+  std::atomic<int64_t> now_{1'000'000};
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int sleepers_ = 0;
+  bool open_ = false;
+};
+
+TEST(UfsLimiterTest, ReadWaitingForBandwidthIsNotOvertakenByMetadataCalls) {
+  GatedClock clock;
+  LimiterOptions o;
+  o.max_bytes_per_second = kMiB;
+  o.clock = &clock;
+  auto limiter = MakeLimiter(o);
+  ASSERT_TRUE(limiter->Acquire(kMiB, milliseconds(0)).ok());  // Empties the bucket.
+  std::atomic<bool> read_ok{false};
+  std::thread reader([&] { read_ok = limiter->Acquire(kMiB, std::chrono::seconds(10)).ok(); });
+  bool sleeping = Eventually([&] { return clock.sleepers() == 1; });
+  // Slots are unlimited and a Stat needs no bandwidth, but it arrived after the read.
+  auto stat = limiter->Acquire(0, milliseconds(0));
+  clock.Open();
+  reader.join();
+  ASSERT_TRUE(sleeping);
+  EXPECT_EQ(stat.status().code(), StatusCode::kDeadlineExceeded);
+  EXPECT_TRUE(read_ok.load());
+  EXPECT_TRUE(limiter->Acquire(0, milliseconds(0)).ok());
 }
 
 TEST(UfsLimiterTest, ThrottlingHalvesTheCapOncePerIntervalNotBelowOne) {
@@ -352,7 +412,8 @@ TEST(UfsLimiterTest, HalvedCapAdmitsNoNewRequestsUntilInFlightDropsBelowIt) {
   o.max_concurrency = 4;
   auto limiter = MakeLimiter(o);
   std::vector<UfsLimiter::Permit> held;
-  for (int i = 0; i < 3; ++i) held.push_back(std::move(limiter->Acquire(0, milliseconds(0))).value());
+  for (int i = 0; i < 3; ++i)
+    held.push_back(std::move(limiter->Acquire(0, milliseconds(0))).value());
   limiter->OnThrottled();
   ASSERT_EQ(limiter->stats().effective_limit, 2);
   EXPECT_EQ(limiter->Acquire(0, milliseconds(0)).status().code(), StatusCode::kDeadlineExceeded);
@@ -370,7 +431,8 @@ TEST(UfsLimiterTest, UnlimitedLimiterCapsAtHalfTheInFlightCountAndLiftsOnRecover
   limiter->OnSuccess();  // No cap, nothing to recover.
   EXPECT_EQ(limiter->stats().effective_limit, 0);
   std::vector<UfsLimiter::Permit> held;
-  for (int i = 0; i < 8; ++i) held.push_back(std::move(limiter->Acquire(0, milliseconds(0))).value());
+  for (int i = 0; i < 8; ++i)
+    held.push_back(std::move(limiter->Acquire(0, milliseconds(0))).value());
   limiter->OnThrottled();
   EXPECT_EQ(limiter->stats().effective_limit, 4);
   EXPECT_EQ(limiter->Acquire(0, milliseconds(0)).status().code(), StatusCode::kDeadlineExceeded);
