@@ -54,6 +54,9 @@ struct ClientOptions {
   // Read cached pages straight from the page files of a worker on the same machine
   // (short-circuit), instead of over TCP. See docs/protocol.md.
   bool short_circuit = true;
+  // Admission for this client's reads: a one-pass scan (preprocessing, a checksum job) sets it so
+  // the workers serve its misses without caching them and the training set stays cached.
+  bool no_cache = false;
 };
 
 struct FileInfo {

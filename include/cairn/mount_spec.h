@@ -12,7 +12,8 @@ struct MountSpec {
   std::string path;  // "/bucket_a", or "/" for a single mount at the root.
   std::string uri;   // "s3://bucket-a/prefix" or "file:///data/lake".
   // Under-storage options by name: endpoint, region, access_key, secret_key, session_token,
-  // profile, path_style ("true"/"false"), max_retries, connect_timeout_ms, request_timeout_ms.
+  // profile, path_style ("true"/"false"), max_retries, connect_timeout_ms, request_timeout_ms,
+  // max_concurrency and max_bandwidth (caps on this mount's source requests, per process).
   std::map<std::string, std::string> options;
   // How long stat results and listings are trusted before the source is asked again
   // (0 = ask on every open).

@@ -173,6 +173,13 @@ int RunFree(const CacheFlags& f) {
 }
 
 int RunInvalidate(const CacheFlags& f) {
+  // Without etcd there is no way to reach the running clients (their caches are in their own
+  // processes): saying "invalidated" would be a lie.
+  if (f.source.etcd.empty()) {
+    return Fail(InvalidArgumentError(
+        "cairn invalidate needs --etcd (cluster mode): it tells every running client through "
+        "etcd. Without etcd, lower the mount's --metadata-ttl, or restart the mount"));
+  }
   auto client = MakeClient(f);
   if (!client.ok()) return Fail(client.status());
   Status s = (*client)->Invalidate(f.path);

@@ -1,15 +1,13 @@
 // Cluster commands over etcd: `cairn mount add|ls|rm` (the shared mount table) and
 // `cairn status` (workers and mounts, as a table or --json).
-#include <curl/curl.h>
-
 #include <cinttypes>
 #include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "cli/metrics_scrape.h"
 #include "common/units.h"
 #include "config/config.h"
 #include "membership/etcd_coordination.h"
@@ -138,50 +136,6 @@ int RunMountLs(const MountCmdFlags& f) {
 }
 
 // ---- cairn status ----
-
-size_t AppendBody(char* data, size_t size, size_t n, void* out) {
-  static_cast<std::string*>(out)->append(data, size * n);
-  return size * n;
-}
-
-// GET http://address/metrics; Unavailable when the worker does not answer.
-StatusOr<std::string> FetchMetrics(const std::string& address) {
-  std::unique_ptr<CURL, decltype(&curl_easy_cleanup)> curl(curl_easy_init(), curl_easy_cleanup);
-  if (!curl) return InternalError("curl_easy_init failed");
-  std::string url = "http://" + address + "/metrics";
-  std::string body;
-  curl_easy_setopt(curl.get(), CURLOPT_URL, url.c_str());
-  curl_easy_setopt(curl.get(), CURLOPT_WRITEFUNCTION, AppendBody);
-  curl_easy_setopt(curl.get(), CURLOPT_WRITEDATA, &body);
-  curl_easy_setopt(curl.get(), CURLOPT_CONNECTTIMEOUT_MS, 1000L);
-  curl_easy_setopt(curl.get(), CURLOPT_TIMEOUT_MS, 3000L);
-  curl_easy_setopt(curl.get(), CURLOPT_NOSIGNAL, 1L);
-  CURLcode rc = curl_easy_perform(curl.get());
-  if (rc != CURLE_OK) return UnavailableError(url + ": " + curl_easy_strerror(rc));
-  long code = 0;
-  curl_easy_getinfo(curl.get(), CURLINFO_RESPONSE_CODE, &code);
-  if (code != 200) return UnavailableError(url + ": HTTP " + std::to_string(code));
-  return body;
-}
-
-// Sum of every sample of `name` (all label sets) in Prometheus text format.
-double SumMetric(const std::string& text, const std::string& name) {
-  double sum = 0;
-  std::istringstream in(text);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind(name, 0) != 0) continue;
-    char next = line.size() > name.size() ? line[name.size()] : '\0';
-    if (next != ' ' && next != '{') continue;
-    size_t space = line.rfind(' ');
-    if (space == std::string::npos) continue;
-    try {
-      sum += std::stod(line.substr(space + 1));
-    } catch (...) {
-    }
-  }
-  return sum;
-}
 
 struct WorkerStatus {
   membership::WorkerRecord record;

@@ -22,6 +22,8 @@ struct WorkerFlags {
   std::string eviction_policy;
   std::string advertise;
   int lease_ttl_s = 5;
+  int ufs_max_concurrency = 0;
+  std::string ufs_max_bandwidth;
 };
 
 Status BuildWorkerOptions(const WorkerFlags& f, worker::WorkerOptions* out) {
@@ -47,6 +49,12 @@ Status BuildWorkerOptions(const WorkerFlags& f, worker::WorkerOptions* out) {
     }
     CAIRN_ASSIGN_OR_RETURN(config::CacheDir dir, config::ParseCacheDirFlag(d, cap));
     w.cache_dirs.push_back(dir);
+  }
+  w.ufs_max_concurrency = f.ufs_max_concurrency;
+  if (!f.ufs_max_bandwidth.empty()) {
+    auto bw = ParseBytes(f.ufs_max_bandwidth);
+    if (!bw.ok()) return bw.status().WithContext("--ufs-max-bandwidth (bytes per second)");
+    w.ufs_max_bytes_per_second = *bw;
   }
   out->config = w;
   out->mounts = cfg.client.mounts;
@@ -81,6 +89,12 @@ Runner RegisterWorker(CLI::App* app) {
   cmd->add_option("--advertise", f->advertise,
                   "Cluster mode: host:port clients use to reach this worker (default: the "
                   "--listen address, a wildcard host replaced by the host name)");
+  cmd->add_option("--ufs-max-concurrency", f->ufs_max_concurrency,
+                  "Cap on this worker's source requests in flight, all mounts together "
+                  "(default: none; see docs/ufs.md)")
+      ->check(CLI::Range(0, 100000));
+  cmd->add_option("--ufs-max-bandwidth", f->ufs_max_bandwidth,
+                  "Cap on bytes per second this worker reads from the sources, e.g. 500MiB");
   cmd->add_option("--lease-ttl", f->lease_ttl_s,
                   "Cluster mode: seconds before a crashed worker leaves the ring (default 5)")
       ->check(CLI::Range(1, 3600));

@@ -19,6 +19,10 @@ Runner RegisterDemo(CLI::App* app);
 void RegisterFsCommands(CLI::App* app, std::vector<std::pair<CLI::App*, Runner>>* out);
 // load, free, invalidate: cache management through the client library.
 void RegisterCacheCommands(CLI::App* app, std::vector<std::pair<CLI::App*, Runner>>* out);
+// pin, unpin, ttl, priority, admission, quota, rules: cache-management rules in etcd.
+void RegisterRuleCommands(CLI::App* app, std::vector<std::pair<CLI::App*, Runner>>* out);
+// report: per-mount cache effectiveness across the cluster.
+void RegisterReportCommand(CLI::App* app, std::vector<std::pair<CLI::App*, Runner>>* out);
 // mount add|ls|rm (the mount table in etcd) and status.
 void RegisterClusterCommands(CLI::App* app, std::vector<std::pair<CLI::App*, Runner>>* out);
 

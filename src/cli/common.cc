@@ -22,6 +22,8 @@ void AddSourceFlags(CLI::App* app, SourceFlags* f, bool with_workers) {
                     "Deadline of one page request before failing over (default 5s)");
     app->add_flag("--no-short-circuit", f->no_short_circuit,
                   "Always ask workers over TCP, even one on this machine");
+    app->add_flag("--no-cache", f->no_cache,
+                  "One-pass scan: workers serve this client's misses without caching them");
   }
   app->add_option("--page-size", f->page_size, "Cache page size (default 1MiB)");
   app->add_option("--metadata-ttl", f->metadata_ttl,
@@ -102,6 +104,7 @@ StatusOr<config::Config> BuildConfig(const SourceFlags& f) {
     }
   }
   if (f.no_short_circuit) cfg.client.short_circuit = false;
+  if (f.no_cache) cfg.client.no_cache = true;
   if (!f.page_size.empty()) {
     auto ps = ParseBytes(f.page_size);
     if (!ps.ok()) return ps.status().WithContext("--page-size");

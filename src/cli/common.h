@@ -33,6 +33,7 @@ struct SourceFlags {
   std::string endpoint, region, access_key, secret_key, profile;
   bool virtual_hosted = false;
   bool no_short_circuit = false;
+  bool no_cache = false;
   std::string etcd;  // Cluster mode: etcd endpoints (--etcd or $CAIRN_ETCD).
 };
 

@@ -32,6 +32,8 @@ int main(int argc, char** argv) {
   RegisterFsCommands(&app, &commands);
   RegisterClusterCommands(&app, &commands);
   RegisterCacheCommands(&app, &commands);
+  RegisterRuleCommands(&app, &commands);
+  RegisterReportCommand(&app, &commands);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -167,9 +167,18 @@ StatusOr<LoadProgress> RunLoad(const CacheOpsContext& ctx, std::string_view raw_
             break;
           }
         }
-        auto step = std::chrono::milliseconds(250);
-        if (wait.count() > 0) step = std::min(step, std::chrono::ceil<std::chrono::milliseconds>(wait));
-        shared->cv.WaitFor(&shared->mu, step, [] { return false; });
+        if (wait.count() == 0) {
+          // All slots busy: wake as soon as a reply frees one (or to report progress).
+          shared->cv.WaitFor(&shared->mu, std::chrono::milliseconds(250),
+                             [&]() REQUIRES(shared->mu) {
+                               return shared->in_flight < options.parallelism;
+                             });
+        } else {
+          // Over the byte budget: wait for it to refill, or for a refund (a cached page).
+          auto step = std::min<std::chrono::microseconds>(wait, std::chrono::milliseconds(250));
+          shared->cv.WaitFor(&shared->mu, step,
+                             [&]() REQUIRES(shared->mu) { return shared->refund > 0; });
+        }
       }
       report(false);
       if (cancelled()) return false;
@@ -241,7 +250,8 @@ StatusOr<LoadProgress> RunLoad(const CacheOpsContext& ctx, std::string_view raw_
     {
       MutexLock l(&shared->mu);
       if (shared->in_flight == 0) break;
-      shared->cv.WaitFor(&shared->mu, std::chrono::milliseconds(250), [] { return false; });
+      shared->cv.WaitFor(&shared->mu, std::chrono::milliseconds(250),
+                         [&]() REQUIRES(shared->mu) { return shared->in_flight == 0; });
     }
     report(false);
   }

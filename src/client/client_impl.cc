@@ -77,6 +77,7 @@ StatusOr<std::unique_ptr<PageFetcher>> MakePageFetcher(const ClientOptions& opti
   }
   auto fetcher = std::make_unique<PageFetcher>(options.page_size, std::move(factory),
                                                /*max_worker_attempts=*/2);
+  fetcher->set_no_cache(options.no_cache);
   CAIRN_RETURN_IF_ERROR(fetcher->SetWorkers(std::move(nodes)));
   return fetcher;
 }

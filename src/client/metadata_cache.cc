@@ -73,9 +73,18 @@ void MetadataCache::Insert(const std::string& key, Entry entry) {
 }
 
 void MetadataCache::Invalidate(std::string_view path) {
+  // The parent's listing pages too: they hold this path's stat (and whether it exists), and a
+  // stat miss is answered from them.
+  std::string parent;
+  size_t slash = path.rfind('/');
+  if (path != "/" && slash != std::string_view::npos) {
+    parent = slash == 0 ? "/" : std::string(path.substr(0, slash));
+  }
   MutexLock l(&mu_);
   for (auto it = entries_.begin(); it != entries_.end();) {
-    if (IsAtOrBelow(it->first, path)) {
+    bool parent_listing = !parent.empty() && it->second.list.has_value() &&
+                          std::string_view(it->first).substr(0, it->first.find('\0')) == parent;
+    if (IsAtOrBelow(it->first, path) || parent_listing) {
       order_.erase(it->second.order);
       it = entries_.erase(it);
     } else {

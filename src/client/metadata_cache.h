@@ -29,7 +29,7 @@ class MetadataCache {
   void PutList(const std::string& path, std::string_view token, const DirPage& page,
                int64_t ttl_us) EXCLUDES(mu_);
 
-  // Drops everything at `path` and below it.
+  // Drops everything at `path` and below it, and the listing pages of its parent folder.
   void Invalidate(std::string_view path) EXCLUDES(mu_);
 
  private:

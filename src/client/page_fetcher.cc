@@ -179,19 +179,21 @@ Status PageFetcher::ReadRange(const ObjectRef& object, uint64_t page_index, uint
       }
     }
     counters_.page_reads.fetch_add(1, std::memory_order_relaxed);
-    request.flags = 0;
+    request.flags = read_flags_;
     StatusOr<protocol::PageSource> source = TryChannel(channel, request, range, dest);
     if (source.status().code() == StatusCode::kCorruption) {
       counters_.checksum_failures.fetch_add(1, std::memory_order_relaxed);
       spdlog::warn("{}; asking the worker to refetch page {} of {}", source.status().message(),
                    page_index, object.object_id);
-      request.flags = protocol::kFlagRefetch;
+      request.flags = read_flags_ | protocol::kFlagRefetch;
       source = TryChannel(channel, request, range, dest);
     }
     if (source.ok()) {
       if (!direct) std::memcpy(out.data(), scratch.data() + (offset - range.begin), out.size());
       // A replica that had to go to the source: the others have not got the page either.
-      if (*source == protocol::PageSource::kUnderStorage && i < plan.replicas) {
+      // (Not for a no-cache scan: nothing was cached, nothing should be.)
+      if (*source == protocol::PageSource::kUnderStorage && i < plan.replicas &&
+          (read_flags_ & protocol::kFlagNoCache) == 0) {
         for (size_t j = 0; j < plan.replicas; ++j) {
           if (j != i) FillReplica(plan.channels[j].get(), request, page_length);
         }

@@ -97,6 +97,9 @@ class PageFetcher {
                    std::span<char> out);
 
   uint32_t page_size() const { return page_size_; }
+  // Reads as one-pass scans: workers serve misses without caching them (protocol NO_CACHE).
+  // Call before the first read.
+  void set_no_cache(bool no_cache) { read_flags_ = no_cache ? protocol::kFlagNoCache : 0; }
   FetcherCounters& counters() { return counters_; }
 
  private:
@@ -137,6 +140,7 @@ class PageFetcher {
   const ChannelFactory factory_;
   const int max_worker_attempts_;
   const uint64_t spread_salt_;  // Random per fetcher: which replica this client prefers.
+  uint32_t read_flags_ = 0;     // Flags of every read request (NO_CACHE for scans).
   FetcherCounters counters_;
   mutable Mutex mu_;
   std::shared_ptr<const Placement> placement_ GUARDED_BY(mu_);

@@ -263,7 +263,7 @@ std::shared_ptr<const std::vector<std::string>> RemoteChannel::CheckShortCircuit
   }
   // Once per channel, not per connection.
   if (!short_circuit_logged_.exchange(true)) {
-    spdlog::info("worker {} shares this machine: reading its cached pages directly",
+    spdlog::debug("worker {} shares this machine: reading its cached pages directly",
                options_.address);
   }
   return std::make_shared<const std::vector<std::string>>(hello.cache_dirs);

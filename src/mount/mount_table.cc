@@ -4,6 +4,7 @@
 #include <charconv>
 #include <set>
 
+#include "common/units.h"
 #include "common/uri.h"
 
 namespace cairn::mount {
@@ -73,6 +74,15 @@ StatusOr<ufs::UfsOptions> UfsOptionsFromSpec(const MountSpec& spec) {
       CAIRN_RETURN_IF_ERROR(ParseIntOption(name, value, &o.connect_timeout_ms));
     } else if (name == "request_timeout_ms") {
       CAIRN_RETURN_IF_ERROR(ParseIntOption(name, value, &o.request_timeout_ms));
+    } else if (name == "max_concurrency") {
+      CAIRN_RETURN_IF_ERROR(ParseIntOption(name, value, &o.max_concurrency));
+      if (o.max_concurrency < 0) return InvalidArgumentError("option max_concurrency must be >= 0");
+    } else if (name == "max_bandwidth") {
+      auto bytes = ParseBytes(value);
+      if (!bytes.ok()) {
+        return InvalidArgumentError("option max_bandwidth must be bytes per second, e.g. 500MiB");
+      }
+      o.max_bytes_per_second = *bytes;
     } else {
       return InvalidArgumentError("unknown mount option '" + name + "' on " + spec.path);
     }
@@ -80,10 +90,12 @@ StatusOr<ufs::UfsOptions> UfsOptionsFromSpec(const MountSpec& spec) {
   return o;
 }
 
-StatusOr<std::shared_ptr<const MountTable>> MountTable::Create(std::vector<MountSpec> specs) {
+StatusOr<std::shared_ptr<const MountTable>> MountTable::Create(
+    std::vector<MountSpec> specs, std::vector<std::shared_ptr<ufs::UfsLimiter>> shared_limiters) {
   std::vector<std::shared_ptr<ufs::UnderStorage>> stores;
   for (const MountSpec& spec : specs) {
     CAIRN_ASSIGN_OR_RETURN(ufs::UfsOptions options, UfsOptionsFromSpec(spec));
+    options.shared_limiters = shared_limiters;
     auto store = ufs::OpenUnderStorage(spec.uri, options);
     if (!store.ok()) return store.status().WithContext("mount " + spec.path);
     stores.push_back(std::move(store).value());

@@ -17,6 +17,7 @@
 #include "cairn/mount_spec.h"
 #include "common/status.h"
 #include "ufs/ufs.h"
+#include "ufs/ufs_limiter.h"
 
 namespace cairn::mount {
 
@@ -52,7 +53,11 @@ class MountTable {
  public:
   // Validates the specs and opens each mount's under-storage (no network I/O). An empty list is
   // valid (cluster mode before the first mount): "/" is then an empty folder.
-  static StatusOr<std::shared_ptr<const MountTable>> Create(std::vector<MountSpec> specs);
+  // `shared_limiters` (a worker-wide cap) apply to every mount's source, next to each mount's
+  // own max_concurrency / max_bandwidth options.
+  static StatusOr<std::shared_ptr<const MountTable>> Create(
+      std::vector<MountSpec> specs,
+      std::vector<std::shared_ptr<ufs::UfsLimiter>> shared_limiters = {});
   // Checks what Create checks (paths unique and not nested, URIs parse with a known scheme,
   // options valid) without opening any source: for editing a cluster's table on a machine that
   // cannot reach (or does not have) the sources. InvalidArgument names the problem.

@@ -16,6 +16,8 @@ uint64_t CacheDir::ChargeForFile(uint64_t file_size) {
 CacheDir::~CacheDir() {
   {
     MutexLock l(&mu_);
+    // Together with stopping_: a scanner that saw it also sees stopping_ when it finishes.
+    shutting_down_.store(true, std::memory_order_relaxed);
     stopping_ = true;
     ++room_epoch_;
   }
@@ -44,7 +46,23 @@ bool CacheDir::RoomMayComeLocked() const {
   return reserved_ > 0 || freeing_ > 0 || (!exact_ && recovering_);
 }
 
-Status CacheDir::Reserve(uint64_t charge) {
+uint64_t CacheDir::IncomingGroupBytesLocked(const Incoming& in) const {
+  auto pending = group_reserved_.find(in.group);
+  return in.charge + (pending == group_reserved_.end() ? 0 : pending->second);
+}
+
+bool CacheDir::OverQuotaLocked(const Incoming& in) const {
+  return policy_->OverQuota(in.group, IncomingGroupBytesLocked(in));
+}
+
+void CacheDir::UnreserveLocked(const Incoming& in) {
+  reserved_ -= in.charge;
+  auto it = group_reserved_.find(in.group);
+  if (it != group_reserved_.end() && (it->second -= in.charge) == 0) group_reserved_.erase(it);
+}
+
+Status CacheDir::Reserve(const Incoming& in) {
+  const uint64_t charge = in.charge;
   if (kSkeletonBytes + charge > config_.capacity_bytes) {
     return ResourceExhaustedError("a page file of " + std::to_string(charge) +
                                   " bytes can never fit in cache folder " + layout_.root());
@@ -55,18 +73,35 @@ Status CacheDir::Reserve(uint64_t charge) {
       MutexLock l(&mu_);
       while (victims.empty()) {
         if (stopping_) return UnavailableError("page store is shutting down");
-        if (FitsLocked(charge)) {
+        if (!OverQuotaLocked(in) && FitsLocked(charge)) {
           used_ += charge;
           reserved_ += charge;
+          group_reserved_[in.group] += charge;
           if (!exact_) credit_ -= charge;
           return Status::Ok();
         }
-        uint64_t deficit = PickVictimsLocked(DeficitLocked(charge), &victims);
+        // Pages past their deadline are the cheapest room: no live page is lost.
+        if (std::optional<int64_t> next = policy_->NextExpiry()) {
+          const int64_t now = config_.clock->NowMicros();
+          if (*next <= now) TakeExpiredLocked(now, kExpiredBatch, &victims);
+        }
         if (!victims.empty()) break;
-        if (deficit > 0 && !RoomMayComeLocked()) {
+        uint64_t deficit = PickVictimsLocked(DeficitLocked(charge), &in, &victims);
+        if (!victims.empty()) break;
+        const bool quota_blocked = OverQuotaLocked(in);
+        if ((deficit > 0 || quota_blocked) && !RoomMayComeLocked()) {
+          if (quota_blocked) {
+            return ResourceExhaustedError(
+                "group " + std::to_string(in.group) + " is at its quota (" +
+                std::to_string(policy_->group_bytes(in.group)) + " of " +
+                std::to_string(policy_->group_quota(in.group)) + " bytes in cache folder " +
+                layout_.root() + ") and none of its pages can be evicted (pinned, or too few)");
+          }
           return ResourceExhaustedError(
               "cache folder " + layout_.root() + " is full (" + std::to_string(used_) + " of " +
-              std::to_string(config_.capacity_bytes) + " bytes) and nothing can be evicted");
+              std::to_string(config_.capacity_bytes) + " bytes, " +
+              std::to_string(policy_->pinned_bytes()) +
+              " of them pinned) and nothing can be evicted");
         }
         // The bound is a safety net only: every change that can make room notifies.
         uint64_t epoch = room_epoch_;
@@ -78,46 +113,61 @@ Status CacheDir::Reserve(uint64_t charge) {
   }
 }
 
-uint64_t CacheDir::PickVictimsLocked(uint64_t bytes, std::vector<Victim>* victims) {
+uint64_t CacheDir::PickVictimsLocked(uint64_t bytes, const Incoming* in,
+                                     std::vector<Victim>* victims) {
   const bool only_cold = !exact_ && recovering_;
   const policy::VictimFilter is_cold = [this](const Hash128& id) REQUIRES(mu_) {
     auto it = index_.find(id);
     return it != index_.end() && it->second.cold;
   };
-  while (bytes > 0) {
+  const policy::VictimFilter* filter = only_cold ? &is_cold : nullptr;
+  while (true) {
+    const bool for_quota = in != nullptr && OverQuotaLocked(*in);
+    if (bytes == 0 && !for_quota) break;
     if (only_cold && cold_pages_ == 0) break;  // Wait for the scan rather than scan in vain.
-    std::optional<Hash128> victim =
-        only_cold ? policy_->PickVictim(is_cold) : policy_->PickVictim();
+    std::optional<Hash128> victim;
+    if (for_quota) {
+      // Over its quota: only the group's own pages may go (nullopt if none can).
+      victim = policy_->PickVictimForInsert(in->group, IncomingGroupBytesLocked(*in), filter);
+    } else {
+      victim = filter ? policy_->PickVictim(*filter) : policy_->PickVictim();
+    }
     if (!victim) break;
     auto it = index_.find(*victim);
     if (it == index_.end()) {  // Policy and index disagree: a bug; heal rather than loop.
       spdlog::error("page store: eviction policy returned an unknown page");
-      policy_->OnRemove(*victim);
+      policy_->OnRemove(*victim, policy::RemoveReason::kDropped);
       continue;
     }
-    uint64_t freed = EraseLocked(it);
-    ++evictions_;
+    uint64_t freed = EraseLocked(it, policy::RemoveReason::kEvicted);
+    ++(for_quota ? quota_evictions_ : capacity_evictions_);
     victims->push_back({*victim, freed});
     bytes = freed >= bytes ? 0 : bytes - freed;
   }
   return bytes;
 }
 
-void CacheDir::PublishLocked(const Hash128& id, uint64_t charge) {
-  reserved_ -= charge;
-  Entry fresh{charge, next_generation_++, /*cold=*/false};
-  auto [it, inserted] = index_.try_emplace(id, fresh);
+std::shared_ptr<const std::string> CacheDir::PublishLocked(const Hash128& id, const Incoming& in,
+                                                           std::string_view object_id,
+                                                           const policy::EntryHints& hints) {
+  UnreserveLocked(in);
+  auto [it, inserted] = index_.try_emplace(id);
+  Entry& entry = it->second;
+  // A new copy of a cached page has the same key, hence the same object id: keep the string.
+  std::shared_ptr<const std::string> object = std::move(entry.object_id);
+  if (!object || *object != object_id) object = object_ids_.Intern(object_id);
   if (!inserted) {
     // The rename replaced the old copy's file, so its bytes are free now.
-    uint64_t old = it->second.charge;
-    if (it->second.cold) --cold_pages_;
-    ForgetOpenFileLocked(it->second);
-    it->second = fresh;
+    uint64_t old = entry.charge;
+    if (entry.cold) --cold_pages_;
+    ForgetOpenFileLocked(entry);
     ReleaseLocked(old);
   }
-  policy_->OnInsert(id, charge);
+  entry = Entry{in.charge, next_generation_++, /*is_cold=*/false, object};
+  policy_->OnInsert(id, in.charge, hints);
   ++room_epoch_;
   room_cv_.NotifyAll();  // A new evictable page for writers waiting for room.
+  return object;
 }
 
 void CacheDir::ReleaseLocked(uint64_t bytes) {
@@ -127,12 +177,12 @@ void CacheDir::ReleaseLocked(uint64_t bytes) {
   room_cv_.NotifyAll();
 }
 
-uint64_t CacheDir::EraseLocked(Index::iterator it) {
+uint64_t CacheDir::EraseLocked(Index::iterator it, policy::RemoveReason reason) {
   const Hash128 id = it->first;
   const uint64_t charge = it->second.charge;
   if (it->second.cold) --cold_pages_;
   ForgetOpenFileLocked(it->second);
-  policy_->OnRemove(id);
+  policy_->OnRemove(id, reason);
   index_.erase(it);
   freeing_ += charge;
   ++dropping_[id];
@@ -179,8 +229,13 @@ Status CacheDir::Put(const KeyInfo& key, std::span<const char> data,
   CAIRN_ASSIGN_OR_RETURN(
       std::string header,
       EncodePageHeader(key.serialized, key.page_index, static_cast<uint32_t>(data.size()), sums));
-  const uint64_t charge = ChargeForFile(header.size() + data.size());
-  CAIRN_RETURN_IF_ERROR(Reserve(charge));
+  const uint64_t epoch = RulesEpoch();
+  const policy::EntryHints hints = Resolve(key.object_id());
+  if (hints.expires_at_us != 0 && hints.expires_at_us <= config_.clock->NowMicros()) {
+    return Status::Ok();  // It would never be served.
+  }
+  const Incoming in{hints.group, ChargeForFile(header.size() + data.size())};
+  CAIRN_RETURN_IF_ERROR(Reserve(in));
 
   // Write under a temp name, outside every lock; publish by rename, so the page's name only
   // ever refers to a complete file. No fsync: after a power loss the file may be incomplete
@@ -189,19 +244,26 @@ Status CacheDir::Put(const KeyInfo& key, std::span<const char> data,
   const std::string temp = layout_.TempPath(key.id, nonce_, temp_sequence_.fetch_add(1));
   const std::span<const char> pieces[] = {header, data};
   Status s = disk().WriteNewFile(temp, pieces);
+  std::shared_ptr<const std::string> published;
   if (s.ok()) {
     MutexLock path_lock(&PathLock(key.id));
     s = disk().Rename(temp, layout_.PagePath(key.id));
     if (s.ok()) {
       MutexLock l(&mu_);
-      PublishLocked(key.id, charge);
-      return Status::Ok();
+      published = PublishLocked(key.id, in, key.object_id(), hints);
+    } else {
+      disk().Unlink(temp).IgnoreError();  // Best effort; the next startup removes leftovers.
     }
-    disk().Unlink(temp).IgnoreError();  // Best effort; the next startup removes leftovers.
+  }
+  if (published) {
+    // The rules changed while we wrote, and a Reattribute may have walked past this page
+    // before it was indexed: file it under the rules in force now.
+    if (RulesEpoch() != epoch) ApplyResolver({{key.id, std::move(published)}});
+    return Status::Ok();
   }
   MutexLock l(&mu_);
-  reserved_ -= charge;
-  ReleaseLocked(charge);
+  UnreserveLocked(in);
+  ReleaseLocked(in.charge);
   return s.WithContext("caching page in " + layout_.root());
 }
 
@@ -262,11 +324,16 @@ StatusOr<std::unique_ptr<PageReader>> CacheDir::OpenPage(const KeyInfo& key) {
   const std::string path = layout_.PagePath(key.id);
   for (int attempt = 0;; ++attempt) {
     uint64_t generation = 0;
+    bool unattributed = false;
+    std::optional<uint64_t> expired;
     {
       MutexLock l(&mu_);
       auto it = index_.find(key.id);
-      if (it != index_.end()) {
+      if (it != index_.end() && (expired = EraseIfExpiredLocked(it))) {
+        // Its TTL passed: never served; the file goes below, outside mu_.
+      } else if (it != index_.end()) {
         generation = it->second.generation;
+        unattributed = !it->second.object_id;
         TouchLocked(it);
         if (it->second.open_file) {
           if (it->second.open_file->StillAt(path)) {
@@ -281,6 +348,10 @@ StatusOr<std::unique_ptr<PageReader>> CacheDir::OpenPage(const KeyInfo& key) {
         return NotFoundError("page not cached");
       }
     }
+    if (expired) {
+      DropFile(key.id, *expired);
+      return NotFoundError("page not cached (its TTL passed)");
+    }
     if (generation == 0) {
       auto probed = Probe(key, /*accessed=*/true);
       if (!probed) continue;  // Indexed meanwhile.
@@ -290,8 +361,18 @@ StatusOr<std::unique_ptr<PageReader>> CacheDir::OpenPage(const KeyInfo& key) {
     auto reader = OpenPageFile(disk(), path, key.serialized, key.page_index);
     if (reader.ok()) {
       std::shared_ptr<const FilePageReader> file(std::move(reader).value());
+      // The scan could not read this page's header: now that it checked out, file it under its
+      // rules.
+      const policy::EntryHints hints =
+          unattributed ? Resolve(key.object_id()) : policy::EntryHints{};
       {
         MutexLock l(&mu_);
+        auto it = index_.find(key.id);
+        if (unattributed && it != index_.end() && it->second.generation == generation &&
+            !it->second.object_id) {
+          it->second.object_id = object_ids_.Intern(key.object_id());
+          policy_->Update(key.id, hints);
+        }
         RememberOpenFileLocked(key.id, generation, file);
       }
       return std::unique_ptr<PageReader>(new SharedPageReader(std::move(file)));
@@ -317,7 +398,7 @@ bool CacheDir::DropIfCurrent(const Hash128& id, uint64_t generation, bool corrup
     auto it = index_.find(id);
     if (it == index_.end()) return true;  // Someone else dropped it already.
     if (it->second.generation != generation) return false;
-    charge = EraseLocked(it);
+    charge = EraseLocked(it, policy::RemoveReason::kDropped);
     if (corrupt) ++corrupt_pages_;
   }
   DropFileWithPathLock(id, charge);
@@ -353,31 +434,57 @@ std::optional<StatusOr<std::unique_ptr<FilePageReader>>> CacheDir::Probe(const K
     }
     return reader.status();
   }
-  MutexLock l(&mu_);
-  auto it = index_.find(key.id);
-  if (it == index_.end()) {  // The scan may have added it since the check above.
-    uint64_t charge = ChargeForFile((*reader)->header().file_size());
-    index_.emplace(key.id, Entry{charge, next_generation_++, /*cold=*/!accessed});
-    used_ += charge;
-    ++recovered_pages_;
-    if (!accessed) ++cold_pages_;
-    policy_->OnInsert(key.id, charge, {.cold = !accessed});
-  } else if (accessed) {
-    TouchLocked(it);
+  const uint64_t epoch = RulesEpoch();
+  policy::EntryHints hints = Resolve(key.object_id());
+  if (hints.expires_at_us != 0 && hints.expires_at_us <= config_.clock->NowMicros()) {
+    // Left on disk: the scan indexes it and the sweep removes it.
+    return NotFoundError("page not cached (its TTL passed)");
   }
+  std::shared_ptr<const std::string> adopted;
+  {
+    MutexLock l(&mu_);
+    auto it = index_.find(key.id);
+    if (it == index_.end()) {  // The scan may have added it since the check above.
+      uint64_t charge = ChargeForFile((*reader)->header().file_size());
+      adopted = object_ids_.Intern(key.object_id());
+      index_.emplace(key.id, Entry{charge, next_generation_++, /*is_cold=*/!accessed, adopted});
+      used_ += charge;
+      ++recovered_pages_;
+      if (!accessed) ++cold_pages_;
+      hints.cold = !accessed;
+      policy_->OnInsert(key.id, charge, hints);
+    } else if (accessed) {
+      TouchLocked(it);
+    }
+  }
+  if (adopted && RulesEpoch() != epoch) ApplyResolver({{key.id, std::move(adopted)}});
   return reader;
 }
 
+void CacheDir::CountRemovalLocked(RemoveReason reason) {
+  switch (reason) {
+    case RemoveReason::kCorrupt:
+      ++corrupt_pages_;
+      break;
+    case RemoveReason::kInvalidated:
+      ++invalidated_pages_;
+      break;
+    case RemoveReason::kFreed:
+      ++freed_pages_;
+      break;
+  }
+}
+
 Status CacheDir::Remove(const KeyInfo& key, RemoveReason reason) {
-  const bool corrupt = reason == RemoveReason::kCorrupt;
   MutexLock path_lock(&PathLock(key.id));
   std::optional<uint64_t> charge;
   {
     MutexLock l(&mu_);
     auto it = index_.find(key.id);
     if (it != index_.end()) {
-      charge = EraseLocked(it);
-      if (corrupt) ++corrupt_pages_;
+      // Not an eviction: an adaptive policy must not learn from it.
+      charge = EraseLocked(it, policy::RemoveReason::kDropped);
+      CountRemovalLocked(reason);
     } else if (SubdirScannedLocked(key.id)) {
       return NotFoundError("page not cached");
     } else {
@@ -394,18 +501,26 @@ Status CacheDir::Remove(const KeyInfo& key, RemoveReason reason) {
   // Not indexed, but the recovery scan has not seen its sub-folder: the file may be on disk.
   Status s = disk().Unlink(layout_.PagePath(key.id));
   if (!s.ok()) return s.code() == StatusCode::kNotFound ? NotFoundError("page not cached") : s;
-  if (corrupt) {
-    MutexLock l(&mu_);
-    ++corrupt_pages_;
-  }
+  MutexLock l(&mu_);
+  CountRemovalLocked(reason);
   return Status::Ok();
 }
 
 bool CacheDir::Contains(const KeyInfo& key) {
+  std::optional<uint64_t> expired;
   {
     MutexLock l(&mu_);
-    if (index_.count(key.id)) return true;
-    if (SubdirScannedLocked(key.id)) return false;
+    auto it = index_.find(key.id);
+    if (it != index_.end()) {
+      expired = EraseIfExpiredLocked(it);
+      if (!expired) return true;
+    } else if (SubdirScannedLocked(key.id)) {
+      return false;
+    }
+  }
+  if (expired) {
+    DropFile(key.id, *expired);
+    return false;
   }
   auto probed = Probe(key, /*accessed=*/false);
   return !probed || probed->ok();
@@ -417,7 +532,13 @@ PageStoreStats CacheDir::Stats() const {
   s.pages = index_.size();
   s.used_bytes = used_;
   s.capacity_bytes = config_.capacity_bytes;
-  s.evictions = evictions_;
+  s.pinned_bytes = policy_->pinned_bytes();
+  s.evictions = capacity_evictions_ + quota_evictions_;
+  s.capacity_evictions = capacity_evictions_;
+  s.quota_evictions = quota_evictions_;
+  s.expired_pages = expired_pages_;
+  s.freed_pages = freed_pages_;
+  s.invalidated_pages = invalidated_pages_;
   s.corrupt_pages = corrupt_pages_;
   s.recovered_pages = recovered_pages_;
   s.recovering = recovering_;

@@ -13,6 +13,12 @@
 // freed since. Every byte written during recovery is thus matched by a byte known to be free, and
 // the folder never grows past the capacity even before its contents are known.
 //
+// Cache rules. Each index entry keeps its page's object id (one shared string per object, see
+// ObjectIdInterner), so the folder can ask the AttributeSource for the page's hints at Put, when
+// recovery adopts it and at Reattribute; the hints live in the PolicyEngine (pinned pages are in
+// no ranking, TTL deadlines in its ordered index, group bytes and quotas per group). The resolver
+// is never called under mu_.
+//
 // Locking. mu_ guards the index, the policy and the counters; no disk I/O happens under it.
 // Operations that change which file a page's name refers to (rename of a new copy + publish,
 // unlink, adoption of a file found on disk) hold that name's path lock, one of kPathLocks mutexes
@@ -38,9 +44,11 @@
 #include "common/thread_annotations.h"
 #include "pagestore/disk.h"
 #include "pagestore/layout.h"
+#include "pagestore/page_attributes.h"
 #include "pagestore/page_file.h"
 #include "pagestore/page_store.h"
 #include "policy/eviction_policy.h"
+#include "policy/policy_engine.h"
 
 namespace cairn::pagestore {
 
@@ -51,6 +59,8 @@ struct KeyInfo {
   std::string serialized;
   uint64_t page_index;
   Hash128 id;
+
+  std::string_view object_id() const { return ObjectIdOfKey(serialized); }
 };
 
 class CacheDir {
@@ -63,6 +73,8 @@ class CacheDir {
     int recovery_threads = 4;
     std::shared_ptr<Disk> disk;
     Clock* clock = nullptr;
+    // Shared by the store's folders; null: default hints for every page.
+    std::shared_ptr<AttributeSource> attributes;
   };
 
   // Bytes charged for a page's name in its directory (ext4/XFS: ~44 bytes per 32-character
@@ -88,14 +100,28 @@ class CacheDir {
   bool Contains(const KeyInfo& key) EXCLUDES(mu_);
   PageStoreStats Stats() const EXCLUDES(mu_);
 
+  // Cache rules (cache_dir_rules.cc); contracts as in PageStore.
+  void Reattribute() EXCLUDES(mu_);
+  void SetGroupQuota(uint32_t group, uint64_t bytes) EXCLUDES(mu_);
+  uint64_t GroupBytes(uint32_t group) const EXCLUDES(mu_);
+  // Drops the pages whose deadline is <= `now_us`, in chunks; returns how many it dropped.
+  size_t SweepExpired(int64_t now_us) EXCLUDES(mu_);
+  // The earliest TTL deadline of a page of this folder, if any has one.
+  std::optional<int64_t> NextExpiry() const EXCLUDES(mu_);
+
  private:
   static constexpr size_t kPathLocks = 64;
   static constexpr size_t kMaxOpenFiles = 1024;
+  // Expired pages taken per hold of mu_ (sweep, Reserve).
+  static constexpr size_t kExpiredBatch = 256;
+  // Pages re-resolved per hold of mu_ by Reattribute.
+  static constexpr size_t kRulesBatch = 512;
   enum class ScanState : uint8_t { kPending, kListing, kDone, kFailed };
   struct Entry {
     Entry() = default;
-    Entry(uint64_t charge_bytes, uint64_t gen, bool is_cold)
-        : charge(charge_bytes), generation(gen), cold(is_cold) {}
+    Entry(uint64_t charge_bytes, uint64_t gen, bool is_cold,
+          std::shared_ptr<const std::string> object)
+        : charge(charge_bytes), generation(gen), cold(is_cold), object_id(std::move(object)) {}
     uint64_t charge = 0;
     // Changes whenever a new file is published under the page's name, so a thread that found a
     // bad file can tell whether it is still the indexed one before dropping it.
@@ -108,38 +134,66 @@ class CacheDir {
     // the entry, so an evicted page's blocks are freed when its last reader finishes.
     std::shared_ptr<const FilePageReader> open_file;
     std::list<Hash128>::iterator open_lru;
+    // The page's object id, shared with the folder's other pages of that object; null if the
+    // recovery scan could not read it (the page then has default hints until it is opened).
+    std::shared_ptr<const std::string> object_id;
   };
   struct Victim {
     Hash128 id;
     uint64_t charge = 0;
   };
+  // A page about to get (new) hints: its id and the object id it was resolved for.
+  struct Attributed {
+    Hash128 id;
+    std::shared_ptr<const std::string> object_id;
+  };
+  // The page a Reserve makes room for.
+  struct Incoming {
+    uint32_t group = 0;
+    uint64_t charge = 0;
+  };
   using Index = std::unordered_map<Hash128, Entry, Hash128Hasher>;
 
-  CacheDir(Config config, std::unique_ptr<policy::EvictionPolicy> policy,
+  CacheDir(Config config, std::unique_ptr<policy::PolicyEngine> policy,
            std::unique_ptr<DiskLock> lock, uint64_t initial_credit, uint64_t nonce);
 
   Mutex& PathLock(const Hash128& id) { return path_locks_[id.low % kPathLocks]; }
   Disk& disk() { return *config_.disk; }
 
   // Admission (cache_dir.cc).
-  Status Reserve(uint64_t charge) EXCLUDES(mu_);
+  // Reserves `in.charge` bytes for a page of group `in.group`, making room as needed.
+  Status Reserve(const Incoming& in) EXCLUDES(mu_);
   bool FitsLocked(uint64_t charge) const REQUIRES(mu_);
+  // Whether admitting `in` would take its group over its quota, counting the group's writes in
+  // flight.
+  bool OverQuotaLocked(const Incoming& in) const REQUIRES(mu_);
+  // in.charge plus the group's writes in flight.
+  uint64_t IncomingGroupBytesLocked(const Incoming& in) const REQUIRES(mu_);
+  void UnreserveLocked(const Incoming& in) REQUIRES(mu_);
   uint64_t DeficitLocked(uint64_t charge) const REQUIRES(mu_);
   bool RoomMayComeLocked() const REQUIRES(mu_);
-  void PublishLocked(const Hash128& id, uint64_t charge) REQUIRES(mu_);
+  // Indexes a written page under `hints`; its reservation `in` becomes its charge. Returns the
+  // page's shared object id.
+  std::shared_ptr<const std::string> PublishLocked(const Hash128& id, const Incoming& in,
+                                                   std::string_view object_id,
+                                                   const policy::EntryHints& hints) REQUIRES(mu_);
   void ReleaseLocked(uint64_t bytes) REQUIRES(mu_);
-  // Takes victims from the policy (out of the index) until their charges cover `bytes`, appending
-  // them to `victims`. Returns how much of `bytes` is still uncovered (nothing left to evict).
-  // During recovery only cold pages are candidates.
-  uint64_t PickVictimsLocked(uint64_t bytes, std::vector<Victim>* victims) REQUIRES(mu_);
-  // Takes an entry out of the index and the policy. Its bytes stay counted (as freeing_) until
-  // DropFile unlinks the file. Returns the charge.
-  uint64_t EraseLocked(Index::iterator it) REQUIRES(mu_);
+  // Takes victims from the policy (out of the index) until their charges cover `bytes` and, with
+  // `in`, until in's group is no longer over its quota (victims then come from that group),
+  // appending them to `victims`. Returns how much of `bytes` is still uncovered (nothing left to
+  // evict). During recovery only cold pages are candidates; pinned pages never are.
+  uint64_t PickVictimsLocked(uint64_t bytes, const Incoming* in, std::vector<Victim>* victims)
+      REQUIRES(mu_);
+  // Takes an entry out of the index and tells the policy why. Its bytes stay counted (as
+  // freeing_) until DropFile unlinks the file. Returns the charge.
+  uint64_t EraseLocked(Index::iterator it, policy::RemoveReason reason) REQUIRES(mu_);
   // Unlinks the file of an erased entry, unless a new copy has been published under its name
   // since, and releases the charge. DropFileWithPathLock: the caller holds PathLock(id).
   void DropFile(const Hash128& id, uint64_t charge) EXCLUDES(mu_);
   void DropFileWithPathLock(const Hash128& id, uint64_t charge) EXCLUDES(mu_);
   void DropVictims(const std::vector<Victim>& victims) EXCLUDES(mu_);
+  // Counts a Remove in the counter of its reason.
+  void CountRemovalLocked(RemoveReason reason) REQUIRES(mu_);
 
   // Reading (cache_dir.cc).
   // Looks for a page not in the index on disk (its sub-folder is not scanned yet) and adopts it.
@@ -157,10 +211,37 @@ class CacheDir {
                               std::shared_ptr<const FilePageReader> file) REQUIRES(mu_);
   void ForgetOpenFileLocked(Entry& entry) REQUIRES(mu_);
 
+  // Cache rules (cache_dir_rules.cc).
+  // True if the page's TTL deadline has passed. Cheap when nothing has expired.
+  bool ExpiredLocked(const Hash128& id) const REQUIRES(mu_);
+  // Takes up to `max` pages whose deadline is <= `now_us` out of the index (counted as expired)
+  // and appends them to `dropped`, for DropVictims.
+  void TakeExpiredLocked(int64_t now_us, size_t max, std::vector<Victim>* dropped) REQUIRES(mu_);
+  // If the page's deadline has passed, erases it (counted as expired) and returns its charge, for
+  // DropFile once mu_ is released.
+  std::optional<uint64_t> EraseIfExpiredLocked(Index::iterator it) REQUIRES(mu_);
+  // Resolves the pages of `batch` (outside mu_, once per object) and refiles those that still
+  // hold the same object under their hints.
+  void ApplyResolver(const std::vector<Attributed>& batch) EXCLUDES(mu_);
+  // Default hints without an AttributeSource.
+  policy::EntryHints Resolve(std::string_view object_id) const;
+  uint64_t RulesEpoch() const { return config_.attributes ? config_.attributes->epoch() : 0; }
+
   // Recovery (cache_dir_recovery.cc).
+  // A page file found by the scan, with what its header says.
+  struct Found {
+    Hash128 id;
+    uint64_t charge = 0;
+    std::string object_id;  // Empty if the header could not be read or names another page.
+    policy::EntryHints hints;
+  };
   void RecoveryThread() EXCLUDES(mu_);
   Status ScanSubdir(int subdir) EXCLUDES(mu_);
-  void AddRecoveredLocked(const Hash128& id, uint64_t charge) REQUIRES(mu_);
+  // Reads the object ids of `found` from their headers and resolves their hints.
+  void AttributeFound(std::vector<Found>* found) EXCLUDES(mu_);
+  // Resolves the indexed pages of `found` again (the rules changed during the scan).
+  void RefileFound(const std::vector<Found>& found) EXCLUDES(mu_);
+  void AddRecoveredLocked(const Found& page) REQUIRES(mu_);
   void FinishRecovery() EXCLUDES(mu_);
   void EvictDownToCapacity() EXCLUDES(mu_);
 
@@ -176,13 +257,20 @@ class CacheDir {
   uint64_t room_epoch_ GUARDED_BY(mu_) = 0;  // Bumped with every room_cv_ notification.
   Index index_ GUARDED_BY(mu_);
   std::list<Hash128> open_lru_ GUARDED_BY(mu_);  // Entries holding open_file, newest first.
-  const std::unique_ptr<policy::EvictionPolicy> policy_ PT_GUARDED_BY(mu_);
+  const std::unique_ptr<policy::PolicyEngine> policy_ PT_GUARDED_BY(mu_);
+  ObjectIdInterner object_ids_ GUARDED_BY(mu_);
+  // Charges of the writes in flight per group, which count against the group's quota.
+  std::unordered_map<uint32_t, uint64_t> group_reserved_ GUARDED_BY(mu_);
   uint64_t used_ GUARDED_BY(mu_) = kSkeletonBytes;
   uint64_t reserved_ GUARDED_BY(mu_) = 0;  // Part of used_: pages being written.
   uint64_t freeing_ GUARDED_BY(mu_) = 0;   // Part of used_: dropped, not unlinked yet.
   uint64_t stuck_ GUARDED_BY(mu_) = 0;     // Part of used_: files whose unlink failed.
   uint64_t next_generation_ GUARDED_BY(mu_) = 1;
-  uint64_t evictions_ GUARDED_BY(mu_) = 0;
+  uint64_t capacity_evictions_ GUARDED_BY(mu_) = 0;
+  uint64_t quota_evictions_ GUARDED_BY(mu_) = 0;
+  uint64_t expired_pages_ GUARDED_BY(mu_) = 0;
+  uint64_t freed_pages_ GUARDED_BY(mu_) = 0;
+  uint64_t invalidated_pages_ GUARDED_BY(mu_) = 0;
   uint64_t corrupt_pages_ GUARDED_BY(mu_) = 0;
   uint64_t recovered_pages_ GUARDED_BY(mu_) = 0;
   uint64_t cold_pages_ GUARDED_BY(mu_) = 0;  // Entries with cold set.
@@ -203,6 +291,8 @@ class CacheDir {
   bool recovering_ GUARDED_BY(mu_) = true;
   bool stopping_ GUARDED_BY(mu_) = false;
   int64_t scan_start_micros_ = 0;
+  // Set by the destructor; read without mu_ by the scan between header reads.
+  std::atomic<bool> shutting_down_{false};
   std::atomic<int> next_subdir_{0};
   std::vector<std::thread> scanners_;
 };

@@ -1,15 +1,17 @@
 // CacheDir startup: folder checks and preparation, and the background scan that rebuilds the
 // index of a folder that already holds pages.
 //
-// The scan lists each sub-folder (readdir + one fstatat per file for its size) and indexes what
-// it finds without reading any header: a million pages are indexed in seconds, and a damaged
-// file is caught when it is first opened. Until a sub-folder is scanned, Open/Contains of a page
-// in it look for the file by name (names are deterministic) and adopt it after the usual checks,
-// so hits are served from the first moment.
+// The scan lists each sub-folder (readdir + one fstatat per file for its size), reads the key
+// from each page's header (one open + one 4 KiB read: the cache rules need the object id, and a
+// pin must hold across a restart), resolves its hints and indexes it. The data and the file
+// size are not checked: a damaged file is caught when it is first opened. Until a sub-folder is
+// scanned, Open/Contains of a page in it look for the file by name (names are deterministic) and
+// adopt it after the usual checks, so hits are served from the first moment.
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <unordered_map>
 
 #include "common/logging.h"
 #include "pagestore/cache_dir.h"
@@ -64,8 +66,8 @@ StatusOr<std::unique_ptr<CacheDir>> CacheDir::Open(Config config) {
         " bytes) cannot hold the folder structure and one page; the minimum is " +
         std::to_string(kSkeletonBytes + largest_page));
   }
-  CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<policy::EvictionPolicy> policy,
-                         policy::MakeEvictionPolicy(config.eviction_policy));
+  CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<policy::PolicyEngine> policy,
+                         policy::PolicyEngine::Create(config.eviction_policy));
   Disk& disk = *config.disk;
   DirLayout layout(config.path);
   CAIRN_RETURN_IF_ERROR(PrepareRoot(disk, layout.root()));
@@ -89,7 +91,7 @@ StatusOr<std::unique_ptr<CacheDir>> CacheDir::Open(Config config) {
   return dir;
 }
 
-CacheDir::CacheDir(Config config, std::unique_ptr<policy::EvictionPolicy> policy,
+CacheDir::CacheDir(Config config, std::unique_ptr<policy::PolicyEngine> policy,
                    std::unique_ptr<DiskLock> lock, uint64_t initial_credit, uint64_t nonce)
     : config_(std::move(config)),
       layout_(config_.path),
@@ -141,13 +143,13 @@ Status CacheDir::ScanSubdir(int subdir) {
   if (!listing.ok()) listing = disk().ListDir(dir);  // Once more: a transient error costs a lot.
   if (!listing.ok()) return listing.status();
 
-  std::vector<Victim> found;
+  std::vector<Found> found;
   uint64_t freed = 0;
   for (const DirEntry& e : *listing) {
     DirLayout::ParsedName name = DirLayout::ParseName(e.name);
     if (name.kind == DirLayout::NameKind::kPage && e.is_regular &&
         DirLayout::SubdirOf(name.id) == subdir) {
-      found.push_back({name.id, ChargeForFile(e.size)});
+      found.push_back(Found{name.id, ChargeForFile(e.size), {}, {}});
       continue;
     }
     if (name.kind == DirLayout::NameKind::kTemp && name.nonce == nonce_) continue;  // Ours.
@@ -165,6 +167,10 @@ Status CacheDir::ScanSubdir(int subdir) {
     }
   }
 
+  const uint64_t epoch = RulesEpoch();
+  AttributeFound(&found);
+  if (shutting_down_.load(std::memory_order_relaxed)) return Status::Ok();
+
   {
     // Size the tables once from the first listing (sub-folders hold similar counts): growing a
     // hash table of a million entries rehashes it under the mutex, stalling lookups.
@@ -180,10 +186,11 @@ Status CacheDir::ScanSubdir(int subdir) {
     MutexLock l(&mu_);
     if (stopping_) return Status::Ok();
     size_t end = std::min(found.size(), i + kScanBatch);
-    for (size_t j = i; j < end; ++j) AddRecoveredLocked(found[j].id, found[j].charge);
+    for (size_t j = i; j < end; ++j) AddRecoveredLocked(found[j]);
     ++room_epoch_;
     room_cv_.NotifyAll();  // Writers waiting for room during recovery can evict these now.
   }
+  if (RulesEpoch() != epoch) RefileFound(found);
   MutexLock l(&mu_);
   if (!exact_) credit_ += freed;
   scan_state_[subdir] = ScanState::kDone;
@@ -192,15 +199,53 @@ Status CacheDir::ScanSubdir(int subdir) {
   return Status::Ok();
 }
 
-void CacheDir::AddRecoveredLocked(const Hash128& id, uint64_t charge) {
+void CacheDir::AttributeFound(std::vector<Found>* found) {
+  std::unordered_map<std::string, policy::EntryHints> resolved;  // Once per object.
+  for (Found& page : *found) {
+    if (shutting_down_.load(std::memory_order_relaxed)) return;
+    auto key = ReadPageKey(disk(), layout_.PagePath(page.id));
+    // Unreadable, or a header of another page under this name: default hints for now; the
+    // first Open checks the file (and drops it, or files it under its rules).
+    if (!key.ok() || Hash128Of(*key) != page.id) continue;
+    page.object_id = std::string(ObjectIdOfKey(*key));
+    auto [it, fresh] = resolved.try_emplace(page.object_id);
+    if (fresh) it->second = Resolve(page.object_id);
+    page.hints = it->second;
+  }
+}
+
+void CacheDir::RefileFound(const std::vector<Found>& found) {
+  // The rules changed while the scan resolved these pages, and the Reattribute that applies the
+  // new ones may have walked the index before they were in it.
+  for (size_t i = 0; i < found.size(); i += kRulesBatch) {
+    std::vector<Attributed> batch;
+    {
+      MutexLock l(&mu_);
+      for (size_t j = i; j < std::min(found.size(), i + kRulesBatch); ++j) {
+        auto it = index_.find(found[j].id);
+        if (it != index_.end() && it->second.object_id) {
+          batch.push_back({found[j].id, it->second.object_id});
+        }
+      }
+    }
+    if (!batch.empty()) ApplyResolver(batch);
+  }
+}
+
+void CacheDir::AddRecoveredLocked(const Found& page) {
   // Indexed already: published by a Put or adopted by a probe since the listing. Tombstoned or
   // dropping: dropped since, and the listing may predate the unlink.
+  const Hash128& id = page.id;
   if (index_.count(id) || tombstones_.count(id) || dropping_.count(id)) return;
-  index_.emplace(id, Entry{charge, next_generation_++, /*cold=*/true});
-  used_ += charge;
+  std::shared_ptr<const std::string> object;
+  if (!page.object_id.empty()) object = object_ids_.Intern(page.object_id);
+  index_.emplace(id, Entry{page.charge, next_generation_++, /*is_cold=*/true, std::move(object)});
+  used_ += page.charge;
   ++recovered_pages_;
   ++cold_pages_;
-  policy_->OnInsert(id, charge, {.cold = true});
+  policy::EntryHints hints = page.hints;
+  hints.cold = true;
+  policy_->OnInsert(id, page.charge, hints);
 }
 
 void CacheDir::FinishRecovery() {
@@ -241,7 +286,7 @@ void CacheDir::EvictDownToCapacity() {
       if (stopping_) return;
       uint64_t excess =
           used_ - freeing_ > config_.capacity_bytes ? used_ - freeing_ - config_.capacity_bytes : 0;
-      PickVictimsLocked(excess, &victims);
+      PickVictimsLocked(excess, /*in=*/nullptr, &victims);
     }
     if (victims.empty()) return;
     DropVictims(victims);

@@ -28,25 +28,34 @@ bool FilePageReader::StillAt(const std::string& path) const {
   return open_st.st_ino == named_st.st_ino && open_st.st_dev == named_st.st_dev;
 }
 
-StatusOr<std::unique_ptr<FilePageReader>> OpenPageFile(Disk& disk, const std::string& path,
-                                                       std::string_view serialized_key,
-                                                       uint64_t page_index) {
-  CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> file, disk.OpenForRead(path));
+namespace {
+
+// Reads and decodes the header at the start of `file`.
+StatusOr<PageHeader> ReadHeader(const RandomAccessFile& file) {
   // One read covers the whole header of any page whose key is shorter than ~4 KiB minus the
   // checksum array: the common case costs open + pread + fstat.
   std::vector<char> buf(kPageAlignment);
-  CAIRN_ASSIGN_OR_RETURN(size_t n, file->ReadAt(0, buf));
+  CAIRN_ASSIGN_OR_RETURN(size_t n, file.ReadAt(0, buf));
   CAIRN_ASSIGN_OR_RETURN(uint32_t header_length,
                          PeekHeaderLength(std::span<const char>(buf.data(), n)));
   if (header_length > n) {
     if (n < buf.size()) return CorruptionError("page header truncated");
     buf.resize(header_length);
     CAIRN_ASSIGN_OR_RETURN(size_t more,
-                           file->ReadAt(n, std::span<char>(buf.data() + n, header_length - n)));
+                           file.ReadAt(n, std::span<char>(buf.data() + n, header_length - n)));
     if (more != header_length - n) return CorruptionError("page header truncated");
     n = header_length;
   }
-  CAIRN_ASSIGN_OR_RETURN(PageHeader header, DecodePageHeader(std::span<const char>(buf.data(), n)));
+  return DecodePageHeader(std::span<const char>(buf.data(), n));
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<FilePageReader>> OpenPageFile(Disk& disk, const std::string& path,
+                                                       std::string_view serialized_key,
+                                                       uint64_t page_index) {
+  CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> file, disk.OpenForRead(path));
+  CAIRN_ASSIGN_OR_RETURN(PageHeader header, ReadHeader(*file));
   if (header.serialized_key != serialized_key || header.page_index != page_index) {
     return CorruptionError("page file holds another page");
   }
@@ -56,6 +65,12 @@ StatusOr<std::unique_ptr<FilePageReader>> OpenPageFile(Disk& disk, const std::st
                            std::to_string(header.file_size()));
   }
   return std::make_unique<FilePageReader>(std::move(file), std::move(header));
+}
+
+StatusOr<std::string> ReadPageKey(Disk& disk, const std::string& path) {
+  CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> file, disk.OpenForRead(path));
+  CAIRN_ASSIGN_OR_RETURN(PageHeader header, ReadHeader(*file));
+  return std::move(header.serialized_key);
 }
 
 Status VerifyPage(const PageReader& reader) {

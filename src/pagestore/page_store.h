@@ -13,8 +13,13 @@
 // 1/n of the pages; the moved pages become misses and age out of their old folder).
 //
 // Restart: Create returns at once; a background scan per folder re-indexes the pages already on
-// disk (by listing, without reading them) while pages are already served: an Open of a page the
-// scan has not reached yet looks for its file by name.
+// disk (by listing, plus one header read per page to learn its object id) while pages are already
+// served: an Open of a page the scan has not reached yet looks for its file by name.
+//
+// Cache rules (docs/pagestore.md, "Cache rules"): an AttributeResolver maps a page's object id to
+// its EntryHints (group = mount, priority class, pinned, TTL deadline). Pinned pages are never
+// evicted; low-priority pages go first; a group over its quota evicts its own pages; pages whose
+// deadline has passed are never served and are removed by a background sweeper.
 //
 // Thread-safety: all methods are thread-safe. A PageReader stays valid after its page is evicted
 // or removed (it holds the file open), so readers never race with eviction.
@@ -22,14 +27,17 @@
 #define CAIRN_PAGESTORE_PAGE_STORE_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/checksum.h"
 #include "common/clock.h"
 #include "common/status.h"
+#include "policy/eviction_policy.h"
 
 namespace cairn::pagestore {
 
@@ -48,6 +56,13 @@ struct PageKey {
   Hash128 Id() const;
 };
 
+// What a page's attributes are, from its object id (PageKey::object_id: UFS root URI + '/' +
+// key): group (mount), priority, pinned and expires_at_us (a deadline on PageStoreOptions::clock's
+// NowMicros(), 0 = never; `cold` is ignored). Called at Put, when recovery adopts a page, and by
+// Reattribute, with no store lock held except, for a page adopted by name during recovery, that
+// page's path lock. Must be thread-safe, cheap (no I/O) and must not call back into the store.
+using AttributeResolver = std::function<policy::EntryHints(std::string_view object_id)>;
+
 struct CacheDirOptions {
   std::string path;  // Created 0700 if missing; must not be world-writable.
   // Hard byte budget for this folder; at least ~1.03 MiB (its 258 directories) plus one page.
@@ -63,6 +78,9 @@ struct PageStoreOptions {
   std::shared_ptr<Disk> disk;
   // Threads per folder listing it at startup (more help on cold NVMe: fstatat latency overlaps).
   int recovery_threads_per_dir = 4;
+  // The cache rules of each page (see AttributeResolver). Unset: every page gets default hints
+  // (group 0, kNormal, not pinned, no TTL).
+  AttributeResolver attributes;
 };
 
 // An open cached page. It holds the page file open: it stays readable after the page is evicted,
@@ -91,7 +109,13 @@ struct PageStoreStats {
   uint64_t pages = 0;
   uint64_t used_bytes = 0;  // Including reservations for pages being written.
   uint64_t capacity_bytes = 0;
-  uint64_t evictions = 0;
+  uint64_t pinned_bytes = 0;        // Charges of pinned pages (part of used_bytes).
+  uint64_t evictions = 0;           // All evictions: capacity_evictions + quota_evictions.
+  uint64_t capacity_evictions = 0;  // To make room in the folder.
+  uint64_t quota_evictions = 0;     // Because the inserting page's group was over its quota.
+  uint64_t expired_pages = 0;       // Dropped because their TTL deadline passed (not evictions).
+  uint64_t freed_pages = 0;         // Remove(..., kFreed).
+  uint64_t invalidated_pages = 0;   // Remove(..., kInvalidated).
   uint64_t corrupt_pages = 0;    // Pages dropped because a check failed (header, size, checksum).
   uint64_t recovered_pages = 0;  // Pages found on disk at startup.
   bool recovering = false;       // Startup scan still running.
@@ -112,10 +136,11 @@ class PageStore {
   // NotFound if a folder's parent is missing; IoError for other disk errors.
   // Recovery of existing pages runs in background threads (Stats().recovering); pages are
   // servable (Open) before it finishes. The caller owns the store; destroy it only after every
-  // other call on it returned (destruction stops the recovery threads).
+  // other call on it returned (destruction stops the recovery threads and the TTL sweeper).
   static StatusOr<std::unique_ptr<PageStore>> Create(const PageStoreOptions& options);
 
-  // Opens a cached page for reading and marks it recently used. NotFound if not cached.
+  // Opens a cached page for reading and marks it recently used. NotFound if not cached, or if its
+  // TTL deadline has passed (the page is then dropped and counted in expired_pages).
   // Corruption if the page file is truncated or holds another key: the file is dropped and counted.
   // Checksums of the data are NOT verified here (the reader verifies end to end), except by
   // VerifyPage below. IoError if the disk failed (the page is kept). InvalidArgument for a key
@@ -123,10 +148,15 @@ class PageStore {
   virtual StatusOr<std::unique_ptr<PageReader>> Open(const PageKey& key) = 0;
 
   // Stores a page (data.size() <= page_size), replacing any existing copy. Writes go to a temp
-  // file then rename, so a crash never leaves a half page under the page's name. Evicts pages
-  // until the new one fits; may wait briefly for writes or removals in flight to finish.
+  // file then rename, so a crash never leaves a half page under the page's name. The page is
+  // filed under the resolver's hints for its object id. Makes room first from pages whose TTL
+  // passed, then by eviction: from the page's own group while that group would exceed its quota,
+  // else by the policy's order (low priority first); pinned pages are never evicted. May wait
+  // briefly for writes or removals in flight to finish. OK without writing anything if the
+  // resolver gives the page a deadline that has already passed.
   // InvalidArgument if data is larger than page_size or the key is invalid (see Open, or over
-  // 16 KiB serialized); ResourceExhausted if room cannot be made; IoError on disk errors (the
+  // 16 KiB serialized); ResourceExhausted if room cannot be made (everything left is pinned, or
+  // the group is over its quota and has nothing evictable); IoError on disk errors (the
   // reservation is released and no file is left). `data` is only read during the call.
   virtual Status Put(const PageKey& key, std::span<const char> data) = 0;
 
@@ -141,11 +171,44 @@ class PageStore {
   virtual Status Remove(const PageKey& key, RemoveReason reason) = 0;
 
   // True if the page is cached (as far as the index or, during recovery, a cheap check of its
-  // file can tell; Open may still find it damaged). Does not change its recency.
+  // file can tell; Open may still find it damaged). Does not change its recency. An expired page
+  // is not cached: it is dropped as by Open.
   virtual bool Contains(const PageKey& key) = 0;
 
   // Totals over all folders; a consistent snapshot per folder.
   virtual PageStoreStats Stats() const = 0;
+
+  // ---- Cache rules --------------------------------------------------------------------------
+
+  // Replaces the resolver (an empty function: default hints from now on). Pages already cached
+  // keep their hints until Reattribute. Calls in flight may still use the old resolver after
+  // this returns (it is kept alive until they finish). Thread-safe.
+  virtual void SetAttributeResolver(AttributeResolver resolver) = 0;
+
+  // Re-applies the current resolver to every cached page, after the rules changed (a pin, TTL,
+  // priority or group moved). A page whose new deadline has passed is no longer served and is
+  // dropped by the next sweep. A Put racing with this call ends with the hints of the rules in
+  // force when this call started, or later ones. Walks each folder's index in chunks of a few
+  // hundred pages, releasing the folder's lock between chunks and calling the resolver with no
+  // lock held: O(pages) in total, but readers and writers wait for at most one chunk.
+  // Thread-safe; returns when every folder has been walked.
+  virtual void Reattribute() = 0;
+
+  // Sets the per-worker byte cap of `group` (a mount); 0 removes it. Split over the folders by
+  // capacity share (each folder gets at least 1 byte of a non-zero quota). Charges count as in
+  // used_bytes; pinned pages count too. A group that would exceed its quota evicts its own pages
+  // to admit a new one (or the Put fails with ResourceExhausted if none can go). Pages already
+  // over a lowered quota stay until the group inserts again. Thread-safe.
+  virtual void SetGroupQuota(uint32_t group, uint64_t bytes) = 0;
+
+  // Bytes (charges) of the pages of `group` cached now, summed over the folders; pinned pages
+  // included, writes in flight not. Thread-safe.
+  virtual uint64_t GroupBytes(uint32_t group) const = 0;
+
+  // Drops every page whose TTL deadline is <= the clock's now and returns how many it dropped.
+  // A background thread does this on its own (at the next deadline, at least once a second);
+  // call it to reclaim at a known moment (e.g. tests with a FakeClock). Thread-safe.
+  virtual size_t SweepExpired() = 0;
 };
 
 // Opens a cached page straight from the folders of a store that another process owns: the

@@ -5,8 +5,31 @@
 #include "ufs/local_ufs.h"
 #include "ufs/retrying_ufs.h"
 #include "ufs/s3_ufs.h"
+#include "ufs/throttled_ufs.h"
+#include "ufs/ufs_limiter.h"
 
 namespace cairn::ufs {
+
+namespace {
+
+// Wraps `store` in the caps of `options`, if any.
+StatusOr<std::shared_ptr<UnderStorage>> Throttle(std::shared_ptr<UnderStorage> store,
+                                                 const UfsOptions& options) {
+  std::vector<std::shared_ptr<UfsLimiter>> limiters = options.shared_limiters;
+  if (options.max_concurrency > 0 || options.max_bytes_per_second > 0) {
+    LimiterOptions lo;
+    lo.max_concurrency = options.max_concurrency;
+    lo.max_bytes_per_second = options.max_bytes_per_second;
+    lo.name = store->RootUri();
+    CAIRN_ASSIGN_OR_RETURN(auto own, UfsLimiter::Create(lo));
+    limiters.push_back(std::move(own));
+  }
+  if (limiters.empty()) return store;
+  return std::shared_ptr<UnderStorage>(
+      std::make_shared<ThrottledUnderStorage>(std::move(store), std::move(limiters)));
+}
+
+}  // namespace
 
 StatusOr<std::shared_ptr<UnderStorage>> OpenUnderStorage(std::string_view uri,
                                                          const UfsOptions& options) {
@@ -14,15 +37,17 @@ StatusOr<std::shared_ptr<UnderStorage>> OpenUnderStorage(std::string_view uri,
   if (parsed.scheme == "file") {
     CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<LocalUnderStorage> local,
                            LocalUnderStorage::Open(parsed.path));
-    return std::shared_ptr<UnderStorage>(std::move(local));
+    return Throttle(std::shared_ptr<UnderStorage>(std::move(local)), options);
   }
   if (parsed.scheme == "s3") {
     CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<S3UnderStorage> s3,
                            S3UnderStorage::Create(parsed, options, s3::ProcessEnv()));
+    CAIRN_ASSIGN_OR_RETURN(auto throttled,
+                           Throttle(std::shared_ptr<UnderStorage>(std::move(s3)), options));
     RetryOptions retry;
     retry.max_retries = options.max_retries;
-    return std::shared_ptr<UnderStorage>(std::make_shared<RetryingUnderStorage>(
-        std::shared_ptr<UnderStorage>(std::move(s3)), retry));
+    return std::shared_ptr<UnderStorage>(
+        std::make_shared<RetryingUnderStorage>(std::move(throttled), retry));
   }
   return InvalidArgumentError("unknown source scheme '" + parsed.scheme +
                               "' (supported: file, s3)");

@@ -99,6 +99,8 @@ class UnderStorageWrapper : public UnderStorage {
 // AWS_REGION / AWS_ENDPOINT_URL, then ~/.aws/credentials and ~/.aws/config for AWS_PROFILE;
 // the full precedence is in ufs/aws_credentials.h). Only the S3 store uses these; file:// roots
 // ignore them.
+class UfsLimiter;  // ufs/ufs_limiter.h
+
 struct UfsOptions {
   std::string endpoint;    // "http://127.0.0.1:9000"; empty = AWS.
   std::string region;      // Default "us-east-1".
@@ -115,12 +117,19 @@ struct UfsOptions {
   int max_connections = 64;  // Pooled keep-alive connections (also bounds parallel parts).
   uint64_t parallel_read_threshold = 8 << 20;  // Reads at least this large are split...
   uint64_t parallel_read_part = 4 << 20;       // ...into ranged GETs of this size, in parallel.
+  // Source protection (docs/ufs.md): this mount's own caps, enforced in this process (0 = none),
+  // and limiters shared with other mounts (a worker-wide cap). Every request, and every retry,
+  // passes all of them.
+  int max_concurrency = 0;
+  uint64_t max_bytes_per_second = 0;
+  std::vector<std::shared_ptr<UfsLimiter>> shared_limiters;
 };
 
 // Opens "file:///abs/path" or "s3://bucket/prefix". InvalidArgument for an unknown scheme or a
 // malformed URI; NotFound if a file root does not exist. Does not contact S3 (see Probe). An S3
 // store comes wrapped in RetryingUnderStorage (options.max_retries); a local one does not (its
-// errors are not transient). Thread-safe; the caller shares ownership of the result.
+// errors are not transient). With caps or shared limiters, a ThrottledUnderStorage sits under
+// the retrier (so each retry is throttled and SlowDown answers shrink the concurrency). Thread-safe; the caller shares ownership of the result.
 StatusOr<std::shared_ptr<UnderStorage>> OpenUnderStorage(std::string_view uri,
                                                          const UfsOptions& options);
 

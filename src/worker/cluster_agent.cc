@@ -4,14 +4,20 @@
 
 #include "membership/etcd_coordination.h"
 #include "membership/mount_store.h"
+#include "membership/rule_store.h"
 #include "mount/mount_table.h"
 
 namespace cairn::worker {
 
 StatusOr<std::unique_ptr<ClusterAgent>> ClusterAgent::Start(
-    ClusterAgentOptions options, PageService* service, metrics::Registry* registry,
+    ClusterAgentOptions options, PageService* service, PageRules* rules,
+    pagestore::PageStore* store, metrics::Registry* registry,
     membership::Coordination* coordination) {
   std::unique_ptr<ClusterAgent> agent(new ClusterAgent());
+  agent->service_ = service;
+  agent->rules_ = rules;
+  agent->store_ = store;
+  agent->metrics_ = registry;
   if (coordination == nullptr) {
     membership::EtcdOptions eo;
     eo.endpoints = options.etcd_endpoints;
@@ -22,23 +28,48 @@ StatusOr<std::unique_ptr<ClusterAgent>> ClusterAgent::Start(
   ClusterAgent* self = agent.get();
   agent->mounts_ = membership::PrefixMirror::Start(
       coordination, std::string(membership::kMountTableKey),
-      [self, service](const membership::PrefixMirror::Snapshot& snapshot) {
+      [self, service, limiters = options.ufs_limiters](
+          const membership::PrefixMirror::Snapshot& snapshot) {
         auto specs = membership::ParseMountTableSnapshot(snapshot);
         if (!specs.ok()) {
           spdlog::warn("ignoring a mount table from etcd: {}", specs.status().ToString());
           return;
         }
         size_t n = specs->size();
-        auto table = mount::MountTable::Create(std::move(specs).value());
+        auto table = mount::MountTable::Create(std::move(specs).value(), limiters);
         if (!table.ok()) {
           spdlog::warn("ignoring a mount table from etcd: {}", table.status().ToString());
           return;
         }
+        self->rules_->SetMounts(*table);
         service->SetMountTable(std::move(table).value());
         self->mount_table_updates_.fetch_add(1, std::memory_order_relaxed);
         spdlog::info("mount table from etcd: {} mount(s)", n);
+        self->ApplyPolicy();
       });
-  if (!agent->mounts_->WaitForSync(options.first_sync_timeout)) {
+  agent->rules_mirror_ = membership::PrefixMirror::Start(
+      coordination, std::string(membership::kRulesKey),
+      [self](const membership::PrefixMirror::Snapshot& snapshot) {
+        auto parsed = membership::ParseRulesSnapshot(snapshot);
+        auto rules = parsed.ok() ? policy::PathRules::Create(std::move(parsed).value())
+                                 : StatusOr<policy::PathRules>(parsed.status());
+        if (!rules.ok()) {
+          spdlog::warn("ignoring rules from etcd: {}", rules.status().ToString());
+          return;
+        }
+        spdlog::info("cache rules from etcd: {} rule(s)", rules->rules().size());
+        self->rules_->SetRules(std::make_shared<const policy::PathRules>(std::move(rules).value()));
+        self->rules_updates_.fetch_add(1, std::memory_order_relaxed);
+        self->ApplyPolicy();
+      });
+  agent->workers_mirror_ = membership::PrefixMirror::Start(
+      coordination, std::string(membership::kWorkersPrefix),
+      [self](const membership::PrefixMirror::Snapshot& snapshot) {
+        size_t n = std::max<size_t>(1, snapshot.size());
+        if (self->worker_count_.exchange(n) != n) self->ApplyPolicy();
+      });
+  if (!agent->mounts_->WaitForSync(options.first_sync_timeout) ||
+      !agent->rules_mirror_->WaitForSync(options.first_sync_timeout)) {
     return UnavailableError("no answer from etcd at " + options.etcd_endpoints + " within " +
                             std::to_string(options.first_sync_timeout.count()) + " ms");
   }
@@ -59,6 +90,10 @@ StatusOr<std::unique_ptr<ClusterAgent>> ClusterAgent::Start(
                         "1 while this worker's record is in etcd (it is in the ring)",
                         metrics::MetricType::kGauge,
                         [self] { return self->registered() ? 1.0 : 0.0; });
+  registry->AddCallback("cairn_rules_updates_total",
+                        "Cache-management rule sets received from etcd and applied",
+                        metrics::MetricType::kCounter,
+                        [self] { return static_cast<double>(self->rules_updates_.load()); });
   registry->AddCallback("cairn_mount_table_updates_total",
                         "Mount tables received from etcd and applied",
                         metrics::MetricType::kCounter, [self] {
@@ -71,7 +106,31 @@ ClusterAgent::~ClusterAgent() { Stop(); }
 
 void ClusterAgent::Stop() {
   if (registry_) registry_->Stop();
+  workers_mirror_.reset();
+  rules_mirror_.reset();
   mounts_.reset();
+}
+
+void ClusterAgent::ApplyPolicy() {
+  MutexLock l(&mu_);
+  std::shared_ptr<const policy::PathRules> rules = rules_->rules();
+  std::shared_ptr<const mount::MountTable> mounts = service_->mount_table();
+  std::set<uint32_t> groups;
+  size_t workers = worker_count_.load();
+  for (const auto& m : mounts->mounts()) {
+    uint64_t quota = rules->QuotaOf(m->spec.path);
+    if (quota == 0) continue;
+    uint32_t group = MountGroup(m->spec.path);
+    // Best effort: pages spread evenly over the ring, so each worker holds its 1/N share.
+    store_->SetGroupQuota(group, std::max<uint64_t>(1, quota / workers));
+    groups.insert(group);
+  }
+  for (uint32_t old : quota_groups_) {
+    if (!groups.count(old)) store_->SetGroupQuota(old, 0);
+  }
+  quota_groups_ = std::move(groups);
+  ExportMountGauges(metrics_, store_, *mounts, &gauge_mounts_);
+  store_->Reattribute();
 }
 
 }  // namespace cairn::worker

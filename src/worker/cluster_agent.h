@@ -2,7 +2,10 @@
 //
 // It registers the worker (membership::WorkerRegistry: a record under a lease, kept alive,
 // re-registered after a lost lease, deleted at once on a clean stop) and mirrors the mount table
-// into the PageService, so a mount added with `cairn mount add` is served without a restart.
+// into the PageService, so a mount added with `cairn mount add` is served without a restart. It
+// also mirrors the cache-management rules (/cairn/v1/rules) into PageRules and the page store
+// (re-attributing cached pages: pins, priorities, TTLs, groups) and sets each mount's per-worker
+// quota share (the mount's quota / the number of workers in the ring).
 // While etcd is unreachable the worker keeps serving with the last known mount table; the state
 // shows in the metrics cairn_etcd_connected, cairn_worker_registered and
 // cairn_mount_table_updates_total, and in the log (once per outage).
@@ -14,6 +17,7 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <set>
 #include <string>
 
 #include "common/status.h"
@@ -22,6 +26,10 @@
 #include "membership/records.h"
 #include "membership/worker_registry.h"
 #include "metrics/registry.h"
+#include "ufs/ufs_limiter.h"
+#include "common/thread_annotations.h"
+#include "pagestore/page_store.h"
+#include "worker/page_rules.h"
 #include "worker/page_service.h"
 
 namespace cairn::worker {
@@ -30,6 +38,8 @@ struct ClusterAgentOptions {
   std::string etcd_endpoints;  // Comma-separated URLs.
   membership::WorkerRecord record;
   std::chrono::seconds lease_ttl{5};
+  // Worker-wide source caps applied to every mount from etcd.
+  std::vector<std::shared_ptr<ufs::UfsLimiter>> ufs_limiters;
   // How long Start waits for the first read of the mount table (Unavailable after it).
   std::chrono::milliseconds first_sync_timeout{10000};
 };
@@ -42,7 +52,8 @@ class ClusterAgent {
   // Errors: Unavailable (etcd did not answer in time), InvalidArgument (bad endpoints, record,
   // or a mount table in etcd that does not validate).
   static StatusOr<std::unique_ptr<ClusterAgent>> Start(ClusterAgentOptions options,
-                                                       PageService* service,
+                                                       PageService* service, PageRules* rules,
+                                                       pagestore::PageStore* store,
                                                        metrics::Registry* registry,
                                                        membership::Coordination* coordination);
   ~ClusterAgent();
@@ -56,10 +67,24 @@ class ClusterAgent {
  private:
   ClusterAgent() = default;
 
+  // Recomputes every mount's per-worker quota share and re-attributes cached pages.
+  void ApplyPolicy() EXCLUDES(mu_);
+
+  PageService* service_ = nullptr;
+  PageRules* rules_ = nullptr;
+  pagestore::PageStore* store_ = nullptr;
   std::unique_ptr<membership::Coordination> owned_coordination_;
   std::unique_ptr<membership::PrefixMirror> mounts_;
+  std::unique_ptr<membership::PrefixMirror> rules_mirror_;
+  std::unique_ptr<membership::PrefixMirror> workers_mirror_;
   std::unique_ptr<membership::WorkerRegistry> registry_;
   std::atomic<uint64_t> mount_table_updates_{0};
+  std::atomic<uint64_t> rules_updates_{0};
+  std::atomic<size_t> worker_count_{1};
+  Mutex mu_;  // Serialises ApplyPolicy (called from three mirror threads).
+  std::set<uint32_t> quota_groups_ GUARDED_BY(mu_);  // Groups given a quota last time.
+  metrics::Registry* metrics_ = nullptr;
+  std::set<std::string> gauge_mounts_ GUARDED_BY(mu_);  // Mounts with a cached-bytes gauge.
 };
 
 }  // namespace cairn::worker

@@ -1,5 +1,7 @@
 #include "worker/page_service.h"
 
+#include <map>
+
 #include <spdlog/spdlog.h>
 
 #include <cstring>
@@ -22,6 +24,31 @@ struct PageService::Fetch {
   Status status GUARDED_BY(mu);
   std::shared_ptr<const PageBytes> page;  // Set before done; immutable after.
   std::vector<uint64_t> checksums;          // Of the whole page; immutable after done.
+};
+
+// Per-mount series (label mount="/lake"), made on a mount's first request.
+struct MountMetrics {
+  MountMetrics(metrics::Registry* r, const std::string& mount)
+      : requests(r->AddCounter("cairn_mount_requests_total", "Page reads received, by mount",
+                               {{"mount", mount}})),
+        hits(r->AddCounter("cairn_mount_cache_hits_total", "Page reads served from the cache",
+                           {{"mount", mount}})),
+        misses(r->AddCounter("cairn_mount_cache_misses_total",
+                             "Page reads that went to the source", {{"mount", mount}})),
+        bytes_from_cache(r->AddCounter("cairn_mount_bytes_from_cache_total",
+                                       "Bytes served from cached pages (egress saved)",
+                                       {{"mount", mount}})),
+        bytes_from_ufs(r->AddCounter("cairn_mount_bytes_from_ufs_total",
+                                     "Bytes read from the source (egress)", {{"mount", mount}})),
+        ufs_requests(r->AddCounter("cairn_mount_ufs_requests_total",
+                                   "Read requests sent to the source (cost)",
+                                   {{"mount", mount}})) {}
+  metrics::Counter* requests;
+  metrics::Counter* hits;
+  metrics::Counter* misses;
+  metrics::Counter* bytes_from_cache;
+  metrics::Counter* bytes_from_ufs;
+  metrics::Counter* ufs_requests;
 };
 
 struct PageService::Metrics {
@@ -52,19 +79,35 @@ struct PageService::Metrics {
         miss_latency(r->AddHistogram("cairn_worker_read_latency_seconds",
                                      "Page read service time in the worker",
                                      metrics::LatencyBucketsSeconds(), {{"result", "miss"}})) {
+    registry = r;
     load_requests = r->AddCounter("cairn_worker_load_requests_total",
                                   "Preload (load) requests received");
     loaded = r->AddCounter("cairn_worker_loaded_pages_total",
                            "Pages fetched from the under-storage by load requests");
     freed = r->AddCounter("cairn_worker_freed_pages_total", "Cached pages dropped by free requests");
+    bypassed = r->AddCounter("cairn_worker_bypassed_misses_total",
+                             "Misses served without caching (admission rule: bypass)");
     cache_only_misses = r->AddCounter(
         "cairn_worker_cache_only_misses_total",
         "Cache-only reads (replica lookups) that found the page missing");
   }
+  // The per-mount series of `mount` (created on first use; never removed: mounts are few).
+  MountMetrics* ForMount(const std::string& mount) {
+    MutexLock l(&mount_mu);
+    auto it = by_mount.find(mount);
+    if (it == by_mount.end()) {
+      it = by_mount.emplace(mount, std::make_unique<MountMetrics>(registry, mount)).first;
+    }
+    return it->second.get();
+  }
+  metrics::Registry* registry = nullptr;
+  Mutex mount_mu;
+  std::map<std::string, std::unique_ptr<MountMetrics>> by_mount GUARDED_BY(mount_mu);
   metrics::Counter* load_requests = nullptr;
   metrics::Counter* loaded = nullptr;
   metrics::Counter* freed = nullptr;
   metrics::Counter* cache_only_misses = nullptr;
+  metrics::Counter* bypassed = nullptr;
   metrics::Counter* requests;
   metrics::Counter* hits;
   metrics::Counter* misses;
@@ -216,6 +259,8 @@ StatusOr<PageResult> PageService::ReadPage(const ReadPageRequest& request) {
     // Not "no such file": in a cluster this worker may not have seen a new mount yet.
     return UnavailableError("worker " + options_.worker_id + " has no mount " + request.mount);
   }
+  MountMetrics* per_mount = metrics_->ForMount(request.mount);
+  per_mount->requests->Increment();
   uint32_t page_length = protocol::PageLength(request.object_size, request.page_index,
                                               request.page_size);
   if (page_length == 0 || request.offset >= page_length) {
@@ -232,6 +277,8 @@ StatusOr<PageResult> PageService::ReadPage(const ReadPageRequest& request) {
     if (cached.ok()) {
       metrics_->hits->Increment();
       metrics_->bytes_from_cache->Increment(cached->range.size());
+      per_mount->hits->Increment();
+      per_mount->bytes_from_cache->Increment(cached->range.size());
       metrics_->hit_latency->Observe((options_.clock->NowMicros() - start) / 1e6);
       return cached;
     }
@@ -245,7 +292,14 @@ StatusOr<PageResult> PageService::ReadPage(const ReadPageRequest& request) {
     return none;  // Empty range: "not cached here".
   }
   metrics_->misses->Increment();
-  auto fetch = FetchPage(**mount, key, request, page_length);
+  per_mount->misses->Increment();
+  ReadPageRequest admitted = request;
+  if (options_.rules != nullptr &&
+      options_.rules->AdmissionFor(request.mount, request.key) == policy::Admission::kBypass) {
+    admitted.flags |= protocol::kFlagNoCache;  // A one-pass path: serve, do not keep.
+    metrics_->bypassed->Increment();
+  }
+  auto fetch = FetchPage(**mount, key, admitted, page_length);
   if (!fetch.ok()) {
     metrics_->errors->Increment();
     return fetch.status();
@@ -304,6 +358,8 @@ StatusOr<std::shared_ptr<PageService::Fetch>> PageService::FetchPage(
 
   auto bytes = std::make_shared<PageBytes>(page_length);
   metrics_->ufs_requests->Increment();
+  MountMetrics* per_mount = metrics_->ForMount(mount.spec.path);
+  per_mount->ufs_requests->Increment();
   uint64_t offset = request.page_index * request.page_size;
   auto n = mount.ufs->Read(request.key, request.version, offset, bytes->span());
   Status status;
@@ -314,6 +370,7 @@ StatusOr<std::shared_ptr<PageService::Fetch>> PageService::FetchPage(
   }
   if (status.ok()) {
     metrics_->bytes_from_ufs->Increment(page_length);
+    per_mount->bytes_from_ufs->Increment(page_length);
     fetch->checksums = ChunkChecksums(bytes->span());
     fetch->page = std::move(bytes);
   } else {

@@ -22,6 +22,7 @@
 #include "metrics/registry.h"
 #include "mount/mount_table.h"
 #include "pagestore/page_store.h"
+#include "worker/page_rules.h"
 #include "protocol/wire.h"
 
 namespace cairn::worker {
@@ -35,6 +36,9 @@ struct PageServiceOptions {
   int store_threads = 2;       // Background page writers.
   size_t max_pending_stores = 64;  // Pages queued for writing before misses write inline.
   Clock* clock = Clock::Real();
+  // Cluster rules (admission: a bypassed path is served without being cached). Not owned; may
+  // be null (no rules).
+  const PageRules* rules = nullptr;
 };
 
 // The bytes of one fetched page. Allocated without zero-filling: every byte is overwritten by

@@ -64,24 +64,40 @@ Status Worker::Init(WorkerOptions options) {
     return InvalidArgumentError("with etcd, mounts come from etcd (cairn mount add): do not also "
                                 "give them to the worker");
   }
+  if (cfg.ufs_max_concurrency > 0 || cfg.ufs_max_bytes_per_second > 0) {
+    ufs::LimiterOptions lo;
+    lo.max_concurrency = cfg.ufs_max_concurrency;
+    lo.max_bytes_per_second = cfg.ufs_max_bytes_per_second;
+    lo.name = "worker";
+    CAIRN_ASSIGN_OR_RETURN(ufs_limiter_, ufs::UfsLimiter::Create(lo));
+  }
+  std::vector<std::shared_ptr<ufs::UfsLimiter>> limiters;
+  if (ufs_limiter_) limiters.push_back(ufs_limiter_);
   std::shared_ptr<const mount::MountTable> mounts;
   if (options.ufs_override.empty()) {
-    CAIRN_ASSIGN_OR_RETURN(mounts, mount::MountTable::Create(options.mounts));
+    CAIRN_ASSIGN_OR_RETURN(mounts, mount::MountTable::Create(options.mounts, limiters));
   } else {
     CAIRN_ASSIGN_OR_RETURN(mounts, mount::MountTable::CreateWith(options.mounts,
                                                                  options.ufs_override));
   }
 
+  page_rules_ = std::make_unique<PageRules>(Clock::Real());
+  page_rules_->SetMounts(mounts);
   pagestore::PageStoreOptions so;
   for (const auto& d : cfg.cache_dirs) so.dirs.push_back({d.path, d.capacity_bytes});
   so.page_size = options.page_size;
   so.eviction_policy = cfg.eviction_policy;
+  PageRules* page_rules = page_rules_.get();
+  so.attributes = [page_rules](std::string_view object_id) {
+    return page_rules->HintsFor(object_id);
+  };
   CAIRN_ASSIGN_OR_RETURN(store_, pagestore::PageStore::Create(so));
 
   registry_ = std::make_unique<metrics::Registry>();
   PageServiceOptions po;
   po.page_size = options.page_size;
   po.worker_id = id_;
+  po.rules = page_rules_.get();
   if (options.serve_tcp) {
     po.instance_token = NewInstanceToken();
     for (const auto& d : cfg.cache_dirs) {
@@ -97,6 +113,11 @@ Status Worker::Init(WorkerOptions options) {
   service_ = std::make_unique<PageService>(mounts, store_.get(), registry_.get(), po);
   local_channel_ = std::make_unique<LocalChannel>(service_.get());
   RegisterStoreMetrics();
+  RegisterLimiterMetrics();
+  if (options.etcd_endpoints.empty()) {  // Cluster mode: the agent keeps them up to date.
+    std::set<std::string> exported;
+    ExportMountGauges(registry_.get(), store_.get(), *mounts, &exported);
+  }
 
   if (options.serve_tcp) {
     ServerOptions sv;
@@ -166,10 +187,12 @@ Status Worker::JoinCluster(const WorkerOptions& options) {
     }
   }
   co.record.capacity_bytes = store_->Stats().capacity_bytes;
+  if (ufs_limiter_) co.ufs_limiters.push_back(ufs_limiter_);
   co.record.start_time_unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                                      std::chrono::system_clock::now().time_since_epoch())
                                      .count();
   CAIRN_ASSIGN_OR_RETURN(cluster_, ClusterAgent::Start(std::move(co), service_.get(),
+                                                       page_rules_.get(), store_.get(),
                                                        registry_.get(), nullptr));
   return Status::Ok();
 }
@@ -195,6 +218,46 @@ void Worker::RegisterStoreMetrics() {
       metrics::MetricType::kCounter, &pagestore::PageStoreStats::corrupt_pages);
   add("cairn_cache_recovered_pages", "Pages found on disk at startup",
       metrics::MetricType::kGauge, &pagestore::PageStoreStats::recovered_pages);
+  add("cairn_cache_pinned_bytes", "Bytes of pinned pages (never evicted)",
+      metrics::MetricType::kGauge, &pagestore::PageStoreStats::pinned_bytes);
+  // Pages leaving the cache, by reason (one family, so a dashboard can stack them).
+  const std::pair<const char*, uint64_t pagestore::PageStoreStats::*> reasons[] = {
+      {"capacity", &pagestore::PageStoreStats::capacity_evictions},
+      {"quota", &pagestore::PageStoreStats::quota_evictions},
+      {"ttl", &pagestore::PageStoreStats::expired_pages},
+      {"freed", &pagestore::PageStoreStats::freed_pages},
+      {"invalidated", &pagestore::PageStoreStats::invalidated_pages},
+      {"corrupt", &pagestore::PageStoreStats::corrupt_pages}};
+  for (const auto& [reason, field] : reasons) {
+    registry_->AddCallback(
+        "cairn_cache_removals_total", "Pages removed from the cache, by reason",
+        metrics::MetricType::kCounter,
+        [store, field = field] { return static_cast<double>(store->Stats().*field); },
+        {{"reason", reason}});
+  }
+}
+
+void Worker::RegisterLimiterMetrics() {
+  if (!ufs_limiter_) return;
+  ufs::UfsLimiter* l = ufs_limiter_.get();
+  using metrics::MetricType;
+  registry_->AddCallback("cairn_worker_ufs_in_flight", "Source requests in flight (worker cap)",
+                         MetricType::kGauge, [l] { return double(l->stats().in_flight); });
+  registry_->AddCallback("cairn_worker_ufs_queued", "Source requests waiting for the worker cap",
+                         MetricType::kGauge, [l] { return double(l->stats().queued); });
+  registry_->AddCallback("cairn_worker_ufs_cap_waits_total",
+                         "Source requests that waited for the worker cap", MetricType::kCounter,
+                         [l] { return double(l->stats().waits); });
+  registry_->AddCallback("cairn_worker_ufs_cap_wait_seconds_total",
+                         "Time source requests spent waiting for the worker cap",
+                         MetricType::kCounter,
+                         [l] { return l->stats().wait_micros_total / 1e6; });
+  registry_->AddCallback("cairn_worker_ufs_throttled_total",
+                         "SlowDown/503 answers that halved the concurrency cap",
+                         MetricType::kCounter, [l] { return double(l->stats().throttled_events); });
+  registry_->AddCallback("cairn_worker_ufs_effective_concurrency",
+                         "Current concurrency cap after SlowDown adaptation (0 = unlimited)",
+                         MetricType::kGauge, [l] { return double(l->stats().effective_limit); });
 }
 
 Worker::~Worker() { Stop(); }

@@ -17,6 +17,7 @@
 #include "metrics/registry.h"
 #include "pagestore/page_store.h"
 #include "worker/cluster_agent.h"
+#include "worker/page_rules.h"
 #include "worker/local_channel.h"
 #include "worker/page_service.h"
 #include "worker/server.h"
@@ -62,18 +63,22 @@ class Worker {
   Worker() = default;
   Status Init(WorkerOptions options);
   void RegisterStoreMetrics();
+  void RegisterLimiterMetrics();
 
   Status JoinCluster(const WorkerOptions& options);
 
   std::string id_;
   std::string advertised_;
   std::unique_ptr<metrics::Registry> registry_;
+  // Before store_: the store's attribute resolver calls it until the store is gone.
+  std::unique_ptr<PageRules> page_rules_;
   std::unique_ptr<pagestore::PageStore> store_;
   std::unique_ptr<PageService> service_;
   std::unique_ptr<LocalChannel> local_channel_;
   std::unique_ptr<WorkerServer> server_;
   std::unique_ptr<metrics::HttpServer> http_;
   std::unique_ptr<ClusterAgent> cluster_;  // Cluster mode only.
+  std::shared_ptr<ufs::UfsLimiter> ufs_limiter_;  // Worker-wide source cap, if configured.
 };
 
 }  // namespace cairn::worker

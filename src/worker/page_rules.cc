@@ -1,0 +1,89 @@
+#include "worker/page_rules.h"
+
+#include "common/checksum.h"
+
+namespace cairn::worker {
+
+uint32_t MountGroup(std::string_view mount_path) {
+  return static_cast<uint32_t>(Checksum64({mount_path.data(), mount_path.size()}));
+}
+
+void ExportMountGauges(metrics::Registry* registry, pagestore::PageStore* store,
+                       const mount::MountTable& mounts, std::set<std::string>* exported) {
+  std::set<std::string> now;
+  for (const auto& m : mounts.mounts()) {
+    const std::string& path = m->spec.path;
+    now.insert(path);
+    if (exported->count(path)) continue;
+    uint32_t group = MountGroup(path);
+    registry->AddCallback("cairn_mount_cached_bytes", "Bytes of cached pages, by mount",
+                          metrics::MetricType::kGauge,
+                          [store, group] { return double(store->GroupBytes(group)); },
+                          {{"mount", path}});
+  }
+  for (const std::string& old : *exported) {
+    if (!now.count(old)) registry->RemoveCallback("cairn_mount_cached_bytes", {{"mount", old}});
+  }
+  *exported = std::move(now);
+}
+
+void PageRules::SetRules(std::shared_ptr<const policy::PathRules> rules) {
+  MutexLock l(&mu_);
+  rules_ = std::move(rules);
+}
+
+void PageRules::SetMounts(std::shared_ptr<const mount::MountTable> mounts) {
+  MutexLock l(&mu_);
+  mounts_ = std::move(mounts);
+}
+
+std::shared_ptr<const policy::PathRules> PageRules::rules() const {
+  MutexLock l(&mu_);
+  return rules_;
+}
+
+bool PageRules::empty() const {
+  MutexLock l(&mu_);
+  return rules_->empty();
+}
+
+policy::EntryHints PageRules::HintsFor(std::string_view object_id) const {
+  std::shared_ptr<const policy::PathRules> rules;
+  std::shared_ptr<const mount::MountTable> mounts;
+  {
+    MutexLock l(&mu_);
+    rules = rules_;
+    mounts = mounts_;
+  }
+  policy::EntryHints hints;
+  if (!mounts) return hints;
+  for (const auto& m : mounts->mounts()) {
+    const std::string& prefix = m->object_id_prefix;
+    if (object_id.size() <= prefix.size() || object_id.compare(0, prefix.size(), prefix) != 0 ||
+        object_id[prefix.size()] != '/') {
+      continue;
+    }
+    std::string_view key = object_id.substr(prefix.size() + 1);
+    hints.group = MountGroup(m->spec.path);
+    if (rules->empty()) return hints;
+    std::string path = m->spec.path == "/" ? "/" + std::string(key)
+                                           : m->spec.path + "/" + std::string(key);
+    policy::ResolvedRule r = rules->Resolve(path);
+    hints.pinned = r.pin;
+    hints.priority = r.admission == policy::Admission::kLow ? policy::Priority::kLow : r.priority;
+    if (r.ttl_ms > 0) hints.expires_at_us = clock_->NowMicros() + r.ttl_ms * 1000;
+    return hints;
+  }
+  return hints;
+}
+
+policy::Admission PageRules::AdmissionFor(std::string_view mount_path,
+                                          std::string_view key) const {
+  std::shared_ptr<const policy::PathRules> rules = this->rules();
+  if (rules->empty()) return policy::Admission::kNormal;
+  std::string path = mount_path == "/" ? "/" + std::string(key)
+                                       : std::string(mount_path) + "/" + std::string(key);
+  return rules->Resolve(path).admission;
+}
+
+}  // namespace cairn::worker
