@@ -17,7 +17,6 @@ import random
 import shutil
 import signal
 import subprocess
-import time
 import urllib.parse
 import urllib.request
 
