@@ -207,7 +207,8 @@ def test_pin_survives_flood_then_unpin_lets_it_go(cluster, lake):
     assert cluster.metric("w1", PINNED) == pinned
 
     # A fresh reader over TCP: every val page is a worker hit, none comes from the source.
-    ufs, hits = cluster.metric("w1", per_mount(MOUNT_UFS)), cluster.metric("w1", per_mount(MOUNT_HITS))
+    ufs = cluster.metric("w1", per_mount(MOUNT_UFS))
+    hits = cluster.metric("w1", per_mount(MOUNT_HITS))
     fuse = cluster.fuse(extra=["--no-short-circuit"])
     for name in lake.names("val"):
         assert read_whole(mount_file(fuse, name), direct=True) == lake.files[name], name
@@ -256,6 +257,41 @@ def test_pin_after_load_protects_cached_pages(cluster, lake):
     load(cluster, ns("train"))
     rc, j = verify(cluster, ns("val"))
     assert rc == 0, f"pinned pages recovered after a restart got evicted: {j}"
+
+
+def test_cache_full_of_pinned_pages_serves_from_source(cluster, lake):
+    """With every slot pinned nothing can be evicted: reads still succeed (from the source,
+    uncached), the pinned pages stay, and `cairn load` does not claim pages it could not
+    cache."""
+    lake, _ = lake
+    w = cluster.start_worker("w1")
+    add_mount(cluster, MOUNT, lake.uri)
+    rule(cluster, "pin", MOUNT)
+    r = cluster.cli(["load", ns("train"), "--json"], timeout=60)
+    assert not any(m in r.stderr.decode(errors="replace") for m in CRASH_MARKERS), r.stderr
+    j = json.loads(r.stdout)
+    m = w.metrics()
+    cached_pages = m[PAGES]
+    assert m[PINNED] == m[per_mount(CACHED)] > 0, m
+    assert cached_pages < lake.pages("train"), "the whole flood fit: the scenario is off"
+
+    fuse = cluster.fuse(extra=["--no-short-circuit"])
+    ufs = w.metric(per_mount(MOUNT_UFS))
+    for name in lake.names("train")[-3:] + lake.names("val"):
+        assert read_whole(mount_file(fuse, name), direct=True) == lake.files[name], name
+    assert w.metric(per_mount(MOUNT_UFS)) > ufs, "uncached pages did not come from the source"
+    after = w.metrics()
+    assert after[removals("capacity")] == 0 and after[PINNED] >= m[PINNED], "a pinned page went"
+    assert fuse.stop() == 0
+
+    missing = missing_pages(cluster, ns("train"))
+    assert missing == lake.pages("train") - cached_pages, (missing, cached_pages)
+    # The load's own account must match: it cannot have loaded pages that are not cached.
+    assert r.returncode != 0 or j["pages_failed"] > 0 or j["pages_missing"] > 0, \
+        (f"cairn load exited {r.returncode} with pages_loaded={j['pages_loaded']}, "
+         f"pages_failed={j['pages_failed']}, but only {cached_pages:.0f} of "
+         f"{lake.pages('train')} pages were cached ({m.get('cairn_worker_store_failures_total')} "
+         f"store failures on the worker)")
 
 
 # ------------------------------------------------------------------------------------------

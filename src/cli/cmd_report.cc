@@ -1,7 +1,8 @@
 // `cairn report [PATH]`: per mount, across every worker in etcd: cached bytes (and, with
 // --dataset-size, the share of the dataset), hit ratio by requests and by bytes, egress (bytes read
 // from the source) and egress saved (bytes served from cache), source requests and requests saved,
-// evictions; as a table or --json. Numbers are the workers' counters since they started.
+// and the namespace prefixes the cache evicts most; as a table or --json. Numbers are the workers' counters since they started.
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 #include <map>
@@ -34,6 +35,14 @@ struct MountReport {
   double bytes_from_cache = 0, bytes_from_ufs = 0, ufs_requests = 0;
   double cached_bytes = 0;
   double dataset_bytes = -1;  // -1: not measured.
+  std::map<std::string, double> evicted;  // Bytes evicted, by namespace prefix.
+
+  std::vector<std::pair<std::string, double>> TopEvicted(size_t n) const {
+    std::vector<std::pair<std::string, double>> v(evicted.begin(), evicted.end());
+    std::sort(v.begin(), v.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+    if (v.size() > n) v.resize(n);
+    return v;
+  }
 };
 
 // Bytes under `path`, listed through the client library (a LIST per folder page).
@@ -112,6 +121,12 @@ int RunReport(const ReportFlags& f) {
     add("cairn_mount_bytes_from_ufs_total", &MountReport::bytes_from_ufs);
     add("cairn_mount_ufs_requests_total", &MountReport::ufs_requests);
     add("cairn_mount_cached_bytes", &MountReport::cached_bytes);
+    for (const auto& [prefix, v] :
+         MetricByLabel(*text, "cairn_evicted_bytes_by_prefix_total", "prefix")) {
+      for (auto& [mount, r] : report) {
+        if (policy::PathCovers(mount, prefix)) r.evicted[prefix] += v;
+      }
+    }
   }
   if (f.dataset_size) {
     ClientOptions co;
@@ -141,6 +156,11 @@ int RunReport(const ReportFlags& f) {
                                : 0.0},
                           {"source_requests", static_cast<uint64_t>(r.ufs_requests)},
                           {"source_requests_saved", static_cast<uint64_t>(r.hits)}};
+      nlohmann::json top = nlohmann::json::array();
+      for (const auto& [prefix, bytes] : r.TopEvicted(5)) {
+        top.push_back({{"prefix", prefix}, {"evicted_bytes", static_cast<uint64_t>(bytes)}});
+      }
+      j["top_evicted_prefixes"] = top;
       if (r.dataset_bytes >= 0) {
         j["dataset_bytes"] = static_cast<uint64_t>(r.dataset_bytes);
         j["cached_share"] = r.dataset_bytes > 0 ? r.cached_bytes / r.dataset_bytes : 0.0;
@@ -163,6 +183,14 @@ int RunReport(const ReportFlags& f) {
                 FormatBytes(static_cast<uint64_t>(r.bytes_from_ufs)).c_str(),
                 FormatBytes(static_cast<uint64_t>(r.bytes_from_cache)).c_str(), r.ufs_requests,
                 r.hits);
+  }
+  for (const auto& [path, r] : report) {
+    auto top = r.TopEvicted(5);
+    if (top.empty()) continue;
+    std::printf("\nmost evicted under %s:\n", path.c_str());
+    for (const auto& [prefix, bytes] : top) {
+      std::printf("  %-40s %10s\n", prefix.c_str(), FormatBytes(static_cast<uint64_t>(bytes)).c_str());
+    }
   }
   if (unreachable > 0) std::printf("(%d worker(s) did not answer)\n", unreachable);
   return kExitOk;

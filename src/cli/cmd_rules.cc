@@ -1,6 +1,7 @@
 // Cache-management rules in etcd: `cairn pin|unpin PATH`, `cairn ttl set|rm`, `cairn priority
 // set|rm`, `cairn admission set|rm`, `cairn quota set|rm`, `cairn rules ls`. Workers apply a
 // change to new and already-cached pages within about a second (docs/policies.md).
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 #include <memory>
@@ -59,7 +60,10 @@ std::string Describe(const policy::PathRule& r) {
   auto add = [&](const std::string& s) { out += (out.empty() ? "" : " ") + s; };
   if (r.pin) add(*r.pin ? "pinned" : "unpinned");
   if (r.priority) add("priority=" + std::string(policy::PriorityName(*r.priority)));
-  if (r.ttl_ms) add("ttl=" + std::to_string(*r.ttl_ms / 1000.0).substr(0, 8) + "s");
+  if (r.ttl_ms) {
+    add("ttl=" + (*r.ttl_ms % 1000 == 0 ? std::to_string(*r.ttl_ms / 1000) + "s"
+                                         : std::to_string(*r.ttl_ms) + "ms"));
+  }
   if (r.admission) add("admission=" + std::string(policy::AdmissionName(*r.admission)));
   if (r.quota_bytes) add("quota=" + FormatBytes(*r.quota_bytes));
   return out;
@@ -70,6 +74,8 @@ int RunList(const RuleFlags& f) {
   if (!etcd.ok()) return Fail(etcd.status());
   auto rules = membership::RuleStore(etcd->get()).List();
   if (!rules.ok()) return Fail(rules.status());
+  std::sort(rules->begin(), rules->end(),
+            [](const policy::PathRule& a, const policy::PathRule& b) { return a.path < b.path; });
   if (f.json) {
     std::printf("%s\n", nlohmann::json::parse(membership::EncodeRules(*rules))["rules"].dump(2).c_str());
     return kExitOk;

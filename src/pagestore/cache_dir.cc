@@ -139,9 +139,10 @@ uint64_t CacheDir::PickVictimsLocked(uint64_t bytes, const Incoming* in,
       policy_->OnRemove(*victim, policy::RemoveReason::kDropped);
       continue;
     }
+    std::shared_ptr<const std::string> object_id = it->second.object_id;
     uint64_t freed = EraseLocked(it, policy::RemoveReason::kEvicted);
     ++(for_quota ? quota_evictions_ : capacity_evictions_);
-    victims->push_back({*victim, freed});
+    victims->push_back({*victim, freed, std::move(object_id)});
     bytes = freed >= bytes ? 0 : bytes - freed;
   }
   return bytes;
@@ -164,6 +165,7 @@ std::shared_ptr<const std::string> CacheDir::PublishLocked(const Hash128& id, co
     ReleaseLocked(old);
   }
   entry = Entry{in.charge, next_generation_++, /*is_cold=*/false, object};
+  entry.cached_at_us = config_.clock->NowMicros();
   policy_->OnInsert(id, in.charge, hints);
   ++room_epoch_;
   room_cv_.NotifyAll();  // A new evictable page for writers waiting for room.
@@ -218,8 +220,11 @@ void CacheDir::DropFileWithPathLock(const Hash128& id, uint64_t charge) {
   }
 }
 
-void CacheDir::DropVictims(const std::vector<Victim>& victims) {
-  for (const Victim& v : victims) DropFile(v.id, v.charge);
+void CacheDir::DropVictims(const std::vector<Victim>& victims, bool evicted) {
+  for (const Victim& v : victims) {
+    DropFile(v.id, v.charge);
+    if (evicted && config_.on_evict) config_.on_evict(v.object_id ? *v.object_id : "", v.charge);
+  }
 }
 
 // ---- Operations ------------------------------------------------------------------------------
@@ -447,7 +452,9 @@ std::optional<StatusOr<std::unique_ptr<FilePageReader>>> CacheDir::Probe(const K
     if (it == index_.end()) {  // The scan may have added it since the check above.
       uint64_t charge = ChargeForFile((*reader)->header().file_size());
       adopted = object_ids_.Intern(key.object_id());
-      index_.emplace(key.id, Entry{charge, next_generation_++, /*is_cold=*/!accessed, adopted});
+      auto [adopted_it, inserted] =
+          index_.emplace(key.id, Entry{charge, next_generation_++, /*is_cold=*/!accessed, adopted});
+      if (inserted) adopted_it->second.cached_at_us = config_.clock->NowMicros();
       used_ += charge;
       ++recovered_pages_;
       if (!accessed) ++cold_pages_;

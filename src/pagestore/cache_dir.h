@@ -75,6 +75,8 @@ class CacheDir {
     Clock* clock = nullptr;
     // Shared by the store's folders; null: default hints for every page.
     std::shared_ptr<AttributeSource> attributes;
+    // Told about each evicted page (see PageStoreOptions::on_evict); may be empty.
+    EvictionListener on_evict;
   };
 
   // Bytes charged for a page's name in its directory (ext4/XFS: ~44 bytes per 32-character
@@ -123,6 +125,9 @@ class CacheDir {
           std::shared_ptr<const std::string> object)
         : charge(charge_bytes), generation(gen), cold(is_cold), object_id(std::move(object)) {}
     uint64_t charge = 0;
+    // When this copy entered the index (the store's clock): TTLs count from here, so a rules
+    // change re-files the page without restarting its TTL.
+    int64_t cached_at_us = 0;
     // Changes whenever a new file is published under the page's name, so a thread that found a
     // bad file can tell whether it is still the indexed one before dropping it.
     uint64_t generation = 0;
@@ -141,6 +146,7 @@ class CacheDir {
   struct Victim {
     Hash128 id;
     uint64_t charge = 0;
+    std::shared_ptr<const std::string> object_id = nullptr;  // Null if unknown (listener).
   };
   // A page about to get (new) hints: its id and the object id it was resolved for.
   struct Attributed {
@@ -191,7 +197,8 @@ class CacheDir {
   // since, and releases the charge. DropFileWithPathLock: the caller holds PathLock(id).
   void DropFile(const Hash128& id, uint64_t charge) EXCLUDES(mu_);
   void DropFileWithPathLock(const Hash128& id, uint64_t charge) EXCLUDES(mu_);
-  void DropVictims(const std::vector<Victim>& victims) EXCLUDES(mu_);
+  // `evicted`: they were evicted to make room (told to the eviction listener), not expired.
+  void DropVictims(const std::vector<Victim>& victims, bool evicted = true) EXCLUDES(mu_);
   // Counts a Remove in the counter of its reason.
   void CountRemovalLocked(RemoveReason reason) REQUIRES(mu_);
 

@@ -48,7 +48,7 @@ size_t CacheDir::SweepExpired(int64_t now_us) {
       if (stopping_) break;
       TakeExpiredLocked(now_us, kExpiredBatch, &dropped);
     }
-    DropVictims(dropped);
+    DropVictims(dropped, /*evicted=*/false);
     total += dropped.size();
     if (dropped.size() < kExpiredBatch) break;
   }
@@ -67,6 +67,9 @@ void CacheDir::ApplyResolver(const std::vector<Attributed>& batch) {
   std::unordered_map<const std::string*, policy::EntryHints> by_object;
   std::vector<const policy::EntryHints*> hints;
   hints.reserve(batch.size());
+  // The resolver states a TTL as a deadline from now; a page already cached keeps counting from
+  // when it was cached (below), so unrelated rule edits never push its expiry back.
+  const int64_t resolved_at = config_.clock->NowMicros();
   for (const Attributed& page : batch) {
     auto [it, fresh] = by_object.try_emplace(page.object_id.get());
     if (fresh) it->second = Resolve(*page.object_id);
@@ -77,7 +80,11 @@ void CacheDir::ApplyResolver(const std::vector<Attributed>& batch) {
     auto it = index_.find(batch[i].id);
     // Gone, or (impossible with the same id, but cheap to rule out) another object: skip.
     if (it == index_.end() || it->second.object_id != batch[i].object_id) continue;
-    policy_->Update(batch[i].id, *hints[i]);
+    policy::EntryHints h = *hints[i];
+    if (h.expires_at_us != 0 && it->second.cached_at_us != 0) {
+      h.expires_at_us = it->second.cached_at_us + (h.expires_at_us - resolved_at);
+    }
+    policy_->Update(batch[i].id, h);
   }
   // An unpinned page, or a raised quota's worth of pages moved away, may be room for a writer.
   ++room_epoch_;

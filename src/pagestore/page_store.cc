@@ -233,6 +233,7 @@ StatusOr<std::unique_ptr<PageStore>> PageStore::Create(const PageStoreOptions& o
     config.disk = options.disk ? options.disk : PosixDisk();
     config.clock = clock;
     config.attributes = attributes;
+    config.on_evict = options.on_evict;
     CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<CacheDir> dir, CacheDir::Open(std::move(config)));
     dirs.push_back(std::move(dir));
   }

@@ -63,6 +63,11 @@ struct PageKey {
 // page's path lock. Must be thread-safe, cheap (no I/O) and must not call back into the store.
 using AttributeResolver = std::function<policy::EntryHints(std::string_view object_id)>;
 
+// Told about every page evicted to make room (capacity or quota; not TTL expiry or Remove), with
+// its object id ("" if unknown) and its charge in bytes. Called with no store lock held, on the
+// evicting thread; must be thread-safe and cheap.
+using EvictionListener = std::function<void(std::string_view object_id, uint64_t bytes)>;
+
 struct CacheDirOptions {
   std::string path;  // Created 0700 if missing; must not be world-writable.
   // Hard byte budget for this folder; at least ~1.03 MiB (its 258 directories) plus one page.
@@ -81,6 +86,8 @@ struct PageStoreOptions {
   // The cache rules of each page (see AttributeResolver). Unset: every page gets default hints
   // (group 0, kNormal, not pinned, no TTL).
   AttributeResolver attributes;
+  // Reports of evicted pages (e.g. the worker's top evicted prefixes); may be empty.
+  EvictionListener on_evict;
 };
 
 // An open cached page. It holds the page file open: it stays readable after the page is evicted,

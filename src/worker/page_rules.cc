@@ -48,33 +48,38 @@ bool PageRules::empty() const {
 }
 
 policy::EntryHints PageRules::HintsFor(std::string_view object_id) const {
-  std::shared_ptr<const policy::PathRules> rules;
+  policy::EntryHints hints;
+  std::string mount_path, key;
+  if (!Locate(object_id, &mount_path, &key)) return hints;
+  hints.group = MountGroup(mount_path);
+  std::shared_ptr<const policy::PathRules> rules = this->rules();
+  if (rules->empty()) return hints;
+  std::string path = mount_path == "/" ? "/" + key : mount_path + "/" + key;
+  policy::ResolvedRule r = rules->Resolve(path);
+  hints.pinned = r.pin;
+  hints.priority = r.admission == policy::Admission::kLow ? policy::Priority::kLow : r.priority;
+  if (r.ttl_ms > 0) hints.expires_at_us = clock_->NowMicros() + r.ttl_ms * 1000;
+  return hints;
+}
+
+bool PageRules::Locate(std::string_view object_id, std::string* mount_path,
+                       std::string* key) const {
   std::shared_ptr<const mount::MountTable> mounts;
   {
     MutexLock l(&mu_);
-    rules = rules_;
     mounts = mounts_;
   }
-  policy::EntryHints hints;
-  if (!mounts) return hints;
+  if (!mounts) return false;
   for (const auto& m : mounts->mounts()) {
     const std::string& prefix = m->object_id_prefix;
-    if (object_id.size() <= prefix.size() || object_id.compare(0, prefix.size(), prefix) != 0 ||
-        object_id[prefix.size()] != '/') {
-      continue;
+    if (object_id.size() > prefix.size() && object_id.compare(0, prefix.size(), prefix) == 0 &&
+        object_id[prefix.size()] == '/') {
+      *mount_path = m->spec.path;
+      *key = std::string(object_id.substr(prefix.size() + 1));
+      return true;
     }
-    std::string_view key = object_id.substr(prefix.size() + 1);
-    hints.group = MountGroup(m->spec.path);
-    if (rules->empty()) return hints;
-    std::string path = m->spec.path == "/" ? "/" + std::string(key)
-                                           : m->spec.path + "/" + std::string(key);
-    policy::ResolvedRule r = rules->Resolve(path);
-    hints.pinned = r.pin;
-    hints.priority = r.admission == policy::Admission::kLow ? policy::Priority::kLow : r.priority;
-    if (r.ttl_ms > 0) hints.expires_at_us = clock_->NowMicros() + r.ttl_ms * 1000;
-    return hints;
   }
-  return hints;
+  return false;
 }
 
 policy::Admission PageRules::AdmissionFor(std::string_view mount_path,

@@ -45,6 +45,11 @@ class PageRules {
   // known mount gets default hints in group 0.
   policy::EntryHints HintsFor(std::string_view object_id) const EXCLUDES(mu_);
 
+  // Where a page's object lives: its mount path and key ("/lake", "train/a.jpg"); false if no
+  // mount of the current table holds it.
+  bool Locate(std::string_view object_id, std::string* mount_path, std::string* key) const
+      EXCLUDES(mu_);
+
   // The admission rule of a read of `key` in the mount at `mount_path`.
   policy::Admission AdmissionFor(std::string_view mount_path, std::string_view key) const
       EXCLUDES(mu_);

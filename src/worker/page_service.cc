@@ -168,8 +168,35 @@ ServiceStats PageService::Stats() const {
 }
 
 void PageService::SetMountTable(std::shared_ptr<const mount::MountTable> mounts) {
+  {
+    MutexLock l(&mounts_mu_);
+    mounts_ = std::move(mounts);
+  }
+  mounts_cv_.NotifyAll();
+}
+
+StatusOr<const mount::Mount*> PageService::FindMount(
+    const std::string& path, std::shared_ptr<const mount::MountTable>* table) {
   MutexLock l(&mounts_mu_);
-  mounts_ = std::move(mounts);
+  auto found = mounts_->FindByPath(path);
+  // In a cluster a client may know a new mount a moment before this worker does (each watches
+  // etcd on its own): wait briefly for the table to catch up instead of failing the read.
+  if (!found.ok() && options_.unknown_mount_wait.count() > 0) {
+    auto deadline = std::chrono::steady_clock::now() + options_.unknown_mount_wait;
+    while (!found.ok()) {
+      auto left = deadline - std::chrono::steady_clock::now();
+      if (left <= std::chrono::steady_clock::duration::zero()) break;
+      std::shared_ptr<const mount::MountTable> before = mounts_;
+      mounts_cv_.WaitFor(&mounts_mu_, left,
+                         [&]() REQUIRES(mounts_mu_) { return mounts_ != before; });
+      found = mounts_->FindByPath(path);
+    }
+  }
+  *table = mounts_;
+  if (!found.ok()) {
+    return UnavailableError("worker " + options_.worker_id + " has no mount " + path);
+  }
+  return found;
 }
 
 std::shared_ptr<const mount::MountTable> PageService::mount_table() const {
@@ -206,11 +233,9 @@ StatusOr<bool> PageService::ControlPage(const ReadPageRequest& request) {
                                 std::to_string(request.page_size) + ", worker " +
                                 std::to_string(options_.page_size));
   }
-  std::shared_ptr<const mount::MountTable> mounts = mount_table();
-  auto mount = mounts->FindByPath(request.mount);
-  if (!mount.ok()) {
-    return UnavailableError("worker " + options_.worker_id + " has no mount " + request.mount);
-  }
+  std::shared_ptr<const mount::MountTable> mounts;
+  auto mount = FindMount(request.mount, &mounts);
+  if (!mount.ok()) return mount.status();
   uint32_t page_length = protocol::PageLength(request.object_size, request.page_index,
                                               request.page_size);
   if (page_length == 0) return InvalidArgumentError("page past end of object");
@@ -226,7 +251,11 @@ StatusOr<bool> PageService::ControlPage(const ReadPageRequest& request) {
     return true;
   }
   metrics_->load_requests->Increment();
-  if (cached) return true;
+  if (cached) {
+    // Opening counts as a use: a page preloaded again right before a job is fresh, not the
+    // next victim.
+    if (store_->Open(key).ok()) return true;
+  }
   ReadPageRequest load = request;
   load.flags = 0;
   load.offset = 0;
@@ -238,6 +267,14 @@ StatusOr<bool> PageService::ControlPage(const ReadPageRequest& request) {
   {
     MutexLock l(&(*fetch)->mu);
     (*fetch)->cv.Wait(&(*fetch)->mu, [&]() REQUIRES((*fetch)->mu) { return (*fetch)->stored; });
+  }
+  // The write can fail (a folder full of pinned pages, a mount over its quota, a disk error):
+  // then the page is not cached and the load must say so.
+  if (!store_->Contains(key)) {
+    return ResourceExhaustedError("page " + std::to_string(request.page_index) + " of " +
+                                  request.key + " was read but could not be cached on worker " +
+                                  options_.worker_id + " (full of pinned pages, over quota, or "
+                                  "a disk error: see its log)");
   }
   return false;
 }
@@ -252,12 +289,12 @@ StatusOr<PageResult> PageService::ReadPage(const ReadPageRequest& request) {
                                 std::to_string(options_.page_size));
   }
   // Held for the whole request: the fetch below uses the mount's under-storage.
-  std::shared_ptr<const mount::MountTable> mounts = mount_table();
-  auto mount = mounts->FindByPath(request.mount);
+  std::shared_ptr<const mount::MountTable> mounts;
+  auto mount = FindMount(request.mount, &mounts);
   if (!mount.ok()) {
     metrics_->errors->Increment();
     // Not "no such file": in a cluster this worker may not have seen a new mount yet.
-    return UnavailableError("worker " + options_.worker_id + " has no mount " + request.mount);
+    return mount.status();
   }
   MountMetrics* per_mount = metrics_->ForMount(request.mount);
   per_mount->requests->Increment();

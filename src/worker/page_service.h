@@ -39,6 +39,9 @@ struct PageServiceOptions {
   // Cluster rules (admission: a bypassed path is served without being cached). Not owned; may
   // be null (no rules).
   const PageRules* rules = nullptr;
+  // How long a request naming an unknown mount waits for the mount table to change before
+  // failing with Unavailable (cluster mode: the table follows etcd). 0 = fail at once.
+  std::chrono::milliseconds unknown_mount_wait{0};
 };
 
 // The bytes of one fetched page. Allocated without zero-filling: every byte is overwritten by
@@ -128,7 +131,13 @@ class PageService {
   void StoreAndRetire(const pagestore::PageKey& key, std::shared_ptr<Fetch> fetch);
   void Retire(const Hash128& id);
 
+  // The mount at `path` (waiting up to options_.unknown_mount_wait for it); *table keeps it alive.
+  StatusOr<const mount::Mount*> FindMount(const std::string& path,
+                                          std::shared_ptr<const mount::MountTable>* table)
+      EXCLUDES(mounts_mu_);
+
   mutable Mutex mounts_mu_;
+  CondVar mounts_cv_;  // The mount table changed.
   std::shared_ptr<const mount::MountTable> mounts_ GUARDED_BY(mounts_mu_);
   pagestore::PageStore* store_;
   PageServiceOptions options_;

@@ -81,7 +81,9 @@ Status Worker::Init(WorkerOptions options) {
                                                                  options.ufs_override));
   }
 
+  registry_ = std::make_unique<metrics::Registry>();
   page_rules_ = std::make_unique<PageRules>(Clock::Real());
+  eviction_tracker_ = std::make_unique<EvictionTracker>(page_rules_.get(), registry_.get());
   page_rules_->SetMounts(mounts);
   pagestore::PageStoreOptions so;
   for (const auto& d : cfg.cache_dirs) so.dirs.push_back({d.path, d.capacity_bytes});
@@ -91,13 +93,18 @@ Status Worker::Init(WorkerOptions options) {
   so.attributes = [page_rules](std::string_view object_id) {
     return page_rules->HintsFor(object_id);
   };
+  EvictionTracker* tracker = eviction_tracker_.get();
+  so.on_evict = [tracker](std::string_view object_id, uint64_t bytes) {
+    tracker->Record(object_id, bytes);
+  };
   CAIRN_ASSIGN_OR_RETURN(store_, pagestore::PageStore::Create(so));
 
-  registry_ = std::make_unique<metrics::Registry>();
   PageServiceOptions po;
   po.page_size = options.page_size;
   po.worker_id = id_;
   po.rules = page_rules_.get();
+  // Cluster mode: a client may see a new mount in etcd a moment before this worker does.
+  if (!options.etcd_endpoints.empty()) po.unknown_mount_wait = std::chrono::milliseconds(2000);
   if (options.serve_tcp) {
     po.instance_token = NewInstanceToken();
     for (const auto& d : cfg.cache_dirs) {

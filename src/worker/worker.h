@@ -17,6 +17,7 @@
 #include "metrics/registry.h"
 #include "pagestore/page_store.h"
 #include "worker/cluster_agent.h"
+#include "worker/eviction_tracker.h"
 #include "worker/page_rules.h"
 #include "worker/local_channel.h"
 #include "worker/page_service.h"
@@ -72,6 +73,7 @@ class Worker {
   std::unique_ptr<metrics::Registry> registry_;
   // Before store_: the store's attribute resolver calls it until the store is gone.
   std::unique_ptr<PageRules> page_rules_;
+  std::unique_ptr<EvictionTracker> eviction_tracker_;  // The store's eviction listener.
   std::unique_ptr<pagestore::PageStore> store_;
   std::unique_ptr<PageService> service_;
   std::unique_ptr<LocalChannel> local_channel_;
