@@ -19,6 +19,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+import pytest
+
 from conftest import Proc, free_port, http_get, parse_metrics, wait_until
 
 ETCD_BIN = "/usr/bin/etcd"
@@ -291,3 +293,14 @@ def sigstop(proc):
 
 def sigcont(proc):
     send_signal(proc, signal.SIGCONT)
+
+
+@pytest.fixture
+def etcd(tmp_path):
+    """A fresh single-member etcd per test. Request it before `harness` (pytest tears fixtures
+    down in reverse order), so it stops after the test's cairn processes. Test modules import
+    it: `from cluster_util import etcd`."""
+    e = Etcd(tmp_path / "etcd")
+    e.start()
+    yield e
+    e.stop()

@@ -22,7 +22,7 @@ import time
 
 import pytest
 
-from cluster_util import (CRASH_MARKERS, HITS, MISSES, PAGES, UFS_BYTES, Cluster, Etcd,
+from cluster_util import (etcd, CRASH_MARKERS, HITS, MISSES, PAGES, UFS_BYTES, Cluster,
                           distinct_free_ports, one_error_line)
 from conftest import KiB, MiB, read_whole, wait_until
 
@@ -52,12 +52,6 @@ def _pages(size):
 # Fixtures and helpers
 # ------------------------------------------------------------------------------------------
 
-@pytest.fixture
-def etcd(tmp_path):
-    e = Etcd(tmp_path / "etcd")
-    e.start()
-    yield e
-    e.stop()
 
 
 @pytest.fixture

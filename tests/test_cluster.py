@@ -21,9 +21,9 @@ import time
 
 import pytest
 
-from cluster_util import (CLIENT_FAILOVERS, CLIENT_FALLBACK_BYTES, CLIENT_MOUNT_UPDATES,
+from cluster_util import (etcd, CLIENT_FAILOVERS, CLIENT_FALLBACK_BYTES, CLIENT_MOUNT_UPDATES,
                           CLIENT_PAGE_READS, CLIENT_WORKERS, CRASH_MARKERS, ETCD_CONNECTED, HITS,
-                          MISSES, PAGES, REGISTERED, REQUESTS, UFS_BYTES, Cluster, Etcd,
+                          MISSES, PAGES, REGISTERED, REQUESTS, UFS_BYTES, Cluster,
                           distinct_free_ports, metrics_of, one_error_line, sigcont, sigstop)
 from conftest import KiB, MiB, is_mounted, read_whole, wait_until
 
@@ -46,13 +46,6 @@ def _env_without_etcd():
 # Fixtures
 # ------------------------------------------------------------------------------------------
 
-@pytest.fixture
-def etcd(tmp_path):
-    """A fresh single-member etcd per test; stopped after the test's cairn processes."""
-    e = Etcd(tmp_path / "etcd")
-    e.start()
-    yield e
-    e.stop()
 
 
 @pytest.fixture

@@ -22,7 +22,7 @@ import urllib.request
 
 import pytest
 
-from cluster_util import Cluster, Etcd, metrics_of
+from cluster_util import etcd, Cluster, metrics_of
 from conftest import KiB, MiB, free_port, http_get, read_whole, wait_until
 
 PROMETHEUS = "/usr/bin/prometheus"
@@ -124,12 +124,6 @@ scrape_configs:
                 if t["labels"]["job"] == job]
 
 
-@pytest.fixture
-def etcd(tmp_path):
-    e = Etcd(tmp_path / "etcd")
-    e.start()
-    yield e
-    e.stop()
 
 
 @pytest.fixture(scope="module")

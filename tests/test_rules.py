@@ -20,7 +20,7 @@ import time
 
 import pytest
 
-from cluster_util import (CRASH_MARKERS, PAGES, Cluster, Etcd, distinct_free_ports,
+from cluster_util import (etcd, CRASH_MARKERS, PAGES, Cluster, distinct_free_ports,
                           one_error_line)
 from conftest import KiB, MiB, read_whole, wait_until
 
@@ -107,12 +107,6 @@ def lake(tmp_path_factory):
     return lake, other
 
 
-@pytest.fixture
-def etcd(tmp_path):
-    e = Etcd(tmp_path / "etcd")
-    e.start()
-    yield e
-    e.stop()
 
 
 @pytest.fixture

@@ -7,19 +7,13 @@ import time
 
 import pytest
 
-from cluster_util import UFS_BYTES, Cluster, Etcd
+from cluster_util import etcd, UFS_BYTES, Cluster
 from conftest import MiB
 from test_cache_ops import ns, uniform_lake
 
 MOUNT = "/lake"
 
 
-@pytest.fixture
-def etcd(tmp_path):
-    e = Etcd(tmp_path / "etcd")
-    e.start()
-    yield e
-    e.stop()
 
 
 def timed_load(cluster):
