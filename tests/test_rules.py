@@ -622,3 +622,13 @@ def test_report_matches_worker_metrics(cluster, lake):
     # A path selects its mount.
     only = json.loads(cluster.cli(["report", ns("val"), "--json"]).stdout)
     assert [x["mount"] for x in only["mounts"]] == [MOUNT], only
+    # Nothing was evicted in a 64 MiB cache; `cairn free` of a file shows as "freed" removals of
+    # its mount only.
+    assert lk["removed_pages"] == {"capacity": 0, "quota": 0, "ttl": 0, "freed": 0}, lk
+    victim = lake.names("val")[0]
+    r = cluster.cli(["free", ns(victim)])
+    assert r.returncode == 0, r.stderr
+    freed = json.loads(cluster.cli(["report", "--json"]).stdout)
+    by_mount = {x["mount"]: x for x in freed["mounts"]}
+    assert by_mount[MOUNT]["removed_pages"]["freed"] == _pages(len(lake.files[victim])), freed
+    assert by_mount[OTHER]["removed_pages"]["freed"] == 0, freed

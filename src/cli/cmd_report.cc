@@ -36,6 +36,7 @@ struct MountReport {
   double cached_bytes = 0;
   double dataset_bytes = -1;  // -1: not measured.
   std::map<std::string, double> evicted;  // Bytes evicted, by namespace prefix.
+  std::map<std::string, double> removals;  // Pages removed, by reason (capacity, quota, ...).
 
   std::vector<std::pair<std::string, double>> TopEvicted(size_t n) const {
     std::vector<std::pair<std::string, double>> v(evicted.begin(), evicted.end());
@@ -121,6 +122,13 @@ int RunReport(const ReportFlags& f) {
     add("cairn_mount_bytes_from_ufs_total", &MountReport::bytes_from_ufs);
     add("cairn_mount_ufs_requests_total", &MountReport::ufs_requests);
     add("cairn_mount_cached_bytes", &MountReport::cached_bytes);
+    for (const char* reason : {"capacity", "quota", "ttl", "freed"}) {
+      for (const auto& [mount, v] :
+           MetricByLabel(*text, "cairn_mount_removals_total", "mount", "reason", reason)) {
+        auto it = report.find(mount);
+        if (it != report.end()) it->second.removals[reason] += v;
+      }
+    }
     for (const auto& [prefix, v] :
          MetricByLabel(*text, "cairn_evicted_bytes_by_prefix_total", "prefix")) {
       for (auto& [mount, r] : report) {
@@ -161,6 +169,12 @@ int RunReport(const ReportFlags& f) {
         top.push_back({{"prefix", prefix}, {"evicted_bytes", static_cast<uint64_t>(bytes)}});
       }
       j["top_evicted_prefixes"] = top;
+      nlohmann::json removals = nlohmann::json::object();
+      for (const char* reason : {"capacity", "quota", "ttl", "freed"}) {
+        auto it = r.removals.find(reason);
+        removals[reason] = static_cast<uint64_t>(it == r.removals.end() ? 0 : it->second);
+      }
+      j["removed_pages"] = removals;
       if (r.dataset_bytes >= 0) {
         j["dataset_bytes"] = static_cast<uint64_t>(r.dataset_bytes);
         j["cached_share"] = r.dataset_bytes > 0 ? r.cached_bytes / r.dataset_bytes : 0.0;
@@ -187,7 +201,9 @@ int RunReport(const ReportFlags& f) {
   for (const auto& [path, r] : report) {
     auto top = r.TopEvicted(5);
     if (top.empty()) continue;
-    std::printf("\nmost evicted under %s:\n", path.c_str());
+    std::printf("\nmost evicted under %s (pages removed:", path.c_str());
+    for (const auto& [reason, n] : r.removals) std::printf(" %s %.0f", reason.c_str(), n);
+    std::printf("):\n");
     for (const auto& [prefix, bytes] : top) {
       std::printf("  %-40s %10s\n", prefix.c_str(), FormatBytes(static_cast<uint64_t>(bytes)).c_str());
     }

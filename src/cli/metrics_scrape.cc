@@ -84,13 +84,16 @@ double SumMetric(const std::string& text, const std::string& name) {
 }
 
 std::map<std::string, double> MetricByLabel(const std::string& text, const std::string& name,
-                                            const std::string& label) {
+                                            const std::string& label,
+                                            const std::string& where_label,
+                                            const std::string& where_value) {
   std::map<std::string, double> out;
   std::istringstream in(text);
   std::string line, labels;
   double value = 0;
   while (std::getline(in, line)) {
     if (!ParseSample(line, name, &labels, &value)) continue;
+    if (!where_label.empty() && LabelValue(labels, where_label) != where_value) continue;
     std::string key = LabelValue(labels, label);
     if (!key.empty()) out[key] += value;
   }

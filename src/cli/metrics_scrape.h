@@ -17,8 +17,11 @@ StatusOr<std::string> FetchMetrics(const std::string& address);
 double SumMetric(const std::string& text, const std::string& name);
 
 // The samples of `name` by the value of one label (`label`="value"), summed over other labels.
+// With `where_label` set, only samples whose `where_label` equals `where_value` count.
 std::map<std::string, double> MetricByLabel(const std::string& text, const std::string& name,
-                                            const std::string& label);
+                                            const std::string& label,
+                                            const std::string& where_label = "",
+                                            const std::string& where_value = "");
 
 }  // namespace cairn::cli
 

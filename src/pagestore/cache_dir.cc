@@ -142,7 +142,8 @@ uint64_t CacheDir::PickVictimsLocked(uint64_t bytes, const Incoming* in,
     std::shared_ptr<const std::string> object_id = it->second.object_id;
     uint64_t freed = EraseLocked(it, policy::RemoveReason::kEvicted);
     ++(for_quota ? quota_evictions_ : capacity_evictions_);
-    victims->push_back({*victim, freed, std::move(object_id)});
+    victims->push_back({*victim, freed, std::move(object_id),
+                        for_quota ? EvictionReason::kQuota : EvictionReason::kCapacity});
     bytes = freed >= bytes ? 0 : bytes - freed;
   }
   return bytes;
@@ -220,10 +221,10 @@ void CacheDir::DropFileWithPathLock(const Hash128& id, uint64_t charge) {
   }
 }
 
-void CacheDir::DropVictims(const std::vector<Victim>& victims, bool evicted) {
+void CacheDir::DropVictims(const std::vector<Victim>& victims) {
   for (const Victim& v : victims) {
     DropFile(v.id, v.charge);
-    if (evicted && config_.on_evict) config_.on_evict(v.object_id ? *v.object_id : "", v.charge);
+    if (config_.on_evict) config_.on_evict(v.object_id ? *v.object_id : "", v.charge, v.reason);
   }
 }
 
@@ -330,7 +331,7 @@ StatusOr<std::unique_ptr<PageReader>> CacheDir::OpenPage(const KeyInfo& key) {
   for (int attempt = 0;; ++attempt) {
     uint64_t generation = 0;
     bool unattributed = false;
-    std::optional<uint64_t> expired;
+    std::optional<Victim> expired;
     {
       MutexLock l(&mu_);
       auto it = index_.find(key.id);
@@ -354,7 +355,7 @@ StatusOr<std::unique_ptr<PageReader>> CacheDir::OpenPage(const KeyInfo& key) {
       }
     }
     if (expired) {
-      DropFile(key.id, *expired);
+      DropVictims({*expired});
       return NotFoundError("page not cached (its TTL passed)");
     }
     if (generation == 0) {
@@ -514,7 +515,7 @@ Status CacheDir::Remove(const KeyInfo& key, RemoveReason reason) {
 }
 
 bool CacheDir::Contains(const KeyInfo& key) {
-  std::optional<uint64_t> expired;
+  std::optional<Victim> expired;
   {
     MutexLock l(&mu_);
     auto it = index_.find(key.id);
@@ -526,7 +527,7 @@ bool CacheDir::Contains(const KeyInfo& key) {
     }
   }
   if (expired) {
-    DropFile(key.id, *expired);
+    DropVictims({*expired});
     return false;
   }
   auto probed = Probe(key, /*accessed=*/false);

@@ -147,6 +147,7 @@ class CacheDir {
     Hash128 id;
     uint64_t charge = 0;
     std::shared_ptr<const std::string> object_id = nullptr;  // Null if unknown (listener).
+    EvictionReason reason = EvictionReason::kCapacity;
   };
   // A page about to get (new) hints: its id and the object id it was resolved for.
   struct Attributed {
@@ -197,8 +198,8 @@ class CacheDir {
   // since, and releases the charge. DropFileWithPathLock: the caller holds PathLock(id).
   void DropFile(const Hash128& id, uint64_t charge) EXCLUDES(mu_);
   void DropFileWithPathLock(const Hash128& id, uint64_t charge) EXCLUDES(mu_);
-  // `evicted`: they were evicted to make room (told to the eviction listener), not expired.
-  void DropVictims(const std::vector<Victim>& victims, bool evicted = true) EXCLUDES(mu_);
+  // Unlinks the victims' files and tells the eviction listener.
+  void DropVictims(const std::vector<Victim>& victims) EXCLUDES(mu_);
   // Counts a Remove in the counter of its reason.
   void CountRemovalLocked(RemoveReason reason) REQUIRES(mu_);
 
@@ -224,9 +225,9 @@ class CacheDir {
   // Takes up to `max` pages whose deadline is <= `now_us` out of the index (counted as expired)
   // and appends them to `dropped`, for DropVictims.
   void TakeExpiredLocked(int64_t now_us, size_t max, std::vector<Victim>* dropped) REQUIRES(mu_);
-  // If the page's deadline has passed, erases it (counted as expired) and returns its charge, for
-  // DropFile once mu_ is released.
-  std::optional<uint64_t> EraseIfExpiredLocked(Index::iterator it) REQUIRES(mu_);
+  // If the page's deadline has passed, erases it (counted as expired) and returns it, for
+  // DropVictims once mu_ is released.
+  std::optional<Victim> EraseIfExpiredLocked(Index::iterator it) REQUIRES(mu_);
   // Resolves the pages of `batch` (outside mu_, once per object) and refiles those that still
   // hold the same object under their hints.
   void ApplyResolver(const std::vector<Attributed>& batch) EXCLUDES(mu_);

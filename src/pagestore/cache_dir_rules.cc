@@ -23,10 +23,12 @@ bool CacheDir::ExpiredLocked(const Hash128& id) const {
   return hints && hints->expires_at_us != 0 && hints->expires_at_us <= now;
 }
 
-std::optional<uint64_t> CacheDir::EraseIfExpiredLocked(Index::iterator it) {
+std::optional<CacheDir::Victim> CacheDir::EraseIfExpiredLocked(Index::iterator it) {
   if (!ExpiredLocked(it->first)) return std::nullopt;
   ++expired_pages_;
-  return EraseLocked(it, policy::RemoveReason::kDropped);
+  Victim v{it->first, 0, it->second.object_id, EvictionReason::kExpired};
+  v.charge = EraseLocked(it, policy::RemoveReason::kDropped);
+  return v;
 }
 
 void CacheDir::TakeExpiredLocked(int64_t now_us, size_t max, std::vector<Victim>* dropped) {
@@ -35,7 +37,9 @@ void CacheDir::TakeExpiredLocked(int64_t now_us, size_t max, std::vector<Victim>
     if (it == index_.end()) continue;  // Unreachable: the policy tracks exactly the index.
     ++expired_pages_;
     // TakeExpired stopped tracking it already; EraseLocked's OnRemove is then a no-op.
-    dropped->push_back({id, EraseLocked(it, policy::RemoveReason::kDropped)});
+    std::shared_ptr<const std::string> object_id = it->second.object_id;
+    dropped->push_back({id, EraseLocked(it, policy::RemoveReason::kDropped), std::move(object_id),
+                        EvictionReason::kExpired});
   }
 }
 
@@ -48,7 +52,7 @@ size_t CacheDir::SweepExpired(int64_t now_us) {
       if (stopping_) break;
       TakeExpiredLocked(now_us, kExpiredBatch, &dropped);
     }
-    DropVictims(dropped, /*evicted=*/false);
+    DropVictims(dropped);
     total += dropped.size();
     if (dropped.size() < kExpiredBatch) break;
   }

@@ -63,10 +63,14 @@ struct PageKey {
 // page's path lock. Must be thread-safe, cheap (no I/O) and must not call back into the store.
 using AttributeResolver = std::function<policy::EntryHints(std::string_view object_id)>;
 
-// Told about every page evicted to make room (capacity or quota; not TTL expiry or Remove), with
-// its object id ("" if unknown) and its charge in bytes. Called with no store lock held, on the
-// evicting thread; must be thread-safe and cheap.
-using EvictionListener = std::function<void(std::string_view object_id, uint64_t bytes)>;
+// Why a page left the cache without being asked to (Remove is not reported).
+enum class EvictionReason { kCapacity, kQuota, kExpired };
+
+// Told about every page evicted to make room (capacity, or its mount over quota) or swept after
+// its TTL, with its object id ("" if unknown) and its charge in bytes. Called with no store lock
+// held, on the evicting or sweeping thread; must be thread-safe and cheap.
+using EvictionListener =
+    std::function<void(std::string_view object_id, uint64_t bytes, EvictionReason reason)>;
 
 struct CacheDirOptions {
   std::string path;  // Created 0700 if missing; must not be world-writable.

@@ -8,6 +8,7 @@
 #include <mutex>
 #include <random>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "pagestore/cache_dir.h"
@@ -617,6 +618,37 @@ TEST_F(RulesTest, ConcurrentRulesChangesKeepPinsAndAccountingExact) {
   EXPECT_GT(stats.quota_evictions, 0u);
   EXPECT_GT(stats.capacity_evictions, 0u);
   EXPECT_EQ(stats.evictions, stats.quota_evictions + stats.capacity_evictions);
+}
+
+TEST_F(RulesTest, EvictionListenerHearsEvictionsAndExpiriesWithTheirObjectAndReason) {
+  std::mutex mu;
+  std::vector<std::tuple<std::string, uint64_t, EvictionReason>> heard;
+  PageStoreOptions o = Options(3);
+  o.on_evict = [&](std::string_view object_id, uint64_t bytes, EvictionReason reason) {
+    std::lock_guard<std::mutex> l(mu);
+    heard.emplace_back(std::string(object_id), bytes, reason);
+  };
+  rules_.Set("s3://short/", {.expires_at_us = clock_.NowMicros() + kSecond});
+  auto store = Make(o);
+  PutOk(*store, K("s3://data/a"));
+  PutOk(*store, K("s3://data/b"));
+  PutOk(*store, K("s3://data/c"));
+  PutOk(*store, K("s3://data/d"));  // Evicts a (least recently used).
+  {
+    std::lock_guard<std::mutex> l(mu);
+    ASSERT_EQ(heard.size(), 1u);
+    EXPECT_EQ(std::get<0>(heard[0]), "s3://data/a");
+    EXPECT_EQ(std::get<1>(heard[0]), kCharge);
+    EXPECT_EQ(std::get<2>(heard[0]), EvictionReason::kCapacity);
+  }
+  PutOk(*store, K("s3://short/t"));  // Evicts b; expires after 1 s.
+  clock_.SleepForMicros(2 * kSecond);
+  EXPECT_FALSE(store->Contains(K("s3://short/t")));  // Expired: dropped and reported.
+  std::lock_guard<std::mutex> l(mu);
+  ASSERT_EQ(heard.size(), 3u);
+  EXPECT_EQ(std::get<0>(heard[1]), "s3://data/b");
+  EXPECT_EQ(std::get<0>(heard[2]), "s3://short/t");
+  EXPECT_EQ(std::get<2>(heard[2]), EvictionReason::kExpired);
 }
 
 }  // namespace

@@ -37,7 +37,27 @@ std::string EvictionTracker::PrefixOf(std::string_view object_id) const {
   return prefix.empty() ? "/" : prefix;
 }
 
-void EvictionTracker::Record(std::string_view object_id, uint64_t bytes) {
+void EvictionTracker::Record(std::string_view object_id, uint64_t bytes,
+                             pagestore::EvictionReason reason) {
+  std::string mount_path, key;
+  if (rules_->Locate(object_id, &mount_path, &key)) {
+    MutexLock l(&mu_);
+    auto it = by_mount_.find(mount_path);
+    if (it == by_mount_.end()) {
+      std::array<metrics::Counter*, 3> counters{};
+      const char* names[] = {"capacity", "quota", "ttl"};
+      for (int i = 0; i < 3; ++i) {
+        counters[i] = registry_->AddCounter(
+            "cairn_mount_removals_total",
+            "Pages that left the cache, by mount and reason (capacity/quota: evicted; ttl: "
+            "expired; freed: cairn free)",
+            {{"mount", mount_path}, {"reason", names[i]}});
+      }
+      it = by_mount_.emplace(mount_path, counters).first;
+    }
+    it->second[static_cast<int>(reason)]->Increment();
+  }
+  if (reason == pagestore::EvictionReason::kExpired) return;  // Not an eviction.
   std::string prefix = PrefixOf(object_id);
   std::string added, removed;
   {

@@ -27,11 +27,12 @@ class EvictionTrackerTest : public ::testing::Test {
 
 TEST_F(EvictionTrackerTest, ChargesTheMountAndFirstFolder) {
   EvictionTracker t(&rules_, &registry_, 8, 1);
-  t.Record(Id("train/x/a.jpg"), 100);
-  t.Record(Id("train/b.jpg"), 50);
-  t.Record(Id("val/c.jpg"), 10);
-  t.Record(Id("top.bin"), 7);
-  t.Record("mem://elsewhere/k", 1);
+  t.Record(Id("train/x/a.jpg"), 100, pagestore::EvictionReason::kCapacity);
+  t.Record(Id("train/b.jpg"), 50, pagestore::EvictionReason::kQuota);
+  t.Record(Id("val/c.jpg"), 10, pagestore::EvictionReason::kCapacity);
+  t.Record(Id("val/d.jpg"), 10, pagestore::EvictionReason::kExpired);  // Not an eviction.
+  t.Record(Id("top.bin"), 7, pagestore::EvictionReason::kCapacity);
+  t.Record("mem://elsewhere/k", 1, pagestore::EvictionReason::kCapacity);
   auto top = t.Top(10);
   ASSERT_EQ(top.size(), 4u);
   EXPECT_EQ(top[0], std::make_pair(std::string("/lake/train"), uint64_t{150}));
@@ -42,12 +43,21 @@ TEST_F(EvictionTrackerTest, ChargesTheMountAndFirstFolder) {
   EXPECT_NE(text.find("cairn_evicted_bytes_by_prefix_total{prefix=\"/lake/train\"} 150"),
             std::string::npos)
       << text;
+  EXPECT_NE(text.find("cairn_mount_removals_total{mount=\"/lake\",reason=\"capacity\"} 3"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("cairn_mount_removals_total{mount=\"/lake\",reason=\"quota\"} 1"),
+            std::string::npos);
+  EXPECT_NE(text.find("cairn_mount_removals_total{mount=\"/lake\",reason=\"ttl\"} 1"),
+            std::string::npos);
 }
 
 TEST_F(EvictionTrackerTest, BoundedAndKeepsHeavyHitters) {
   EvictionTracker t(&rules_, &registry_, 3, 1);
-  t.Record(Id("big/a"), 1000);
-  for (int i = 0; i < 50; ++i) t.Record(Id("small" + std::to_string(i) + "/a"), 1);
+  t.Record(Id("big/a"), 1000, pagestore::EvictionReason::kCapacity);
+  for (int i = 0; i < 50; ++i) {
+    t.Record(Id("small" + std::to_string(i) + "/a"), 1, pagestore::EvictionReason::kCapacity);
+  }
   auto top = t.Top(10);
   EXPECT_EQ(top.size(), 3u);
   EXPECT_EQ(top[0].first, "/lake/big");

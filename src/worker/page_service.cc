@@ -42,13 +42,18 @@ struct MountMetrics {
                                      "Bytes read from the source (egress)", {{"mount", mount}})),
         ufs_requests(r->AddCounter("cairn_mount_ufs_requests_total",
                                    "Read requests sent to the source (cost)",
-                                   {{"mount", mount}})) {}
+                                   {{"mount", mount}})),
+        freed(r->AddCounter("cairn_mount_removals_total",
+                            "Pages that left the cache, by mount and reason (capacity/quota: "
+                            "evicted; ttl: expired; freed: cairn free)",
+                            {{"mount", mount}, {"reason", "freed"}})) {}
   metrics::Counter* requests;
   metrics::Counter* hits;
   metrics::Counter* misses;
   metrics::Counter* bytes_from_cache;
   metrics::Counter* bytes_from_ufs;
   metrics::Counter* ufs_requests;
+  metrics::Counter* freed;
 };
 
 struct PageService::Metrics {
@@ -248,6 +253,7 @@ StatusOr<bool> PageService::ControlPage(const ReadPageRequest& request) {
     if (removed.code() == StatusCode::kNotFound) return false;  // Evicted meanwhile.
     CAIRN_RETURN_IF_ERROR(removed);
     metrics_->freed->Increment();
+    metrics_->ForMount(request.mount)->freed->Increment();
     return true;
   }
   metrics_->load_requests->Increment();

@@ -94,8 +94,9 @@ Status Worker::Init(WorkerOptions options) {
     return page_rules->HintsFor(object_id);
   };
   EvictionTracker* tracker = eviction_tracker_.get();
-  so.on_evict = [tracker](std::string_view object_id, uint64_t bytes) {
-    tracker->Record(object_id, bytes);
+  so.on_evict = [tracker](std::string_view object_id, uint64_t bytes,
+                          pagestore::EvictionReason reason) {
+    tracker->Record(object_id, bytes, reason);
   };
   CAIRN_ASSIGN_OR_RETURN(store_, pagestore::PageStore::Create(so));
 
