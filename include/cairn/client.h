@@ -182,6 +182,12 @@ class Client {
   virtual ClientStats Stats() const = 0;
 };
 
+// Visits every file at or under `path` (a file: just it) through the client's stat and listing
+// path (pages of 1000, depth first, folders in name order); `visit` returns false to stop.
+// Errors: those of Stat/ListDir (NotFound, InvalidArgument, Unavailable).
+Status WalkFiles(Client* client, std::string_view path,
+                 const std::function<bool(const std::string& path, const FileInfo& info)>& visit);
+
 }  // namespace cairn
 
 #endif  // CAIRN_CLIENT_H_

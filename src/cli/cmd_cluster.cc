@@ -18,16 +18,6 @@
 namespace cairn::cli {
 namespace {
 
-StatusOr<std::unique_ptr<membership::EtcdCoordination>> ConnectEtcd(const std::string& flag) {
-  if (flag.empty()) {
-    return InvalidArgumentError("no etcd given: pass --etcd URL or set CAIRN_ETCD");
-  }
-  membership::EtcdOptions eo;
-  CAIRN_ASSIGN_OR_RETURN(eo.endpoints, NormalizeEtcdEndpoints(flag));
-  eo.request_timeout_ms = 5000;
-  return membership::EtcdCoordination::Create(eo);
-}
-
 std::string FormatTtl(std::chrono::microseconds ttl) {
   auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(ttl).count();
   if (ms % 1000 == 0) return std::to_string(ms / 1000) + "s";

@@ -49,24 +49,10 @@ struct MountReport {
 // Bytes under `path`, listed through the client library (a LIST per folder page).
 StatusOr<uint64_t> DatasetBytes(Client* client, const std::string& path) {
   uint64_t total = 0;
-  std::vector<std::string> stack{path};
-  while (!stack.empty()) {
-    std::string dir = stack.back();
-    stack.pop_back();
-    std::string token;
-    do {
-      CAIRN_ASSIGN_OR_RETURN(DirPage page, client->ListDir(dir, token, 1000));
-      for (const FileInfo& e : page.entries) {
-        std::string child = dir == "/" ? "/" + e.name : dir + "/" + e.name;
-        if (e.is_dir) {
-          stack.push_back(child);
-        } else {
-          total += e.size;
-        }
-      }
-      token = page.next_token;
-    } while (!token.empty());
-  }
+  CAIRN_RETURN_IF_ERROR(WalkFiles(client, path, [&](const std::string&, const FileInfo& info) {
+    total += info.size;
+    return true;
+  }));
   return total;
 }
 
@@ -78,14 +64,7 @@ std::string Percent(double part, double whole) {
 }
 
 int RunReport(const ReportFlags& f) {
-  if (f.etcd.empty()) {
-    return Fail(InvalidArgumentError("no etcd given: pass --etcd URL or set CAIRN_ETCD"));
-  }
-  membership::EtcdOptions eo;
-  auto endpoints = NormalizeEtcdEndpoints(f.etcd);
-  if (!endpoints.ok()) return Fail(endpoints.status());
-  eo.endpoints = *endpoints;
-  auto etcd = membership::EtcdCoordination::Create(eo);
+  auto etcd = ConnectEtcd(f.etcd);
   if (!etcd.ok()) return Fail(etcd.status());
   auto mounts = membership::MountStore(etcd->get()).List();
   if (!mounts.ok()) return Fail(mounts.status());
@@ -138,7 +117,7 @@ int RunReport(const ReportFlags& f) {
   }
   if (f.dataset_size) {
     ClientOptions co;
-    co.etcd_endpoints = *endpoints;
+    co.etcd_endpoints = (*etcd)->options().endpoints;
     auto client = Client::Create(co);
     if (!client.ok()) return Fail(client.status());
     for (auto& [path, r] : report) {

@@ -27,20 +27,13 @@ struct RuleFlags {
 
 using Edit = std::function<Status(policy::PathRule*)>;
 
-StatusOr<std::unique_ptr<membership::EtcdCoordination>> Connect(const std::string& flag) {
-  if (flag.empty()) return InvalidArgumentError("no etcd given: pass --etcd URL or set CAIRN_ETCD");
-  membership::EtcdOptions eo;
-  CAIRN_ASSIGN_OR_RETURN(eo.endpoints, NormalizeEtcdEndpoints(flag));
-  return membership::EtcdCoordination::Create(eo);
-}
-
 // Builds the edit from the flags (parsing the value first, so bad input never reaches etcd).
 using EditMaker = std::function<StatusOr<Edit>(const RuleFlags&)>;
 
 int RunEdit(const RuleFlags& f, const EditMaker& make, const char* done, bool mount_only) {
   auto edit = make(f);
   if (!edit.ok()) return Fail(edit.status());
-  auto etcd = Connect(f.etcd);
+  auto etcd = ConnectEtcd(f.etcd);
   if (!etcd.ok()) return Fail(etcd.status());
   if (mount_only) {
     auto mounts = membership::MountStore(etcd->get()).List();
@@ -70,7 +63,7 @@ std::string Describe(const policy::PathRule& r) {
 }
 
 int RunList(const RuleFlags& f) {
-  auto etcd = Connect(f.etcd);
+  auto etcd = ConnectEtcd(f.etcd);
   if (!etcd.ok()) return Fail(etcd.status());
   auto rules = membership::RuleStore(etcd->get()).List();
   if (!rules.ok()) return Fail(rules.status());

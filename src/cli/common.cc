@@ -64,6 +64,16 @@ StatusOr<std::string> NormalizeEtcdEndpoints(const std::string& flag) {
   return out;
 }
 
+StatusOr<std::unique_ptr<membership::EtcdCoordination>> ConnectEtcd(const std::string& flag) {
+  if (flag.empty()) {
+    return InvalidArgumentError("no etcd given: pass --etcd URL or set CAIRN_ETCD");
+  }
+  membership::EtcdOptions eo;
+  CAIRN_ASSIGN_OR_RETURN(eo.endpoints, NormalizeEtcdEndpoints(flag));
+  eo.request_timeout_ms = 5000;
+  return membership::EtcdCoordination::Create(eo);
+}
+
 Status ApplyMountFlags(const SourceFlags& f, MountSpec* spec) {
   auto set = [&](const char* name, const std::string& value) {
     if (!value.empty()) spec->options[name] = value;

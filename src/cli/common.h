@@ -9,11 +9,13 @@
 
 #include <atomic>
 #include <functional>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "config/config.h"
+#include "membership/etcd_coordination.h"
 
 namespace cairn::cli {
 
@@ -43,6 +45,10 @@ void AddSourceFlags(CLI::App* app, SourceFlags* flags, bool with_workers);
 void AddEtcdFlag(CLI::App* app, std::string* etcd);
 // "host:port" or URLs, comma-separated -> "http://host:port,..." (InvalidArgument if malformed).
 StatusOr<std::string> NormalizeEtcdEndpoints(const std::string& flag);
+
+// An etcd client for the cluster commands (mount, rules, status, report) from their --etcd flag.
+// InvalidArgument when no etcd is given or an endpoint is malformed; does not contact etcd.
+StatusOr<std::unique_ptr<membership::EtcdCoordination>> ConnectEtcd(const std::string& flag);
 
 // Builds the configuration: the config file (if any), then flags on top.
 StatusOr<config::Config> BuildConfig(const SourceFlags& flags);

@@ -14,43 +14,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-std::string Join(const std::string& dir, const std::string& name) {
-  return dir == "/" ? "/" + name : dir + "/" + name;
-}
-
-// Visits every file at or under `path` (depth first, listing pages of 1000). `visit` returns
-// false to stop. NotFound/InvalidArgument for a bad path; listing errors of sub-folders too.
-Status Walk(Client* client, const std::string& path,
-            const std::function<bool(const std::string&, const FileInfo&)>& visit) {
-  CAIRN_ASSIGN_OR_RETURN(FileInfo root, client->Stat(path));
-  if (!root.is_dir) {
-    visit(path, root);
-    return Status::Ok();
-  }
-  std::vector<std::string> stack{path};
-  while (!stack.empty()) {
-    std::string dir = std::move(stack.back());
-    stack.pop_back();
-    std::string token;
-    std::vector<std::string> subdirs;
-    do {
-      CAIRN_ASSIGN_OR_RETURN(DirPage page, client->ListDir(dir, token, 1000));
-      for (const FileInfo& e : page.entries) {
-        std::string child = Join(dir, e.name);
-        if (e.is_dir) {
-          subdirs.push_back(std::move(child));
-        } else if (!visit(child, e)) {
-          return Status::Ok();
-        }
-      }
-      token = page.next_token;
-    } while (!token.empty());
-    // Reverse so folders are visited in name order.
-    stack.insert(stack.end(), subdirs.rbegin(), subdirs.rend());
-  }
-  return Status::Ok();
-}
-
 // Bytes-per-second budget with debt: a request is sent while the balance is not negative and
 // then charged; refunds (pages that were cached) come back. Long-run rate <= rate + burst/T.
 class TokenBucket {
@@ -219,7 +182,7 @@ StatusOr<LoadProgress> RunLoad(const CacheOpsContext& ctx, std::string_view raw_
     return true;
   };
 
-  Status walked = Walk(ctx.client, path, [&](const std::string& file_path, const FileInfo& info) {
+  Status walked = WalkFiles(ctx.client, path, [&](const std::string& file_path, const FileInfo& info) {
     if (cancelled()) return false;
     auto object = ctx.resolve(file_path, info);
     if (!object.ok()) return true;  // Vanished or moved meanwhile: skip it.
@@ -269,7 +232,7 @@ StatusOr<FreeResult> RunFree(const CacheOpsContext& ctx, std::string_view raw_pa
   constexpr int kInFlight = 64;
   auto shared = std::make_shared<Shared>();
   auto result = std::make_shared<FreeResult>();  // Guarded by shared->mu.
-  Status walked = Walk(ctx.client, path, [&](const std::string& file_path, const FileInfo& info) {
+  Status walked = WalkFiles(ctx.client, path, [&](const std::string& file_path, const FileInfo& info) {
     auto object = ctx.resolve(file_path, info);
     if (!object.ok()) return true;
     {
@@ -309,3 +272,39 @@ StatusOr<FreeResult> RunFree(const CacheOpsContext& ctx, std::string_view raw_pa
 }
 
 }  // namespace cairn::client
+
+namespace cairn {
+
+Status WalkFiles(Client* client, std::string_view raw_path,
+                 const std::function<bool(const std::string&, const FileInfo&)>& visit) {
+  CAIRN_ASSIGN_OR_RETURN(std::string path, mount::NormalizePath(raw_path));
+  CAIRN_ASSIGN_OR_RETURN(FileInfo root, client->Stat(path));
+  if (!root.is_dir) {
+    visit(path, root);
+    return Status::Ok();
+  }
+  std::vector<std::string> stack{path};
+  while (!stack.empty()) {
+    std::string dir = std::move(stack.back());
+    stack.pop_back();
+    std::string token;
+    std::vector<std::string> subdirs;
+    do {
+      CAIRN_ASSIGN_OR_RETURN(DirPage page, client->ListDir(dir, token, 1000));
+      for (const FileInfo& e : page.entries) {
+        std::string child = dir == "/" ? "/" + e.name : dir + "/" + e.name;
+        if (e.is_dir) {
+          subdirs.push_back(std::move(child));
+        } else if (!visit(child, e)) {
+          return Status::Ok();
+        }
+      }
+      token = page.next_token;
+    } while (!token.empty());
+    // Reverse so folders are visited in name order.
+    stack.insert(stack.end(), subdirs.rbegin(), subdirs.rend());
+  }
+  return Status::Ok();
+}
+
+}  // namespace cairn
