@@ -88,12 +88,18 @@ def test_readers_survive_worker_kill(harness, source):
     errors, done = [], []
     lock = threading.Lock()
     killed_at = []
+    killed = threading.Event()
 
     def reader(tid):
         rng = random.Random(tid)
         mine = cold[tid::4]
         try:
-            for name in mine:
+            for i, name in enumerate(mine):
+                # Readers 1-3 hold their second half until the kill, so there are always reads
+                # left to do after it however fast the first half went; reader 0 never waits, so
+                # reads are in flight when the worker dies.
+                if tid != 0 and i == len(mine) // 2:
+                    killed.wait(timeout=60)
                 path = os.path.join(fuse.mountpoint, "ds", name)
                 # Alternate whole O_DIRECT reads (every byte through the daemon) and buffered ones.
                 if rng.random() < 0.5:
@@ -117,6 +123,7 @@ def test_readers_survive_worker_kill(harness, source):
         w.kill9()
         killed_at.append(time.monotonic())
     finally:
+        killed.set()
         for t in threads:
             t.join(timeout=240)
     assert not any(t.is_alive() for t in threads), "a reader hung"
