@@ -445,6 +445,11 @@ StatusOr<std::shared_ptr<PageService::Fetch>> PageService::FetchPage(
   return fetch;
 }
 
+size_t PageService::FetchesInFlight() {
+  MutexLock l(&mu_);
+  return in_flight_.size();
+}
+
 void PageService::StoreAndRetire(const pagestore::PageKey& key, std::shared_ptr<Fetch> fetch) {
   Status s = store_->PutWithChecksums(key, fetch->page->span(), fetch->checksums);
   if (!s.ok()) {

@@ -108,6 +108,10 @@ class PageService {
 
   ServiceStats Stats() const;
 
+  // Pages being fetched from the source or written to the store right now. A request for one of
+  // them joins the fetch in flight (and gets its bytes) instead of reading the store.
+  size_t FetchesInFlight() EXCLUDES(mu_);
+
   // Replaces the mount table (cluster mode: the etcd mount table changed). Requests in flight
   // finish with the table they started with.
   void SetMountTable(std::shared_ptr<const mount::MountTable> mounts) EXCLUDES(mounts_mu_);
