@@ -106,14 +106,16 @@ class Bench:
         self.total_pages = sum((s + PAGE - 1) // PAGE for s in self.files.values())
 
     def start(self):
+        # Each worker can hold the whole dataset (the 1-worker case), with room to spare.
+        self.start_etcd_and_harness(cache_mib=int(self.args.size_mib * 1.25) + 64)
+        self.cluster.mount_add(MOUNT, "file://" + self.src)
+
+    def start_etcd_and_harness(self, cache_mib):
         self.etcd = Etcd(os.path.join(self.workdir, "etcd")).start()
         self.harness = Harness(os.path.abspath(self.args.cairn_bin),
                                os.path.join(self.workdir, "h"))
-        # Each worker can hold the whole dataset (the 1-worker case), with room to spare.
-        cache_mib = int(self.args.size_mib * 1.25) + 64
         self.cluster = Cluster(self.harness, self.etcd, lease_ttl=2,
                                cache_size=f"{cache_mib}MiB")
-        self.cluster.mount_add(MOUNT, "file://" + self.src)
 
     def cleanup(self):
         if self.harness is not None:

@@ -29,6 +29,7 @@ from conftest import KiB, MiB, read_whole, wait_until
 LOAD_REQUESTS = "cairn_worker_load_requests_total"
 LOADED_PAGES = "cairn_worker_loaded_pages_total"
 FREED_PAGES = "cairn_worker_freed_pages_total"
+PEER_FILLS = "cairn_worker_peer_fills_total"
 COALESCED = "cairn_worker_coalesced_misses_total"
 MOUNT = "/lake"
 LOG_LINE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+ [A-Z] ")  # spdlog lines
@@ -171,11 +172,12 @@ def check_totals(j, lake, names=None):
 # ------------------------------------------------------------------------------------------
 
 def test_load_folder_numbers_then_reads_hit_only(cluster, tmp_path):
-    """On a --replicas 2 mount, a cold load reads every page of every replica from the source
-    once; a fresh FUSE client then reads everything with no source byte and no miss."""
+    """On a --replicas 2 mount, a cold load reads every page from the source once (the first
+    replica reads it, the second copies it from the first: a peer fill); a fresh FUSE client
+    then reads everything with no source byte and no miss."""
     lake = mixed_lake(tmp_path)
     cluster.mount_add(MOUNT, lake.uri, "--replicas", "2")
-    counters = (UFS_BYTES, PAGES, LOAD_REQUESTS, LOADED_PAGES, HITS, MISSES)
+    counters = (UFS_BYTES, PAGES, LOAD_REQUESTS, LOADED_PAGES, HITS, MISSES, PEER_FILLS)
     before = worker_sums(cluster, *counters)
 
     j, _, err = load_json(cluster, ns())
@@ -184,13 +186,14 @@ def test_load_folder_numbers_then_reads_hit_only(cluster, tmp_path):
     assert pages == sum(_pages(len(d)) for d in lake.files.values()) and pages > 20
     assert j["pages_loaded"] == pages, j
     assert j["pages_cached_before"] == 0 and j["pages_missing"] == 0, j
-    assert j["bytes_from_source"] == 2 * lake.bytes(), j
+    assert j["bytes_from_source"] == lake.bytes(), j
     assert j["missing_files"] == [], j
     assert j["elapsed_seconds"] > 0, j
     assert not progress_lines(err), f"--json printed progress on stderr: {err!r}"
 
     d = delta(worker_sums(cluster, *counters), before)
-    assert d[UFS_BYTES] == 2 * lake.bytes(), d
+    assert d[UFS_BYTES] == lake.bytes(), d
+    assert d[PEER_FILLS] == pages, d
     assert d[PAGES] == 2 * pages, d
     assert d[LOAD_REQUESTS] == 2 * pages and d[LOADED_PAGES] == 2 * pages, d
     assert d[HITS] == 0 and d[MISSES] == 0, d  # Loads are not page reads.
@@ -472,6 +475,23 @@ def test_verify_and_skip_cached(cluster, tmp_path):
     assert j["pages_cached_before"] == lake.pages(), j
 
 
+def test_no_peer_fill_workers_read_the_source_once_per_replica(etcd, harness, tmp_path):
+    """`cairn worker --no-peer-fill` ignores PEER hints: a replicated load then costs one
+    source read per replica (the behaviour before peer fills, kept as a way out), and the load
+    reports it."""
+    c = Cluster(harness, etcd, lease_ttl=2, cache_size="128MiB")
+    for i in (1, 2, 3):
+        c.start_worker(f"n{i}", extra=["--no-peer-fill"])
+    lake = uniform_lake(tmp_path, 4, 2 * MiB + 5)
+    c.mount_add(MOUNT, lake.uri, "--replicas", "3")
+    j, _, _ = load_json(c, ns())
+    check_totals(j, lake)
+    assert j["bytes_from_source"] == 3 * lake.bytes(), j
+    assert c.metric_sum(UFS_BYTES) == 3 * lake.bytes()
+    assert c.metric_sum(PEER_FILLS) == 0
+    assert c.metric_sum(PAGES) == 3 * lake.pages()
+
+
 def test_replicas_flag_then_free_file_and_folder(cluster, tmp_path):
     """--replicas 2 on a replicas-1 mount puts every page on two workers; `free` drops every
     copy; --verify then names exactly the freed files; a read after free refetches."""
@@ -481,7 +501,7 @@ def test_replicas_flag_then_free_file_and_folder(cluster, tmp_path):
 
     j, _, _ = load_json(cluster, ns(), "--replicas", "2")
     check_totals(j, lake)
-    assert j["pages_loaded"] == pages and j["bytes_from_source"] == 2 * lake.bytes(), j
+    assert j["pages_loaded"] == pages and j["bytes_from_source"] == lake.bytes(), j
     assert cluster.metric_sum(PAGES) == 2 * pages
     assert load_json(cluster, ns(), "--verify", "--replicas", "2")[0]["pages_missing"] == 0
 

@@ -589,6 +589,9 @@ def test_restarted_worker_keeps_cached_pages(cluster, lake):
 # 6. Replicas: losing a worker loses no cached data
 # ------------------------------------------------------------------------------------------
 
+PEER_FILLS = "cairn_worker_peer_fills_total"
+PEER_FILL_FAILURES = "cairn_worker_peer_fill_failures_total"
+
 # --no-short-circuit: a client on this machine would otherwise read the killed worker's page
 # files straight from its cache folder, and never need the replica.
 REPLICA_CLIENT = ["--worker-timeout", f"{WORKER_TIMEOUT:g}s", "--no-short-circuit"]
@@ -607,6 +610,12 @@ def _replicated_and_killed(cluster, lake):
                f"{2 * total_pages} stored pages (2 replicas of {total_pages})")
     assert cluster.metric_sum(PAGES) == 2 * total_pages, \
         {w: cluster.metric(w, PAGES) for w in cluster.workers}
+    # Peer fills: the second replica copied each page from the first, so the source was read
+    # once per page, not once per replica.
+    fills = cluster.metric_sum(PEER_FILLS)
+    failed = cluster.metric_sum(PEER_FILL_FAILURES)
+    assert (fills, failed) == (total_pages, 0), (fills, failed, total_pages)
+    assert cluster.metric_sum(UFS_BYTES) == lake.bytes()
     assert fuse.stop() == 0
     ufs_live = cluster.metric_sum(UFS_BYTES, ["w2", "w3"])
     cluster.workers["w1"].kill9()

@@ -24,6 +24,7 @@ struct WorkerFlags {
   int lease_ttl_s = 5;
   int ufs_max_concurrency = 0;
   std::string ufs_max_bandwidth;
+  bool no_peer_fill = false;
 };
 
 Status BuildWorkerOptions(const WorkerFlags& f, worker::WorkerOptions* out) {
@@ -61,6 +62,7 @@ Status BuildWorkerOptions(const WorkerFlags& f, worker::WorkerOptions* out) {
   out->etcd_endpoints = cfg.client.etcd_endpoints;
   out->advertise_address = f.advertise;
   out->lease_ttl = std::chrono::seconds(f.lease_ttl_s);
+  out->peer_fill = !f.no_peer_fill;
   if (out->etcd_endpoints.empty() && !f.advertise.empty()) {
     return InvalidArgumentError("--advertise needs --etcd (it is the address registered there)");
   }
@@ -98,6 +100,9 @@ Runner RegisterWorker(CLI::App* app) {
   cmd->add_option("--lease-ttl", f->lease_ttl_s,
                   "Cluster mode: seconds before a crashed worker leaves the ring (default 5)")
       ->check(CLI::Range(1, 3600));
+  cmd->add_flag("--no-peer-fill", f->no_peer_fill,
+                "Cluster mode: read every missing page from the source, even when a replica "
+                "that has it is named (default: copy it from that replica; docs/cluster.md)");
   return [f]() -> int {
     worker::WorkerOptions options;
     Status s = BuildWorkerOptions(*f, &options);

@@ -72,12 +72,14 @@ void ClassifyLoad(const PageFetcher::ControlResult& r, uint32_t page_length, boo
     return;
   }
   if (r.failed > 0) return;
-  *refund += uint64_t{page_length} * static_cast<uint64_t>(r.was_cached);
+  // Copies made from a replica cost the source nothing: refund them too.
+  *refund += uint64_t{page_length} * static_cast<uint64_t>(r.was_cached + r.from_peer);
   if (r.was_cached == r.sent) {
     ++p->pages_cached_before;
   } else {
     ++p->pages_loaded;
-    p->bytes_from_source += uint64_t{page_length} * static_cast<uint64_t>(r.sent - r.was_cached);
+    p->bytes_from_source +=
+        uint64_t{page_length} * static_cast<uint64_t>(r.sent - r.was_cached - r.from_peer);
   }
 }
 

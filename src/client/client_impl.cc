@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "client/file_reader.h"
-#include "client/remote_channel.h"
+#include "transport/remote_channel.h"
 #include "protocol/wire.h"
 
 namespace cairn::client {
@@ -63,7 +63,7 @@ StatusOr<std::unique_ptr<PageFetcher>> MakePageFetcher(const ClientOptions& opti
       }
       nodes.push_back({address, address, 1.0});
     }
-    RemoteChannelOptions ro;
+    transport::RemoteChannelOptions ro;
     ro.connections = options.connections_per_worker;
     ro.page_size = options.page_size;
     ro.request_timeout = options.worker_timeout;
@@ -72,7 +72,7 @@ StatusOr<std::unique_ptr<PageFetcher>> MakePageFetcher(const ClientOptions& opti
                                                              std::chrono::milliseconds(1000));
     factory = [ro](const placement::WorkerNode& node) mutable {
       ro.address = node.address;
-      return std::make_unique<RemoteChannel>(ro);
+      return std::make_unique<transport::RemoteChannel>(ro);
     };
   }
   auto fetcher = std::make_unique<PageFetcher>(options.page_size, std::move(factory),

@@ -95,17 +95,21 @@ PageFetcher::Plan PageFetcher::PlanFor(const Placement& placement, const ObjectR
   std::rotate(nodes.begin(), nodes.begin() + preferred, nodes.begin() + replicas);
   for (const placement::WorkerNode* node : nodes) {
     auto it = placement.channels.find(node->id);
-    if (it != placement.channels.end()) plan.channels.push_back(it->second);
+    if (it != placement.channels.end()) {
+      plan.channels.push_back(it->second);
+      plan.ids.push_back(node->id);
+    }
   }
   plan.replicas = std::min(replicas, plan.channels.size());
   return plan;
 }
 
 void PageFetcher::FillReplica(protocol::PageChannel* channel, ReadPageRequest request,
-                              uint32_t page_length) {
+                              uint32_t page_length, const std::string& peer) {
   request.offset = 0;
   request.length = 1;
-  request.flags = 0;
+  request.flags = protocol::kFlagPeer;
+  request.peer = peer;
   ByteRange range = protocol::AlignedRange(0, 1, page_length);
   auto scratch = std::make_shared<std::string>(range.size(), '\0');
   counters_.replica_fills.fetch_add(1, std::memory_order_relaxed);
@@ -195,7 +199,7 @@ Status PageFetcher::ReadRange(const ObjectRef& object, uint64_t page_index, uint
       if (*source == protocol::PageSource::kUnderStorage && i < plan.replicas &&
           (read_flags_ & protocol::kFlagNoCache) == 0) {
         for (size_t j = 0; j < plan.replicas; ++j) {
-          if (j != i) FillReplica(plan.channels[j].get(), request, page_length);
+          if (j != i) FillReplica(plan.channels[j].get(), request, page_length, plan.ids[i]);
         }
       }
       return Status::Ok();
@@ -216,13 +220,17 @@ void PageFetcher::Control(const ObjectRef& object, uint64_t page_index, uint32_t
                           int copies, std::function<void(const ControlResult&)> done) {
   std::shared_ptr<const Placement> placement = Current();
   std::vector<std::shared_ptr<protocol::PageChannel>> targets;
+  std::vector<std::string> ids;
   if (!placement->ring.empty()) {
     uint64_t h = placement::PageKeyHash(object.object_id, object.info.version, page_index);
     size_t n = copies <= 0 ? placement->ring.size()
                            : std::min<size_t>(copies, placement->ring.size());
     for (const placement::WorkerNode* node : placement->ring.Candidates(h, n)) {
       auto it = placement->channels.find(node->id);
-      if (it != placement->channels.end()) targets.push_back(it->second);
+      if (it != placement->channels.end()) {
+        targets.push_back(it->second);
+        ids.push_back(node->id);
+      }
     }
   }
   if (targets.empty()) {
@@ -256,23 +264,50 @@ void PageFetcher::Control(const ObjectRef& object, uint64_t page_index, uint32_t
     pending->left = static_cast<int>(targets.size());
     pending->result.sent = pending->left;
   }
-  for (const auto& channel : targets) {
-    channel->ReadPage(request, {}, [pending](StatusOr<protocol::PageReply> reply) {
-      ControlResult final;
-      {
-        MutexLock l(&pending->mu);
-        if (!reply.ok()) {
-          ++pending->result.failed;
-          if (pending->result.first_error.ok()) pending->result.first_error = reply.status();
-        } else if (reply->source == protocol::PageSource::kCache) {
-          ++pending->result.was_cached;
-        }
-        if (--pending->left > 0) return;
-        final = pending->result;
+  // Records one worker's answer; the last answer reports.
+  auto answer = [pending](const StatusOr<protocol::PageReply>& reply) {
+    ControlResult final;
+    {
+      MutexLock l(&pending->mu);
+      if (!reply.ok()) {
+        ++pending->result.failed;
+        if (pending->result.first_error.ok()) pending->result.first_error = reply.status();
+      } else if (reply->source == protocol::PageSource::kCache) {
+        ++pending->result.was_cached;
+      } else if (reply->source == protocol::PageSource::kPeer) {
+        ++pending->result.from_peer;
       }
-      pending->done(final);
-    });
+      if (--pending->left > 0) return;
+      final = pending->result;
+    }
+    pending->done(final);
+  };
+  if (flag != protocol::kFlagLoad || targets.size() == 1) {
+    for (const auto& channel : targets) {
+      channel->ReadPage(request, {}, [answer](StatusOr<protocol::PageReply> reply) {
+        answer(reply);
+      });
+    }
+    return;
   }
+  // A load of several replicas: the first reads the source, the others then copy the page from
+  // it (protocol PEER), so a replicated preload costs one source read per page, not one per
+  // replica. If the first fails, the others read the source themselves.
+  auto rest = std::make_shared<std::vector<std::shared_ptr<protocol::PageChannel>>>(
+      targets.begin() + 1, targets.end());
+  targets.front()->ReadPage(
+      request, {}, [answer, rest, request, peer = ids.front()](StatusOr<protocol::PageReply> reply) {
+        bool loaded = reply.ok();
+        answer(reply);
+        ReadPageRequest next = request;
+        if (loaded) {
+          next.flags |= protocol::kFlagPeer;
+          next.peer = peer;
+        }
+        for (const auto& channel : *rest) {
+          channel->ReadPage(next, {}, [answer](StatusOr<protocol::PageReply> r) { answer(r); });
+        }
+      });
 }
 
 bool PageFetcher::FindOnReplicas(const Plan& plan, const ObjectRef& object, uint64_t page_index,

@@ -15,7 +15,8 @@
 // page on the replicas with cache-only requests (after a ring change a replica may be new and
 // empty while another still has the page), and only then reads it through the preferred
 // replica from the source; the other replicas are then asked to load it too (in the
-// background), so losing one of them loses no cached data.
+// background, copying it from that replica rather than the source: one source read per cold
+// page whatever R), so losing one of them loses no cached data.
 //
 // Thread-safety: thread-safe.
 #ifndef CAIRN_CLIENT_PAGE_FETCHER_H_
@@ -57,7 +58,7 @@ struct FetcherCounters {
   std::atomic<uint64_t> ring_updates{0};   // SetWorkers calls that changed the worker set.
 };
 
-// Makes the channel to one worker (a RemoteChannel in production). Must not return null.
+// Makes the channel to one worker (a transport::RemoteChannel in production). Must not return null.
 using ChannelFactory =
     std::function<std::unique_ptr<protocol::PageChannel>(const placement::WorkerNode&)>;
 
@@ -80,6 +81,7 @@ class PageFetcher {
   struct ControlResult {
     int sent = 0;
     int was_cached = 0;  // Workers that had the page when the request arrived.
+    int from_peer = 0;   // Workers that did not and copied it from a replica (loads only).
     int failed = 0;      // Workers that could not answer (down, no such mount, ...).
     Status first_error;
   };
@@ -111,15 +113,17 @@ class PageFetcher {
   // The workers to try for a page, best first, and how many of them are its replicas.
   struct Plan {
     std::vector<std::shared_ptr<protocol::PageChannel>> channels;
+    std::vector<std::string> ids;  // The worker id of each channel.
     size_t replicas = 0;  // channels[0..replicas) hold (or should hold) the page.
   };
 
   std::shared_ptr<const Placement> Current() const EXCLUDES(mu_);
   Plan PlanFor(const Placement& placement, const ObjectRef& object, uint64_t page_index) const;
-  // Asks `channel` to load the page (a one-chunk read whose bytes are dropped): a miss there
-  // fetches and stores the whole page. Fire and forget.
+  // Asks `channel` to load the page (a one-chunk read whose bytes are dropped) from worker
+  // `peer`, which has just cached it (protocol PEER: the worker copies it from the peer and
+  // reads the source only if that fails). Fire and forget.
   void FillReplica(protocol::PageChannel* channel, protocol::ReadPageRequest request,
-                   uint32_t page_length);
+                   uint32_t page_length, const std::string& peer);
   // One attempt on one channel; verifies the reply. `dest` is the aligned range buffer.
   StatusOr<protocol::PageSource> TryChannel(protocol::PageChannel* channel, const protocol::ReadPageRequest& request,
                     protocol::ByteRange range, std::span<char> dest);

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <future>
+
 #include <cstring>
 #include <map>
 #include <set>
@@ -39,6 +41,22 @@ class FakeWorker : public protocol::PageChannel {
                            request.page_index * uint64_t{request.page_size}, page);
     if (!n.ok()) {
       done(n.status());
+      return;
+    }
+    if (request.flags & protocol::kFlagPeer) {
+      MutexLock l(&mu_);
+      peer_hints_.push_back({request.page_index, request.peer});
+    }
+    if (request.flags & protocol::kFlagLoad) {
+      protocol::PageReply reply;
+      {
+        MutexLock l(&mu_);
+        ++requests_;
+        reply.source = cached_.insert(request.page_index).second
+                           ? protocol::PageSource::kUnderStorage
+                           : protocol::PageSource::kCache;
+      }
+      done(std::move(reply));  // Not under mu_: the callback may call other workers.
       return;
     }
     protocol::ByteRange range = protocol::AlignedRange(request.offset, request.length,
@@ -77,6 +95,11 @@ class FakeWorker : public protocol::PageChannel {
     return requests_;
   }
   void set_down(bool down) { down_ = down; }
+  // (page, peer) of every request that carried the PEER flag, in arrival order.
+  std::vector<std::pair<uint64_t, std::string>> peer_hints() const {
+    MutexLock l(&mu_);
+    return peer_hints_;
+  }
 
  private:
   const std::string id_;
@@ -85,6 +108,7 @@ class FakeWorker : public protocol::PageChannel {
   mutable Mutex mu_;
   std::set<uint64_t> cached_ GUARDED_BY(mu_);
   int requests_ GUARDED_BY(mu_) = 0;
+  std::vector<std::pair<uint64_t, std::string>> peer_hints_ GUARDED_BY(mu_);
 };
 
 // Hands the fetcher a non-owning view of the test's FakeWorkers, so the test can inspect them.
@@ -226,6 +250,85 @@ TEST_F(PageFetcherTest, ReplicasHoldEveryPageAndSurviveALostWorker) {
   EXPECT_EQ(workers_["w0"]->cached(), before["w0"]);
   EXPECT_EQ(workers_["w2"]->cached(), before["w2"]);
   EXPECT_EQ(f->counters().fallback_bytes.load(), 0u);
+}
+
+TEST_F(PageFetcherTest, ReplicaFillsCopyFromTheReplicaThatReadTheSource) {
+  auto f = MakeFetcher();
+  ASSERT_TRUE(f->SetWorkers(Nodes({"w0", "w1", "w2"})).ok());
+  ObjectRef ref = Object(3);
+  ReadAll(f.get(), ref);
+  // Each page was read from the source by one replica; both others were asked to fill it,
+  // naming that replica (which has the page) as the peer to copy from.
+  std::map<uint64_t, int> fills;
+  for (auto& [id, w] : workers_) {
+    for (const auto& [page, peer] : w->peer_hints()) {
+      ++fills[page];
+      EXPECT_NE(peer, id) << "page " << page;
+      ASSERT_TRUE(workers_.count(peer)) << peer;
+      EXPECT_TRUE(workers_[peer]->cached().count(page)) << "page " << page << " peer " << peer;
+    }
+  }
+  EXPECT_EQ(fills.size(), 41u);
+  for (const auto& [page, n] : fills) EXPECT_EQ(n, 2) << "page " << page;
+  EXPECT_EQ(f->counters().replica_fills.load(), 2u * 41);
+}
+
+TEST_F(PageFetcherTest, ReplicatedLoadReadsTheSourceOnceThenCopiesFromThatReplica) {
+  auto f = MakeFetcher();
+  ASSERT_TRUE(f->SetWorkers(Nodes({"w0", "w1", "w2"})).ok());
+  ObjectRef ref = Object(3);
+  for (uint64_t page = 0; page < 5; ++page) {
+    std::promise<PageFetcher::ControlResult> result;
+    f->Control(ref, page, protocol::kFlagLoad, 3,
+               [&result](const PageFetcher::ControlResult& r) { result.set_value(r); });
+    PageFetcher::ControlResult r = result.get_future().get();
+    EXPECT_EQ(r.sent, 3);
+    EXPECT_EQ(r.failed, 0);
+    EXPECT_EQ(r.was_cached, 0);
+  }
+  // Per page: two hints, both naming the same worker, which got none itself.
+  std::map<uint64_t, std::set<std::string>> named;
+  std::map<uint64_t, std::set<std::string>> hinted;
+  for (auto& [id, w] : workers_) {
+    if (id == "w3") continue;  // Not in the ring.
+    EXPECT_EQ(w->cached().size(), 5u) << id;
+    for (const auto& [page, peer] : w->peer_hints()) {
+      named[page].insert(peer);
+      hinted[page].insert(id);
+    }
+  }
+  ASSERT_EQ(named.size(), 5u);
+  for (const auto& [page, peers] : named) {
+    ASSERT_EQ(peers.size(), 1u) << "page " << page;
+    EXPECT_EQ(hinted[page].size(), 2u) << "page " << page;
+    EXPECT_FALSE(hinted[page].count(*peers.begin())) << "page " << page;
+  }
+  // A load of one copy carries no hint; nor do the others' loads when the first one failed.
+  auto load = [&](uint64_t page, int copies) {
+    std::promise<PageFetcher::ControlResult> result;
+    f->Control(ref, page, protocol::kFlagLoad, copies,
+               [&result](const PageFetcher::ControlResult& r) { result.set_value(r); });
+    return result.get_future().get();
+  };
+  size_t hints_before = 0;
+  for (auto& [id, w] : workers_) hints_before += w->peer_hints().size();
+  EXPECT_EQ(load(8, 1).sent, 1);
+  std::string first;
+  for (auto& [id, w] : workers_) {
+    if (w->cached().count(8)) first = id;
+  }
+  ASSERT_FALSE(first.empty());
+  workers_[first]->set_down(true);
+  PageFetcher::ControlResult r = load(8, 3);
+  EXPECT_EQ(r.failed, 1);
+  size_t hints_after = 0;
+  size_t holders = 0;
+  for (auto& [id, w] : workers_) {
+    hints_after += w->peer_hints().size();
+    holders += w->cached().count(8);
+  }
+  EXPECT_EQ(hints_after, hints_before);
+  EXPECT_EQ(holders, 3u);  // The first (down now) from before, the two others from the source.
 }
 
 TEST_F(PageFetcherTest, ReplicaSetChangeFindsTheSurvivingCopy) {

@@ -1,5 +1,5 @@
 // PageChannel: how a client asks one worker for page bytes. Two implementations: the TCP
-// channel (client/remote_channel.h) and the in-process channel of an embedded worker
+// channel (transport/remote_channel.h) and the in-process channel of an embedded worker
 // (worker/local_channel.h), so `cairn up` skips the network hop entirely.
 //
 // Thread-safety: implementations are safe for concurrent use.

@@ -70,6 +70,7 @@ std::string EncodeReadPageRequest(const ReadPageRequest& q) {
   w.Str(q.mount);
   w.Str(q.key);
   w.Str(q.version);
+  if (q.flags & kFlagPeer) w.Str(q.peer);
   return w.Take();
 }
 
@@ -79,10 +80,14 @@ StatusOr<ReadPageRequest> DecodeReadPageRequest(std::span<const char> payload) {
   bool ok = r.U32(&q.deadline_ms) && r.U32(&q.flags) && r.U32(&q.page_size) &&
             r.U32(&q.offset) && r.U32(&q.length) && r.U64(&q.page_index) &&
             r.U64(&q.object_size) && r.Str(&q.mount) && r.Str(&q.key) && r.Str(&q.version);
+  if (ok && (q.flags & kFlagPeer)) ok = r.Str(&q.peer);
   if (!ok) return CorruptionError("truncated ReadPage request");
   if (r.remaining() != 0) return CorruptionError("trailing bytes after ReadPage request");
   if (q.page_size == 0 || q.page_size > kMaxPageSize || q.page_size % kChecksumChunkSize != 0) {
     return InvalidArgumentError("bad page size " + std::to_string(q.page_size));
+  }
+  if ((q.flags & kFlagPeer) && q.peer.empty()) {
+    return InvalidArgumentError("PEER flag without a peer worker id");
   }
   if (q.length == 0 || static_cast<uint64_t>(q.offset) + q.length > q.page_size) {
     return InvalidArgumentError("bad range within page");
@@ -119,7 +124,7 @@ StatusOr<ReadPageReplyHeader> DecodeReadPageReplyHeader(std::span<const char> pa
   if (!r.U8(&status) || !r.U8(&source) || !r.U16(&reserved)) {
     return CorruptionError("truncated ReadPage reply");
   }
-  if (status > static_cast<uint8_t>(StatusCode::kInternal) || source > 1) {
+  if (status > static_cast<uint8_t>(StatusCode::kInternal) || source > static_cast<uint8_t>(PageSource::kPeer)) {
     return CorruptionError("bad ReadPage reply status");
   }
   h.status = static_cast<StatusCode>(status);

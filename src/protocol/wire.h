@@ -53,6 +53,15 @@ inline constexpr uint32_t kFlagNoCache = 1u << 1;  // Serve without storing (one
 // kUnderStorage) instead of a source read. Clients use it to look for a page on the other
 // replicas before paying for the source.
 inline constexpr uint32_t kFlagCacheOnly = 1u << 5;
+// The request ends with one more string, `peer`: the id of a worker that has just cached the
+// page. On a miss the worker first asks that peer (a cache-only read of the whole page, checksums
+// verified) and reads the source only if the peer cannot serve it, so filling the other replicas
+// of a page costs one source read, not one per replica. A worker that does not know the id (not
+// in its membership view) reads the source.
+inline constexpr uint32_t kFlagPeer = 1u << 6;
+// The request comes from a worker filling its copy from this one (with kFlagCacheOnly), not from
+// a reader: counted as a page sent to a peer, not as a cache hit.
+inline constexpr uint32_t kFlagForPeer = 1u << 7;
 // Control requests (cache management): the reply carries no data (data_length 0) and its
 // `source` says whether the page WAS cached when the request arrived (kCache) or not
 // (kUnderStorage). offset/length are ignored. At most one of these may be set.
@@ -72,12 +81,15 @@ struct ReadPageRequest {
   std::string mount;         // Namespace mount path ("/bucket_a").
   std::string key;           // Object key relative to the mount root.
   std::string version;       // Object version the client pinned at open.
+  std::string peer;          // With kFlagPeer only: a worker id that holds the page (non-empty).
 };
 
 std::string EncodeReadPageRequest(const ReadPageRequest& request);
 StatusOr<ReadPageRequest> DecodeReadPageRequest(std::span<const char> payload);
 
-enum class PageSource : uint8_t { kCache = 0, kUnderStorage = 1 };
+// Where a page came from. kPeer: it was not cached here and was copied from the peer worker a
+// PEER request named (only in replies to requests with kFlagPeer, or reads that joined one).
+enum class PageSource : uint8_t { kCache = 0, kUnderStorage = 1, kPeer = 2 };
 
 // Metadata of a ReadPageReply; on success the payload continues with data_length bytes.
 struct ReadPageReplyHeader {

@@ -63,6 +63,36 @@ TEST(WireTest, ReadPageRequestRoundTripsAndValidates) {
   EXPECT_FALSE(DecodeReadPageRequest(EncodeReadPageRequest(q)).ok());
 }
 
+TEST(WireTest, PeerHintTravelsOnlyWithItsFlag) {
+  ReadPageRequest q;
+  q.flags = kFlagLoad | kFlagPeer;
+  q.page_size = 1 << 20;
+  q.length = 1;
+  q.object_size = 10;
+  q.mount = "/m";
+  q.key = "k";
+  q.version = "v";
+  q.peer = "worker-2";
+  std::string bytes = EncodeReadPageRequest(q);
+  auto d = DecodeReadPageRequest(bytes);
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  EXPECT_EQ(d->peer, "worker-2");
+  EXPECT_EQ(d->flags, kFlagLoad | kFlagPeer);
+  for (size_t cut = 0; cut < bytes.size(); ++cut) {
+    EXPECT_FALSE(DecodeReadPageRequest(std::string_view(bytes).substr(0, cut)).ok());
+  }
+  q.peer = "";  // The flag promises a peer.
+  EXPECT_EQ(DecodeReadPageRequest(EncodeReadPageRequest(q)).status().code(),
+            StatusCode::kInvalidArgument);
+  q.flags = kFlagLoad;  // No flag: no trailing string, whatever the field holds.
+  q.peer = "ignored";
+  std::string plain = EncodeReadPageRequest(q);
+  EXPECT_EQ(bytes.size(), plain.size() + 2 + std::string("worker-2").size());
+  d = DecodeReadPageRequest(plain);
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->peer, "");
+}
+
 TEST(WireTest, ReplyHeaderRoundTrips) {
   ReadPageReplyHeader r;
   r.data_offset = 65536;

@@ -1,5 +1,7 @@
 #include "worker/cluster_agent.h"
 
+#include <map>
+
 #include <spdlog/spdlog.h>
 
 #include "membership/etcd_coordination.h"
@@ -64,7 +66,15 @@ StatusOr<std::unique_ptr<ClusterAgent>> ClusterAgent::Start(
       });
   agent->workers_mirror_ = membership::PrefixMirror::Start(
       coordination, std::string(membership::kWorkersPrefix),
-      [self](const membership::PrefixMirror::Snapshot& snapshot) {
+      [self, peers = options.peers](const membership::PrefixMirror::Snapshot& snapshot) {
+        if (peers != nullptr) {
+          std::map<std::string, std::string> addresses;
+          for (const auto& [key, value] : snapshot) {
+            StatusOr<membership::WorkerRecord> record = membership::DecodeWorkerRecord(value);
+            if (record.ok()) addresses[record->id] = record->address;
+          }
+          peers->SetPeers(addresses);
+        }
         size_t n = std::max<size_t>(1, snapshot.size());
         if (self->worker_count_.exchange(n) != n) self->ApplyPolicy();
       });

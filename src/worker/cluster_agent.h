@@ -5,7 +5,8 @@
 // into the PageService, so a mount added with `cairn mount add` is served without a restart. It
 // also mirrors the cache-management rules (/cairn/v1/rules) into PageRules and the page store
 // (re-attributing cached pages: pins, priorities, TTLs, groups) and sets each mount's per-worker
-// quota share (the mount's quota / the number of workers in the ring).
+// quota share (the mount's quota / the number of workers in the ring), and keeps the PeerSet
+// (the other workers, for peer fills) up to date.
 // While etcd is unreachable the worker keeps serving with the last known mount table; the state
 // shows in the metrics cairn_etcd_connected, cairn_worker_registered and
 // cairn_mount_table_updates_total, and in the log (once per outage).
@@ -31,6 +32,7 @@
 #include "pagestore/page_store.h"
 #include "worker/page_rules.h"
 #include "worker/page_service.h"
+#include "worker/peer_set.h"
 
 namespace cairn::worker {
 
@@ -42,6 +44,8 @@ struct ClusterAgentOptions {
   std::vector<std::shared_ptr<ufs::UfsLimiter>> ufs_limiters;
   // How long Start waits for the first read of the mount table (Unavailable after it).
   std::chrono::milliseconds first_sync_timeout{10000};
+  // Fed with the other workers' ids and addresses for peer fills. Not owned; may be null.
+  PeerSet* peers = nullptr;
 };
 
 class ClusterAgent {

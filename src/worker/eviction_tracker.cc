@@ -41,9 +41,16 @@ void EvictionTracker::Record(std::string_view object_id, uint64_t bytes,
                              pagestore::EvictionReason reason) {
   std::string mount_path, key;
   if (rules_->Locate(object_id, &mount_path, &key)) {
-    MutexLock l(&mu_);
-    auto it = by_mount_.find(mount_path);
-    if (it == by_mount_.end()) {
+    metrics::Counter* counter = nullptr;
+    {
+      MutexLock l(&mu_);
+      auto it = by_mount_.find(mount_path);
+      if (it != by_mount_.end()) counter = it->second[static_cast<int>(reason)];
+    }
+    if (counter == nullptr) {
+      // A mount's first removal. The registry is not called under mu_: a scrape holds the
+      // registry's lock while it reads BytesOf (which takes mu_). AddCounter returns the same
+      // series to racing callers, so a lost race only repeats the lookup.
       std::array<metrics::Counter*, 3> counters{};
       const char* names[] = {"capacity", "quota", "ttl"};
       for (int i = 0; i < 3; ++i) {
@@ -53,9 +60,10 @@ void EvictionTracker::Record(std::string_view object_id, uint64_t bytes,
             "expired; freed: cairn free)",
             {{"mount", mount_path}, {"reason", names[i]}});
       }
-      it = by_mount_.emplace(mount_path, counters).first;
+      MutexLock l(&mu_);
+      counter = by_mount_.emplace(mount_path, counters).first->second[static_cast<int>(reason)];
     }
-    it->second[static_cast<int>(reason)]->Increment();
+    counter->Increment();
   }
   if (reason == pagestore::EvictionReason::kExpired) return;  // Not an eviction.
   std::string prefix = PrefixOf(object_id);

@@ -5,13 +5,13 @@ namespace cairn::worker {
 void LocalChannel::ReadPage(const protocol::ReadPageRequest& request, std::span<char> dest,
                             Callback done) {
   if (request.flags & protocol::kControlFlags) {
-    auto was_cached = service_->ControlPage(request);
-    if (!was_cached.ok()) {
-      done(was_cached.status());
+    auto source = service_->ControlPage(request);
+    if (!source.ok()) {
+      done(source.status());
       return;
     }
     protocol::PageReply reply;
-    reply.source = *was_cached ? protocol::PageSource::kCache : protocol::PageSource::kUnderStorage;
+    reply.source = *source;
     done(std::move(reply));
     return;
   }

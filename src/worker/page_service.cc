@@ -5,6 +5,9 @@
 #include <spdlog/spdlog.h>
 
 #include <cstring>
+#include <future>
+
+#include "common/checksum.h"
 
 namespace cairn::worker {
 
@@ -24,6 +27,7 @@ struct PageService::Fetch {
   Status status GUARDED_BY(mu);
   std::shared_ptr<const PageBytes> page;  // Set before done; immutable after.
   std::vector<uint64_t> checksums;          // Of the whole page; immutable after done.
+  PageSource origin = PageSource::kUnderStorage;  // Or kPeer; immutable after done.
 };
 
 // Per-mount series (label mount="/lake"), made on a mount's first request.
@@ -95,6 +99,18 @@ struct PageService::Metrics {
     cache_only_misses = r->AddCounter(
         "cairn_worker_cache_only_misses_total",
         "Cache-only reads (replica lookups) that found the page missing");
+    peer_fills = r->AddCounter("cairn_worker_peer_fills_total",
+                               "Pages copied from a peer worker instead of the under-storage");
+    bytes_from_peers = r->AddCounter("cairn_worker_bytes_from_peers_total",
+                                     "Bytes copied from peer workers (not egress)");
+    peer_serves = r->AddCounter("cairn_worker_peer_serves_total",
+                                "Cached pages sent to peer workers filling their copy");
+    bytes_to_peers = r->AddCounter("cairn_worker_bytes_to_peers_total",
+                                   "Bytes of cached pages sent to peer workers");
+    peer_fill_failures = r->AddCounter(
+        "cairn_worker_peer_fill_failures_total",
+        "Peer fills that fell back to the under-storage (peer unknown, down, slow, or without "
+        "the page)");
   }
   // The per-mount series of `mount` (created on first use; never removed: mounts are few).
   MountMetrics* ForMount(const std::string& mount) {
@@ -112,6 +128,11 @@ struct PageService::Metrics {
   metrics::Counter* loaded = nullptr;
   metrics::Counter* freed = nullptr;
   metrics::Counter* cache_only_misses = nullptr;
+  metrics::Counter* peer_fills = nullptr;
+  metrics::Counter* bytes_from_peers = nullptr;
+  metrics::Counter* peer_fill_failures = nullptr;
+  metrics::Counter* peer_serves = nullptr;
+  metrics::Counter* bytes_to_peers = nullptr;
   metrics::Counter* bypassed = nullptr;
   metrics::Counter* requests;
   metrics::Counter* hits;
@@ -169,6 +190,9 @@ ServiceStats PageService::Stats() const {
   s.bytes_from_ufs = metrics_->bytes_from_ufs->value();
   s.ufs_requests = metrics_->ufs_requests->value();
   s.checksum_failures = metrics_->checksum_failures->value();
+  s.peer_fills = metrics_->peer_fills->value();
+  s.peer_fill_failures = metrics_->peer_fill_failures->value();
+  s.peer_serves = metrics_->peer_serves->value();
   return s;
 }
 
@@ -227,7 +251,7 @@ void PageService::DropCachedPage(const ReadPageRequest& request) {
       .IgnoreError();
 }
 
-StatusOr<bool> PageService::ControlPage(const ReadPageRequest& request) {
+StatusOr<PageSource> PageService::ControlPage(const ReadPageRequest& request) {
   uint32_t control = request.flags & protocol::kControlFlags;
   if (control != protocol::kFlagLoad && control != protocol::kFlagProbe &&
       control != protocol::kFlagDrop) {
@@ -246,24 +270,25 @@ StatusOr<bool> PageService::ControlPage(const ReadPageRequest& request) {
   if (page_length == 0) return InvalidArgumentError("page past end of object");
   pagestore::PageKey key{(*mount)->ObjectId(request.key), request.version, request.page_index};
   bool cached = store_->Contains(key);
-  if (control == protocol::kFlagProbe) return cached;
+  const PageSource was = cached ? PageSource::kCache : PageSource::kUnderStorage;
+  if (control == protocol::kFlagProbe) return was;
   if (control == protocol::kFlagDrop) {
-    if (!cached) return false;
+    if (!cached) return was;
     Status removed = store_->Remove(key, pagestore::RemoveReason::kFreed);
-    if (removed.code() == StatusCode::kNotFound) return false;  // Evicted meanwhile.
+    if (removed.code() == StatusCode::kNotFound) return PageSource::kUnderStorage;  // Evicted.
     CAIRN_RETURN_IF_ERROR(removed);
     metrics_->freed->Increment();
     metrics_->ForMount(request.mount)->freed->Increment();
-    return true;
+    return PageSource::kCache;
   }
   metrics_->load_requests->Increment();
   if (cached) {
     // Opening counts as a use: a page preloaded again right before a job is fresh, not the
     // next victim.
-    if (store_->Open(key).ok()) return true;
+    if (store_->Open(key).ok()) return PageSource::kCache;
   }
   ReadPageRequest load = request;
-  load.flags = 0;
+  load.flags = request.flags & protocol::kFlagPeer;  // Keep the peer hint, drop the control.
   load.offset = 0;
   load.length = 1;
   auto fetch = FetchPage(**mount, key, load, page_length);
@@ -282,12 +307,14 @@ StatusOr<bool> PageService::ControlPage(const ReadPageRequest& request) {
                                   options_.worker_id + " (full of pinned pages, over quota, or "
                                   "a disk error: see its log)");
   }
-  return false;
+  return (*fetch)->origin;
 }
 
 StatusOr<PageResult> PageService::ReadPage(const ReadPageRequest& request) {
   int64_t start = options_.clock->NowMicros();
-  metrics_->requests->Increment();
+  // A peer copying a page it was asked to cache is not a reader: kept out of the hit ratio.
+  const bool for_peer = (request.flags & protocol::kFlagForPeer) != 0;
+  if (!for_peer) metrics_->requests->Increment();
   if (request.page_size != options_.page_size) {
     metrics_->errors->Increment();
     return InvalidArgumentError("page size mismatch: client uses " +
@@ -303,7 +330,7 @@ StatusOr<PageResult> PageService::ReadPage(const ReadPageRequest& request) {
     return mount.status();
   }
   MountMetrics* per_mount = metrics_->ForMount(request.mount);
-  per_mount->requests->Increment();
+  if (!for_peer) per_mount->requests->Increment();
   uint32_t page_length = protocol::PageLength(request.object_size, request.page_index,
                                               request.page_size);
   if (page_length == 0 || request.offset >= page_length) {
@@ -318,17 +345,26 @@ StatusOr<PageResult> PageService::ReadPage(const ReadPageRequest& request) {
   } else {
     auto cached = ServeFromCache(key, page_length, request);
     if (cached.ok()) {
-      metrics_->hits->Increment();
-      metrics_->bytes_from_cache->Increment(cached->range.size());
-      per_mount->hits->Increment();
-      per_mount->bytes_from_cache->Increment(cached->range.size());
-      metrics_->hit_latency->Observe((options_.clock->NowMicros() - start) / 1e6);
+      CountHit(per_mount, for_peer, cached->range.size());
+      if (!for_peer) metrics_->hit_latency->Observe((options_.clock->NowMicros() - start) / 1e6);
       return cached;
     }
   }
 
   if (request.flags & protocol::kFlagCacheOnly) {
-    // A replica lookup: the client asks the other replicas before paying for the source.
+    // A replica lookup or a peer fill. A page read from the source a moment ago may still be
+    // on its way to disk: serve its bytes from memory (that is what a peer fill right after the
+    // read needs).
+    if (std::shared_ptr<Fetch> fetch = FinishedFetch(key.Id())) {
+      PageResult result;
+      result.source = PageSource::kCache;
+      result.range = protocol::AlignedRange(request.offset, request.length, page_length);
+      result.checksums = ChecksumsOf(fetch->checksums, result.range);
+      result.page = fetch->page;
+      CountHit(per_mount, for_peer, result.range.size());
+      return result;
+    }
+    // Not here: the client asks the other replicas before paying for the source.
     metrics_->cache_only_misses->Increment();
     PageResult none;
     none.source = PageSource::kUnderStorage;
@@ -348,7 +384,7 @@ StatusOr<PageResult> PageService::ReadPage(const ReadPageRequest& request) {
     return fetch.status();
   }
   PageResult result;
-  result.source = PageSource::kUnderStorage;
+  result.source = (*fetch)->origin;
   result.range = protocol::AlignedRange(request.offset, request.length, page_length);
   result.checksums = ChecksumsOf((*fetch)->checksums, result.range);
   result.page = (*fetch)->page;
@@ -399,24 +435,37 @@ StatusOr<std::shared_ptr<PageService::Fetch>> PageService::FetchPage(
     return fetch;
   }
 
-  auto bytes = std::make_shared<PageBytes>(page_length);
-  metrics_->ufs_requests->Increment();
-  MountMetrics* per_mount = metrics_->ForMount(mount.spec.path);
-  per_mount->ufs_requests->Increment();
-  uint64_t offset = request.page_index * request.page_size;
-  auto n = mount.ufs->Read(request.key, request.version, offset, bytes->span());
   Status status;
-  if (!n.ok()) {
-    status = n.status();
-  } else if (*n != page_length) {
-    status = FailedPreconditionError("object " + request.key + " is shorter than its size at open");
+  std::shared_ptr<PageBytes> from_peer;
+  if ((request.flags & protocol::kFlagPeer) && options_.peers != nullptr) {
+    from_peer = ReadFromPeer(request, page_length, &fetch->checksums);
   }
-  if (status.ok()) {
-    metrics_->bytes_from_ufs->Increment(page_length);
-    per_mount->bytes_from_ufs->Increment(page_length);
-    fetch->checksums = ChunkChecksums(bytes->span());
-    fetch->page = std::move(bytes);
+  if (from_peer != nullptr) {
+    metrics_->peer_fills->Increment();
+    metrics_->bytes_from_peers->Increment(page_length);
+    fetch->page = std::move(from_peer);
+    fetch->origin = PageSource::kPeer;
   } else {
+    auto bytes = std::make_shared<PageBytes>(page_length);
+    metrics_->ufs_requests->Increment();
+    MountMetrics* per_mount = metrics_->ForMount(mount.spec.path);
+    per_mount->ufs_requests->Increment();
+    uint64_t offset = request.page_index * request.page_size;
+    auto n = mount.ufs->Read(request.key, request.version, offset, bytes->span());
+    if (!n.ok()) {
+      status = n.status();
+    } else if (*n != page_length) {
+      status =
+          FailedPreconditionError("object " + request.key + " is shorter than its size at open");
+    }
+    if (status.ok()) {
+      metrics_->bytes_from_ufs->Increment(page_length);
+      per_mount->bytes_from_ufs->Increment(page_length);
+      fetch->checksums = ChunkChecksums(bytes->span());
+      fetch->page = std::move(bytes);
+    }
+  }
+  if (!status.ok()) {
     metrics_->ufs_errors->Increment();
     spdlog::warn("UFS read of {} page {} failed: {}", mount.ObjectId(request.key),
                  request.page_index, status.ToString());
@@ -442,6 +491,79 @@ StatusOr<std::shared_ptr<PageService::Fetch>> PageService::FetchPage(
     StoreAndRetire(key, fetch);  // Writers are behind: push back on this reader instead.
     pending_stores_.fetch_sub(1);
   }
+  return fetch;
+}
+
+std::shared_ptr<PageBytes> PageService::ReadFromPeer(const ReadPageRequest& request,
+                                                    uint32_t page_length,
+                                                    std::vector<uint64_t>* checksums) {
+  std::shared_ptr<protocol::PageChannel> channel = options_.peers->Get(request.peer);
+  if (channel == nullptr) {
+    metrics_->peer_fill_failures->Increment();
+    spdlog::debug("peer fill: no peer {}; reading the source", request.peer);
+    return nullptr;
+  }
+  ReadPageRequest ask = request;
+  // Never PEER again (fills do not chain); FOR_PEER keeps it out of the peer's hit ratio.
+  ask.flags = protocol::kFlagCacheOnly | protocol::kFlagForPeer;
+  ask.peer.clear();
+  ask.offset = 0;
+  ask.length = page_length;
+  ask.deadline_ms = static_cast<uint32_t>(options_.peer_timeout.count());
+  // Shared with the callback, which may run after a timeout here: the buffer must stay alive
+  // until the channel is done with it.
+  struct Call {
+    std::promise<StatusOr<protocol::PageReply>> promise;
+    std::shared_ptr<PageBytes> bytes;
+  };
+  auto call = std::make_shared<Call>();
+  call->bytes = std::make_shared<PageBytes>(page_length);
+  std::future<StatusOr<protocol::PageReply>> future = call->promise.get_future();
+  channel->ReadPage(ask, call->bytes->span(), [call](StatusOr<protocol::PageReply> reply) {
+    call->promise.set_value(std::move(reply));
+  });
+  Status why;
+  if (future.wait_for(options_.peer_timeout) != std::future_status::ready) {
+    why = DeadlineExceededError("no answer in time");
+  } else if (StatusOr<protocol::PageReply> reply = future.get(); !reply.ok()) {
+    why = reply.status();
+  } else if (reply->source != PageSource::kCache || reply->data_length == 0) {
+    why = NotFoundError("the peer does not have the page");
+  } else if (reply->data_offset != 0 || reply->data_length != page_length ||
+             ChunkChecksums(call->bytes->span()) != reply->checksums) {
+    why = CorruptionError("the peer's bytes do not match its checksums");
+  } else {
+    *checksums = std::move(reply->checksums);
+    return call->bytes;  // The callback has run: the channel no longer writes to it.
+  }
+  metrics_->peer_fill_failures->Increment();
+  spdlog::debug("peer fill of page {} of {} from {} failed ({}); reading the source",
+                request.page_index, request.key, request.peer, why.ToString());
+  return nullptr;
+}
+
+void PageService::CountHit(MountMetrics* per_mount, bool for_peer, uint64_t bytes) {
+  if (for_peer) {
+    metrics_->peer_serves->Increment();
+    metrics_->bytes_to_peers->Increment(bytes);
+    return;
+  }
+  metrics_->hits->Increment();
+  metrics_->bytes_from_cache->Increment(bytes);
+  per_mount->hits->Increment();
+  per_mount->bytes_from_cache->Increment(bytes);
+}
+
+std::shared_ptr<PageService::Fetch> PageService::FinishedFetch(const Hash128& id) {
+  std::shared_ptr<Fetch> fetch;
+  {
+    MutexLock l(&mu_);
+    auto it = in_flight_.find(id);
+    if (it == in_flight_.end()) return nullptr;
+    fetch = it->second;
+  }
+  MutexLock l(&fetch->mu);
+  if (!fetch->done || !fetch->status.ok() || fetch->page == nullptr) return nullptr;
   return fetch;
 }
 

@@ -23,9 +23,12 @@
 #include "mount/mount_table.h"
 #include "pagestore/page_store.h"
 #include "worker/page_rules.h"
+#include "worker/peer_set.h"
 #include "protocol/wire.h"
 
 namespace cairn::worker {
+
+struct MountMetrics;  // Per-mount counters (page_service.cc).
 
 struct PageServiceOptions {
   uint32_t page_size = 1 << 20;
@@ -42,6 +45,11 @@ struct PageServiceOptions {
   // How long a request naming an unknown mount waits for the mount table to change before
   // failing with Unavailable (cluster mode: the table follows etcd). 0 = fail at once.
   std::chrono::milliseconds unknown_mount_wait{0};
+  // The other workers, for requests with the PEER flag (copy the page from the named peer
+  // instead of reading the source). Not owned; may be null (PEER hints are then ignored).
+  const PeerSet* peers = nullptr;
+  // How long a peer fill waits for the peer before reading the source instead.
+  std::chrono::milliseconds peer_timeout{2000};
 };
 
 // The bytes of one fetched page. Allocated without zero-filling: every byte is overwritten by
@@ -77,6 +85,9 @@ struct ServiceStats {
   uint64_t bytes_from_ufs = 0;
   uint64_t ufs_requests = 0;
   uint64_t checksum_failures = 0;
+  uint64_t peer_fills = 0;          // Pages copied from a peer worker instead of the source.
+  uint64_t peer_fill_failures = 0;  // PEER hints that ended in a source read.
+  uint64_t peer_serves = 0;         // Cached pages sent to peers filling their copy.
 };
 
 class PageService {
@@ -93,10 +104,12 @@ class PageService {
   StatusOr<PageResult> ReadPage(const protocol::ReadPageRequest& request);
 
   // A control request (request.flags has exactly one of kFlagLoad, kFlagProbe, kFlagDrop; see
-  // protocol/wire.h). Returns whether the page was cached when the request arrived. Load fetches
-  // and stores a missing page (waiting until it is written, so a finished preload is really
-  // cached); Drop removes the page. Errors as ReadPage, plus InvalidArgument for a bad flag mix.
-  StatusOr<bool> ControlPage(const protocol::ReadPageRequest& request);
+  // protocol/wire.h). Returns kCache if the page was cached when the request arrived, else
+  // kUnderStorage, or (a load with kFlagPeer) kPeer if the page was copied from the peer. Load
+  // fetches and stores a missing page (waiting until it is written, so a finished preload is
+  // really cached); Drop removes the page. Errors as ReadPage, plus InvalidArgument for a bad
+  // flag mix.
+  StatusOr<protocol::PageSource> ControlPage(const protocol::ReadPageRequest& request);
 
   // True if the page holding the request is cached now (cheap; no disk I/O). The TCP server
   // serves such requests inline instead of handing them to a pool thread.
@@ -132,6 +145,18 @@ class PageService {
                                              const pagestore::PageKey& key,
                                              const protocol::ReadPageRequest& request,
                                              uint32_t page_length);
+  // Reads the whole page from the worker `request.peer` names (a cache-only read; needs
+  // options_.peers) and sets
+  // `checksums`; null if the peer is unknown, fails, is slower than options_.peer_timeout, does
+  // not have the page or sends bytes that do not match its checksums.
+  std::shared_ptr<PageBytes> ReadFromPeer(const protocol::ReadPageRequest& request,
+                                          uint32_t page_length,
+                                          std::vector<uint64_t>* checksums);
+  // A fetch of `id` whose source read has finished successfully (its bytes are in memory, maybe
+  // still being written to the store), or null.
+  std::shared_ptr<Fetch> FinishedFetch(const Hash128& id) EXCLUDES(mu_);
+  // Counts a request served without a source read: a hit, or a page sent to a peer.
+  void CountHit(MountMetrics* per_mount, bool for_peer, uint64_t bytes);
   void StoreAndRetire(const pagestore::PageKey& key, std::shared_ptr<Fetch> fetch);
   void Retire(const Hash128& id);
 

@@ -105,11 +105,10 @@ class WorkerServer::Connection : public std::enable_shared_from_this<Connection>
       return SendError(id, DeadlineExceededError("request expired in the worker queue"));
     }
     if (request.flags & protocol::kControlFlags) {
-      auto was_cached = service_->ControlPage(request);
-      if (!was_cached.ok()) return SendError(id, was_cached.status());
+      auto source = service_->ControlPage(request);
+      if (!source.ok()) return SendError(id, source.status());
       protocol::ReadPageReplyHeader control;
-      control.source =
-          *was_cached ? protocol::PageSource::kCache : protocol::PageSource::kUnderStorage;
+      control.source = *source;
       return Send(MessageType::kReadPageReply, id, protocol::EncodeReadPageReplyHeader(control));
     }
     auto result = service_->ReadPage(request);

@@ -10,6 +10,7 @@
 
 #include "mount/mount_table.h"
 #include "net/stream.h"
+#include "transport/remote_channel.h"
 
 namespace cairn::worker {
 namespace {
@@ -105,7 +106,23 @@ Status Worker::Init(WorkerOptions options) {
   po.worker_id = id_;
   po.rules = page_rules_.get();
   // Cluster mode: a client may see a new mount in etcd a moment before this worker does.
-  if (!options.etcd_endpoints.empty()) po.unknown_mount_wait = std::chrono::milliseconds(2000);
+  if (!options.etcd_endpoints.empty()) {
+    po.unknown_mount_wait = std::chrono::milliseconds(2000);
+  }
+  if (!options.etcd_endpoints.empty() && options.peer_fill) {
+    // Peer fills: the replicas of a page copy it from the worker that read it from the source.
+    transport::RemoteChannelOptions ro;
+    ro.connections = 2;
+    ro.page_size = options.page_size;
+    ro.request_timeout = po.peer_timeout;
+    ro.short_circuit = false;  // The peer's files are its own, even on a shared machine.
+    peers_ = std::make_unique<PeerSet>(id_, [ro](const std::string& address) {
+      transport::RemoteChannelOptions to_peer = ro;
+      to_peer.address = address;
+      return std::make_shared<transport::RemoteChannel>(std::move(to_peer));
+    });
+    po.peers = peers_.get();
+  }
   if (options.serve_tcp) {
     po.instance_token = NewInstanceToken();
     for (const auto& d : cfg.cache_dirs) {
@@ -194,6 +211,7 @@ Status Worker::JoinCluster(const WorkerOptions& options) {
       co.record.metrics_address = mhost + ":" + std::to_string(http_->port());
     }
   }
+  co.peers = peers_.get();
   co.record.capacity_bytes = store_->Stats().capacity_bytes;
   if (ufs_limiter_) co.ufs_limiters.push_back(ufs_limiter_);
   co.record.start_time_unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(

@@ -21,6 +21,7 @@
 #include "worker/page_rules.h"
 #include "worker/local_channel.h"
 #include "worker/page_service.h"
+#include "worker/peer_set.h"
 #include "worker/server.h"
 
 namespace cairn::worker {
@@ -37,6 +38,10 @@ struct WorkerOptions {
   // wildcard host replaced by this machine's host name.
   std::string advertise_address;
   std::chrono::seconds lease_ttl{5};
+  // Cluster mode: copy a replica fill from the worker the request names (protocol PEER) instead
+  // of reading the source. Off: every missing page comes from the source (the old behaviour;
+  // for comparison and as a way out).
+  bool peer_fill = true;
   // Test seam: mounts over these under-storages instead of opening the specs' URIs.
   std::vector<std::shared_ptr<ufs::UnderStorage>> ufs_override;
 };
@@ -75,6 +80,8 @@ class Worker {
   std::unique_ptr<PageRules> page_rules_;
   std::unique_ptr<EvictionTracker> eviction_tracker_;  // The store's eviction listener.
   std::unique_ptr<pagestore::PageStore> store_;
+  // Cluster mode only: the other workers, for peer fills. Outlives the service that reads it.
+  std::unique_ptr<PeerSet> peers_;
   std::unique_ptr<PageService> service_;
   std::unique_ptr<LocalChannel> local_channel_;
   std::unique_ptr<WorkerServer> server_;

@@ -8,8 +8,8 @@
 // reconnect succeeds after `suspect_backoff`.
 //
 // Thread-safety: thread-safe. Callbacks run on internal threads and must not block for long.
-#ifndef CAIRN_CLIENT_REMOTE_CHANNEL_H_
-#define CAIRN_CLIENT_REMOTE_CHANNEL_H_
+#ifndef CAIRN_TRANSPORT_REMOTE_CHANNEL_H_
+#define CAIRN_TRANSPORT_REMOTE_CHANNEL_H_
 
 #include <atomic>
 #include <chrono>
@@ -21,7 +21,7 @@
 #include "common/thread_annotations.h"
 #include "protocol/page_channel.h"
 
-namespace cairn::client {
+namespace cairn::transport {
 
 struct RemoteChannelOptions {
   std::string address;  // "host:port"
@@ -70,6 +70,6 @@ class RemoteChannel : public protocol::PageChannel {
   std::thread sweeper_;
 };
 
-}  // namespace cairn::client
+}  // namespace cairn::transport
 
-#endif  // CAIRN_CLIENT_REMOTE_CHANNEL_H_
+#endif  // CAIRN_TRANSPORT_REMOTE_CHANNEL_H_

@@ -1,4 +1,4 @@
-#include "client/remote_channel.h"
+#include "transport/remote_channel.h"
 
 #include <spdlog/spdlog.h>
 
@@ -12,7 +12,7 @@
 #include "common/clock.h"
 #include "net/stream.h"
 
-namespace cairn::client {
+namespace cairn::transport {
 
 using protocol::FrameHeader;
 using protocol::MessageType;
@@ -360,4 +360,4 @@ void RemoteChannel::SweepLoop() {
   }
 }
 
-}  // namespace cairn::client
+}  // namespace cairn::transport
