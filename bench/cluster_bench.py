@@ -17,14 +17,11 @@ reused here, imports):
 See docs/benchmarks.md ("Cluster benchmark") for what each number means and a recorded run.
 """
 import argparse
-import datetime
 import hashlib
-import json
 import mmap
 import os
 import queue
 import random
-import shutil
 import signal
 import statistics
 import subprocess
@@ -40,6 +37,8 @@ sys.path.insert(0, os.path.join(REPO, "tests"))
 from conftest import Harness, wait_until  # noqa: E402
 from cluster_util import (MISSES, PAGES, REQUESTS, UFS_BYTES, Cluster, Etcd,  # noqa: E402
                           metrics_of)
+from readbench import runner  # noqa: E402
+from readbench.runner import log  # noqa: E402
 
 MIB = 1 << 20
 PAGE = MIB
@@ -72,10 +71,6 @@ def parse_args(argv):
     if a.size_mib < a.file_mib or a.file_mib < 1 or a.runs < 1 or a.readers < 1:
         p.error("need --size-mib >= --file-mib >= 1, --runs >= 1, --readers >= 1")
     return a
-
-
-def log(msg=""):
-    print(msg, flush=True)
 
 
 class Bench:
@@ -463,20 +458,12 @@ def report(b, args):
 
 def main(argv):
     args = parse_args(argv)
-    if not os.access(args.cairn_bin, os.X_OK):
-        log(f"{args.cairn_bin} is not executable")
+    workdir = runner.make_workdir(args, "cairn-cluster-bench-")
+    if workdir is None:
         return 2
-    workdir = tempfile.mkdtemp(prefix="cairn-cluster-bench-", dir=args.workdir_base)
     b = Bench(args, workdir)
 
-    def on_signal(signum, _frame):
-        raise SystemExit(128 + signum)
-    for s in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
-        signal.signal(s, on_signal)
-    started = datetime.datetime.now()
-    info = machine()
-    rc = 0
-    try:
+    def body():
         log(f"workdir {workdir}; dataset {args.size_mib} MiB in {args.file_mib} MiB files")
         b.make_dataset()
         b.start()
@@ -486,30 +473,9 @@ def main(argv):
         b.failover()
         log("(c) join")
         b.join()
-    except Exception as e:  # Reported, partial results kept.
-        log(f"FAILED: {e!r}")
-        if b.harness is not None:
-            for p in b.harness.procs:
-                log(f"--- {p.name}:\n{p.log_tail(15)}")
-        rc = 1
-    finally:
-        b.cleanup()
-        if not args.keep_workdir:
-            shutil.rmtree(workdir, ignore_errors=True)
-    info["loadavg_end"] = os.getloadavg()
-    lines = report(b, args)
-    log("")
-    for line in lines:
-        log(line)
-    out = args.out or os.path.join(BENCH_DIR, "results",
-                                   f"cluster-{started.strftime('%Y%m%d-%H%M%S')}.json")
-    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
-    with open(out, "w") as f:
-        json.dump({"command": " ".join([sys.executable, *sys.argv]), "started": started.isoformat(),
-                   "config": vars(args), "machine": info, "results": b.results,
-                   "summary": lines, "ok": rc == 0}, f, indent=2)
-    log(f"\nJSON: {out}")
-    return rc
+
+    return runner.run("cluster", args, workdir, b, body, lambda: report(b, args), machine(),
+                      lambda: b.harness.procs if b.harness else [], lambda: b.results)
 
 
 if __name__ == "__main__":

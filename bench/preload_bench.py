@@ -27,13 +27,10 @@ wrong bytes or a command fails.
 See docs/benchmarks.md ("Preload benchmark") for a recorded run.
 """
 import argparse
-import datetime
 import hashlib
 import json
 import os
 import random
-import shutil
-import signal
 import socket
 import statistics
 import sys
@@ -49,15 +46,12 @@ sys.path.insert(0, BENCH_DIR)
 from conftest import (S3_BUCKET, S3_KEY, S3_SECRET, S3RVER_JS, Harness, Proc,  # noqa: E402
                       S3Server, free_port, wait_until)
 from cluster_util import UFS_BYTES, Cluster, Etcd  # noqa: E402
-from readbench import machine  # noqa: E402
+from readbench import machine, runner  # noqa: E402
+from readbench.runner import log  # noqa: E402
 from readbench.workloads import drop_caches  # noqa: E402
 
 MIB = 1 << 20
 MOUNTS = {"file": "/pre-file", "s3": "/pre-s3"}
-
-
-def log(msg=""):
-    print(msg, flush=True)
 
 
 def parse_args(argv):
@@ -315,24 +309,17 @@ def report(b, args):
 
 def main(argv):
     args = parse_args(argv)
-    if not os.access(args.cairn_bin, os.X_OK):
-        log(f"{args.cairn_bin} is not executable")
-        return 2
     if os.geteuid() != 0:
         log("not root: the kernel page cache is not dropped between runs (file:// source warm)")
-    workdir = tempfile.mkdtemp(prefix="cairn-preload-bench-", dir=args.workdir_base)
+    workdir = runner.make_workdir(args, "cairn-preload-bench-")
+    if workdir is None:
+        return 2
     b = Bench(args, workdir)
 
-    def on_signal(signum, _frame):
-        raise SystemExit(128 + signum)
-    for s in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
-        signal.signal(s, on_signal)
-    started = datetime.datetime.now()
     info = machine.info(workdir, REPO, os.path.abspath(args.cairn_bin))
     log(machine.info_text(info))
-    rc = 0
-    t_start = time.monotonic()
-    try:
+
+    def body():
         b.make_dataset()
         if "s3" in args.backends:
             b.start_s3()
@@ -340,32 +327,10 @@ def main(argv):
         for backend in args.backends:
             log(f"{backend}:")
             b.run_backend(backend)
-    except Exception as e:  # Reported; partial results kept.
-        log(f"FAILED: {e!r}")
-        if b.h is not None:
-            for p in b.h.procs:
-                log(f"--- {p.name}:\n{p.log_tail(15)}")
-        rc = 1
-    finally:
-        b.cleanup()
-        if not args.keep_workdir:
-            shutil.rmtree(workdir, ignore_errors=True)
-    info["loadavg_end"] = machine.loadavg()
-    lines = report(b, args)
-    log("")
-    for line in lines:
-        log(line)
-    out = args.out or os.path.join(BENCH_DIR, "results",
-                                   f"preload-{started.strftime('%Y%m%d-%H%M%S')}.json")
-    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
-    with open(out, "w") as f:
-        json.dump({"command": " ".join([sys.executable, *sys.argv]),
-                   "started": started.isoformat(), "wall_seconds": time.monotonic() - t_start,
-                   "config": vars(args), "machine": info, "commands": b.commands,
-                   "results": b.results, "summary": lines, "ok": rc == 0}, f, indent=2,
-                  default=str)
-    log(f"\nJSON: {out}")
-    return rc
+
+    return runner.run("preload", args, workdir, b, body, lambda: report(b, args), info,
+                      lambda: b.h.procs if b.h is not None else [], lambda: b.results,
+                      extra=lambda: {"commands": b.commands})
 
 
 if __name__ == "__main__":

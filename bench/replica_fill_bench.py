@@ -23,11 +23,9 @@ wrong bytes or a process misbehaves.
 See docs/benchmarks.md ("Replica fill benchmark").
 """
 import argparse
-import datetime
 import json
 import os
 import shutil
-import signal
 import statistics
 import sys
 import tempfile
@@ -41,6 +39,8 @@ sys.path.insert(0, BENCH_DIR)
 from cluster_bench import Bench, machine  # noqa: E402
 from conftest import wait_until  # noqa: E402
 from cluster_util import PAGES, UFS_BYTES, metrics_of  # noqa: E402
+from readbench import runner  # noqa: E402
+from readbench.runner import log  # noqa: E402
 
 MIB = 1 << 20
 PEER_FILLS = "cairn_worker_peer_fills_total"
@@ -64,10 +64,6 @@ def parse_args(argv):
     p.add_argument("--keep-workdir", action="store_true")
     p.add_argument("--out", help="JSON file (default bench/results/replica-fill-<time>.json)")
     return p.parse_args(argv)
-
-
-def log(msg=""):
-    print(msg, flush=True)
 
 
 class ReplicaBench(Bench):
@@ -114,6 +110,18 @@ class ReplicaBench(Bench):
         if out.returncode != 0:
             raise RuntimeError(f"cairn free {mount} exited {out.returncode}: {out.stderr!r}")
 
+    def finish(self, mount, before, took):
+        """After a measurement: what the workers did since `before`; then empties the mount."""
+        after = self.sums()
+        self.free(mount)
+        res = {"seconds": took,
+               "source_bytes": after[UFS_BYTES] - before[UFS_BYTES],
+               "pages_stored": after[PAGES] - before[PAGES],
+               "peer_fills": after[PEER_FILLS] - before[PEER_FILLS],
+               "peer_fill_failures": after[PEER_FAILURES] - before[PEER_FAILURES]}
+        res["egress_factor"] = res["source_bytes"] / self.total_bytes
+        return res
+
     def cold_read(self, r, run):
         self.mount = f"/r{r}"
         before = self.sums()
@@ -125,13 +133,8 @@ class ReplicaBench(Bench):
         wait_until(lambda: self.sums()[PAGES] >= want, 120, f"{want} pages stored")
         replicated = time.monotonic() - t_read + took
         fuse.stop()
-        after = self.sums()
-        self.free(self.mount)
-        res = {"seconds": took, "MBps": n / took / 1e6, "replicated_seconds": replicated,
-               "source_bytes": after[UFS_BYTES] - before[UFS_BYTES],
-               "peer_fills": after[PEER_FILLS] - before[PEER_FILLS],
-               "peer_fill_failures": after[PEER_FAILURES] - before[PEER_FAILURES]}
-        res["egress_factor"] = res["source_bytes"] / self.total_bytes
+        res = self.finish(self.mount, before, took)
+        res.update(MBps=n / took / 1e6, replicated_seconds=replicated)
         log(f"  R={r} cold read: {res['MBps']:6.0f} MB/s ({took:.2f} s; all {r} copies after "
             f"{replicated:.2f} s); source {res['egress_factor']:.2f} x dataset; peer fills "
             f"{res['peer_fills']:.0f} (failed {res['peer_fill_failures']:.0f})")
@@ -146,14 +149,9 @@ class ReplicaBench(Bench):
         if out.returncode != 0:
             raise RuntimeError(f"cairn load {mount} exited {out.returncode}: {out.stderr!r}")
         j = json.loads(out.stdout)
-        after = self.sums()
-        self.free(mount)
-        res = {"seconds": took, "MBps": self.total_bytes / took / 1e6,
-               "source_bytes": after[UFS_BYTES] - before[UFS_BYTES],
-               "reported_source_bytes": j["bytes_from_source"],
-               "pages_stored": after[PAGES] - before[PAGES],
-               "peer_fills": after[PEER_FILLS] - before[PEER_FILLS]}
-        res["egress_factor"] = res["source_bytes"] / self.total_bytes
+        res = self.finish(mount, before, took)
+        res.update(MBps=self.total_bytes / took / 1e6,
+                   reported_source_bytes=j["bytes_from_source"])
         log(f"  R={r} load: {res['MBps']:6.0f} MB/s of dataset ({took:.2f} s); source "
             f"{res['egress_factor']:.2f} x dataset (load reports {j['bytes_from_source']}); "
             f"{res['pages_stored']:.0f} pages stored; peer fills {res['peer_fills']:.0f}")
@@ -190,22 +188,15 @@ def report(results, args):
 
 def main(argv):
     args = parse_args(argv)
-    if not os.access(args.cairn_bin, os.X_OK):
-        log(f"{args.cairn_bin} is not executable")
+    workdir = runner.make_workdir(args, "cairn-replica-bench-")
+    if workdir is None:
         return 2
-    workdir = tempfile.mkdtemp(prefix="cairn-replica-bench-", dir=args.workdir_base)
     b = ReplicaBench(args, workdir)
-
-    def on_signal(signum, _frame):
-        raise SystemExit(128 + signum)
-    for s in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
-        signal.signal(s, on_signal)
-    started = datetime.datetime.now()
-    info = machine()
     results = {mode: {"read": {r: [] for r in REPLICAS}, "load": {r: [] for r in REPLICAS}}
                for mode in MODES}
-    rc = 0
-    try:
+    done = []
+
+    def body():
         log(f"workdir {workdir}; dataset {args.size_mib} MiB in {args.file_mib} MiB files")
         b.make_dataset()
         b.start()
@@ -217,30 +208,11 @@ def main(argv):
                     results[mode]["read"][r].append(b.cold_read(r, run))
                 for r in REPLICAS:
                     results[mode]["load"][r].append(b.load(r))
-    except Exception as e:  # Reported, partial results kept.
-        log(f"FAILED: {e!r}")
-        if b.harness is not None:
-            for p in b.harness.procs:
-                log(f"--- {p.name}:\n{p.log_tail(15)}")
-        rc = 1
-    finally:
-        b.cleanup()
-        if not args.keep_workdir:
-            shutil.rmtree(workdir, ignore_errors=True)
-    info["loadavg_end"] = os.getloadavg()
-    lines = report(results, args) if rc == 0 else []
-    log("")
-    for line in lines:
-        log(line)
-    out = args.out or os.path.join(BENCH_DIR, "results",
-                                   f"replica-fill-{started.strftime('%Y%m%d-%H%M%S')}.json")
-    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
-    with open(out, "w") as f:
-        json.dump({"command": " ".join([sys.executable, *sys.argv]),
-                   "started": started.isoformat(), "config": vars(args), "machine": info,
-                   "results": results, "summary": lines, "ok": rc == 0}, f, indent=2)
-    log(f"\nJSON: {out}")
-    return rc
+        done.append(True)
+
+    return runner.run("replica-fill", args, workdir, b, body,
+                      lambda: report(results, args) if done else [], machine(),
+                      lambda: b.harness.procs if b.harness else [], lambda: results)
 
 
 if __name__ == "__main__":

@@ -9,6 +9,8 @@
 #include "common/checksum.h"
 #include "ufs/fault_injecting_ufs.h"
 #include "ufs/memory_ufs.h"
+#include "worker/local_channel.h"
+#include "worker/peer_set.h"
 
 namespace cairn::worker {
 namespace {
@@ -35,10 +37,7 @@ class PageServiceTest : public ::testing::Test {
     spec.path = "/lake";
     spec.uri = "mem://lake";
     mounts_ = *mount::MountTable::CreateWith({spec}, {faults_});
-    pagestore::PageStoreOptions so;
-    so.dirs.push_back({dir_.string(), 64ull << 20});
-    so.page_size = kPage;
-    store_ = std::move(pagestore::PageStore::Create(so)).value();
+    store_ = MakeStore(dir_);
     PageServiceOptions po;
     po.page_size = kPage;
     service_ = std::make_unique<PageService>(mounts_, store_.get(), &registry_, po);
@@ -47,6 +46,13 @@ class PageServiceTest : public ::testing::Test {
     service_.reset();
     store_.reset();
     std::filesystem::remove_all(dir_);
+  }
+
+  static std::unique_ptr<pagestore::PageStore> MakeStore(const std::filesystem::path& dir) {
+    pagestore::PageStoreOptions so;
+    so.dirs.push_back({dir.string(), 64ull << 20});
+    so.page_size = kPage;
+    return std::move(pagestore::PageStore::Create(so)).value();
   }
 
   protocol::ReadPageRequest Request(const std::string& key, uint64_t page, uint32_t offset,
@@ -77,7 +83,11 @@ class PageServiceTest : public ::testing::Test {
   }
 
   std::string ReadBytes(const protocol::ReadPageRequest& r, protocol::PageSource* source) {
-    auto result = service_->ReadPage(r);
+    return ReadOn(service_.get(), r, source);
+  }
+  static std::string ReadOn(PageService* service, const protocol::ReadPageRequest& r,
+                            protocol::PageSource* source = nullptr) {
+    auto result = service->ReadPage(r);
     EXPECT_TRUE(result.ok()) << result.status().ToString();
     if (!result.ok()) return "";
     std::string out(result->range.size(), '\0');
@@ -194,6 +204,194 @@ TEST_F(PageServiceTest, SwappedMountTableServesNewMountsAndDropsOldOnes) {
   EXPECT_EQ(out.substr(0, 5), "12345");
   r.mount = "/lake";  // Gone from the new table.
   EXPECT_EQ(service_->ReadPage(r).status().code(), StatusCode::kUnavailable);
+}
+
+// Passes reads on to another channel, optionally flipping one byte of every reply's data.
+class Relay : public protocol::PageChannel {
+ public:
+  Relay(protocol::PageChannel* next, bool corrupt) : next_(next), corrupt_(corrupt) {}
+  void ReadPage(const protocol::ReadPageRequest& request, std::span<char> dest,
+                Callback done) override {
+    ++calls_;
+    next_->ReadPage(request, dest, [this, dest, done](StatusOr<protocol::PageReply> reply) {
+      if (reply.ok() && corrupt_ && reply->data_length > 0) dest[reply->data_length / 2] ^= 1;
+      done(std::move(reply));
+    });
+  }
+  std::string Describe() const override { return "relay"; }
+  int calls() const { return calls_.load(); }
+
+ private:
+  protocol::PageChannel* next_;
+  const bool corrupt_;
+  std::atomic<int> calls_{0};
+};
+
+// Peer fills (protocol PEER): worker b, asked to cache a page worker a has just read, copies it
+// from a instead of the source. `service_` (the base fixture's) is worker a.
+class PeerFillTest : public PageServiceTest {
+ protected:
+  void SetUp() override {
+    PageServiceTest::SetUp();
+    a_channel_ = std::make_unique<LocalChannel>(service_.get());
+    good_ = std::make_unique<Relay>(a_channel_.get(), /*corrupt=*/false);
+    bad_ = std::make_unique<Relay>(a_channel_.get(), /*corrupt=*/true);
+    peers_ = std::make_unique<PeerSet>("b", [this](const std::string& address) {
+      protocol::PageChannel* relay = address == "bad:1" ? bad_.get() : good_.get();
+      // Non-owning: the relays outlive the peer set.
+      return std::shared_ptr<protocol::PageChannel>(relay, [](protocol::PageChannel*) {});
+    });
+    peers_->SetPeers({{"a", "a:1"}, {"b", "b:1"}, {"liar", "bad:1"}});
+    b_dir_ = dir_.string() + "-b";
+    std::filesystem::remove_all(b_dir_);
+    b_store_ = MakeStore(b_dir_);
+    PageServiceOptions po;
+    po.page_size = kPage;
+    po.peers = peers_.get();
+    po.peer_timeout = std::chrono::milliseconds(500);
+    b_ = std::make_unique<PageService>(mounts_, b_store_.get(), &b_registry_, po);
+    data_ = RandomBytes(kPage + 1000, 11);
+    memory_->Put("obj", data_);
+  }
+  void TearDown() override {
+    b_.reset();
+    b_store_.reset();
+    std::filesystem::remove_all(b_dir_);
+    PageServiceTest::TearDown();
+  }
+
+  protocol::ReadPageRequest PeerRequest(uint64_t page, const std::string& peer) {
+    protocol::ReadPageRequest r =
+        Request("obj", page, 0, protocol::PageLength(data_.size(), page, kPage));
+    if (!peer.empty()) {
+      r.flags = protocol::kFlagPeer;
+      r.peer = peer;
+    }
+    return r;
+  }
+  bool CachedOnB(uint64_t page) {
+    pagestore::PageKey key{"mem://lake/obj", memory_->Stat("obj")->version, page};
+    for (int i = 0; i < 1000 && !b_store_->Contains(key); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    return b_store_->Contains(key);
+  }
+  uint64_t SourceReads() { return faults_->calls(ufs::UfsOp::kRead); }
+
+  std::unique_ptr<LocalChannel> a_channel_;
+  std::unique_ptr<Relay> good_;
+  std::unique_ptr<Relay> bad_;
+  std::unique_ptr<PeerSet> peers_;
+  std::filesystem::path b_dir_;
+  std::unique_ptr<pagestore::PageStore> b_store_;
+  metrics::Registry b_registry_;
+  std::unique_ptr<PageService> b_;
+  std::string data_;
+};
+
+TEST_F(PeerFillTest, AFillCopiesThePageFromThePeerInsteadOfTheSource) {
+  EXPECT_EQ(ReadOn(service_.get(), PeerRequest(0, "")), data_.substr(0, kPage));
+  EXPECT_EQ(SourceReads(), 1u);
+  // Right away: a's copy may still be on its way to disk; it is served from memory then.
+  auto copied = b_->ReadPage(PeerRequest(0, "a"));
+  ASSERT_TRUE(copied.ok()) << copied.status().ToString();
+  EXPECT_EQ(copied->source, protocol::PageSource::kPeer);
+  std::string bytes(copied->range.size(), '\0');
+  ASSERT_TRUE(copied->CopyTo(bytes).ok());
+  EXPECT_EQ(bytes, data_.substr(0, kPage));
+  EXPECT_EQ(SourceReads(), 1u);
+  EXPECT_EQ(b_->Stats().peer_fills, 1u);
+  EXPECT_EQ(b_->Stats().ufs_requests, 0u);
+  // For a, a page sent to a peer, not a reader's hit.
+  EXPECT_EQ(service_->Stats().peer_serves, 1u);
+  EXPECT_EQ(service_->Stats().hits, 0u);
+  EXPECT_EQ(service_->Stats().requests, 1u);
+  EXPECT_TRUE(CachedOnB(0));
+  // b now serves it from its own cache.
+  EXPECT_EQ(ReadOn(b_.get(), PeerRequest(0, "")), data_.substr(0, kPage));
+  EXPECT_EQ(b_->Stats().hits, 1u);
+  EXPECT_EQ(SourceReads(), 1u);
+}
+
+TEST_F(PeerFillTest, ALoadWithAPeerCopiesItToo) {
+  EXPECT_EQ(ReadOn(service_.get(), PeerRequest(1, "")), data_.substr(kPage));
+  WaitCached({"mem://lake/obj", memory_->Stat("obj")->version, 1});
+  protocol::ReadPageRequest load = PeerRequest(1, "a");
+  load.flags |= protocol::kFlagLoad;
+  auto source = b_->ControlPage(load);
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  EXPECT_EQ(*source, protocol::PageSource::kPeer);
+  EXPECT_TRUE(CachedOnB(1));
+  EXPECT_EQ(SourceReads(), 1u);
+  EXPECT_EQ(b_->Stats().peer_fills, 1u);
+}
+
+TEST_F(PeerFillTest, APeerWithoutThePageMeansOneSourceRead) {
+  EXPECT_EQ(ReadOn(b_.get(), PeerRequest(0, "a")), data_.substr(0, kPage));
+  EXPECT_EQ(SourceReads(), 1u);  // b's own; a was only asked what it had.
+  EXPECT_EQ(good_->calls(), 1);
+  EXPECT_EQ(service_->Stats().misses, 0u);
+  EXPECT_EQ(b_->Stats().peer_fill_failures, 1u);
+  EXPECT_EQ(b_->Stats().peer_fills, 0u);
+}
+
+TEST_F(PeerFillTest, UnknownOrSelfPeersAreNotAsked) {
+  EXPECT_EQ(ReadOn(service_.get(), PeerRequest(0, "")), data_.substr(0, kPage));
+  EXPECT_EQ(ReadOn(b_.get(), PeerRequest(0, "nobody")), data_.substr(0, kPage));
+  EXPECT_EQ(SourceReads(), 2u);
+  EXPECT_EQ(good_->calls(), 0);
+  EXPECT_EQ(peers_->Get("b"), nullptr);  // Never its own peer.
+  EXPECT_EQ(peers_->size(), 2u);
+}
+
+TEST_F(PeerFillTest, BytesThatDoNotMatchThePeersChecksumsAreNotKept) {
+  EXPECT_EQ(ReadOn(service_.get(), PeerRequest(0, "")), data_.substr(0, kPage));
+  EXPECT_EQ(ReadOn(b_.get(), PeerRequest(0, "liar")), data_.substr(0, kPage));
+  EXPECT_EQ(bad_->calls(), 1);
+  EXPECT_EQ(SourceReads(), 2u);
+  EXPECT_EQ(b_->Stats().peer_fill_failures, 1u);
+  ASSERT_TRUE(CachedOnB(0));
+  EXPECT_EQ(ReadOn(b_.get(), PeerRequest(0, "")), data_.substr(0, kPage));  // The source's bytes.
+}
+
+TEST_F(PeerFillTest, AChangedObjectIsNotCopiedFromAnOldVersion) {
+  EXPECT_EQ(ReadOn(service_.get(), PeerRequest(0, "")), data_.substr(0, kPage));
+  auto old_request = PeerRequest(0, "a");
+  data_ = RandomBytes(data_.size(), 12);
+  memory_->Put("obj", data_);
+  // The new version: a has nothing for it, so b reads the source.
+  EXPECT_EQ(ReadOn(b_.get(), PeerRequest(0, "a")), data_.substr(0, kPage));
+  EXPECT_EQ(b_->Stats().peer_fills, 0u);
+  // The old version is still a's to give (same version key): b copies it, never mixing them.
+  auto old = b_->ReadPage(old_request);
+  ASSERT_TRUE(old.ok()) << old.status().ToString();
+  EXPECT_EQ(b_->Stats().peer_fills, 1u);
+}
+
+TEST(PeerSetTest, KeepsChannelsOfUnchangedPeersAndDropsTheOthers) {
+  int made = 0;
+  PeerSet peers("self", [&made](const std::string& address) {
+    ++made;
+    return std::shared_ptr<protocol::PageChannel>(
+        new Relay(nullptr, false));  // Never used to read here.
+  });
+  peers.SetPeers({{"self", "h0:1"}, {"w1", "h1:1"}, {"w2", "h2:1"}, {"w3", ""}});
+  EXPECT_EQ(peers.size(), 2u);  // Not itself, not a record without an address.
+  EXPECT_EQ(made, 0);           // Channels are made on first use.
+  auto w1 = peers.Get("w1");
+  ASSERT_NE(w1, nullptr);
+  EXPECT_EQ(peers.Get("w1"), w1);
+  EXPECT_EQ(made, 1);
+  EXPECT_EQ(peers.Get("self"), nullptr);
+  EXPECT_EQ(peers.Get("w9"), nullptr);
+  peers.SetPeers({{"w1", "h1:1"}, {"w2", "h2:2"}});
+  EXPECT_EQ(peers.Get("w1"), w1);  // Same address: same channel.
+  ASSERT_NE(peers.Get("w2"), nullptr);
+  EXPECT_EQ(made, 2);
+  peers.SetPeers({{"w1", "h9:1"}});  // Moved: a new channel; the old one lives while held.
+  EXPECT_NE(peers.Get("w1"), w1);
+  EXPECT_EQ(peers.Get("w2"), nullptr);
+  EXPECT_EQ(made, 3);
 }
 
 }  // namespace
