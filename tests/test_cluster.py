@@ -636,13 +636,26 @@ def test_replicas_survive_worker_kill(cluster, lake):
 def test_replicas_after_dead_worker_left_ring(cluster, lake):
     """Re-read after the killed worker's lease ran out and the ring has two workers: each
     page's replica set now includes a worker that never had it, and the client must find the
-    surviving copy (cache-only lookups on the replicas) instead of reading the source."""
+    surviving copy (cache-only lookups on the replicas) instead of reading the source, and the
+    replica that lacked it copies it from the one that has it (read repair)."""
     ufs_live = _replicated_and_killed(cluster, lake)
     cluster.wait_unregistered("w1", timeout=LEASE_TTL + 3)
+    live = ["w2", "w3"]
+    pages0, fills0 = cluster.metric_sum(PAGES, live), cluster.metric_sum(PEER_FILLS, live)
     fuse3 = cluster.fuse(extra=REPLICA_CLIENT, name="fuse-after-lease")
     read_all(fuse3, lake)
-    grown = cluster.metric_sum(UFS_BYTES, ["w2", "w3"]) - ufs_live
+    grown = cluster.metric_sum(UFS_BYTES, live) - ufs_live
     assert grown == 0, f"{grown} bytes of {lake.bytes()} read from the source again"
+    # Read repair: where the client asked the replica that never had a page first, that replica
+    # was told to copy the page from the other one (in the background): each copy is a peer
+    # fill, and every stored page came from one.
+    def repaired():
+        pages = cluster.metric_sum(PAGES, live) - pages0
+        fills = cluster.metric_sum(PEER_FILLS, live) - fills0
+        return pages > 0 and pages == fills
+    wait_until(repaired, 10, "read repair: new pages on w2/w3 equal to their peer fills")
+    assert cluster.metric_sum(PEER_FILL_FAILURES, live) == 0
+    assert cluster.metric_sum(UFS_BYTES, live) == ufs_live
 
 
 # ------------------------------------------------------------------------------------------

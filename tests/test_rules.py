@@ -615,7 +615,12 @@ def test_report_matches_worker_metrics(cluster, lake):
     assert lk["bytes_from_source"] == lake.bytes("val") + lake.bytes("norm"), lk
     assert lk["bytes_from_cache"] >= lake.bytes("val"), lk
     assert lk["hits"] >= lake.pages("val"), lk
-    assert ot["bytes_from_source"] == 2 * MiB and ot["hits"] == 0, ot
+    # Two cold one-page files: two source reads. (The client may ask for a page a second time
+    # while its first fetch runs, when the kernel splits an O_DIRECT read into pieces that race
+    # the client's page buffer; that request is then a hit or joins the fetch, never a second
+    # source read.)
+    assert ot["bytes_from_source"] == 2 * MiB and ot["source_requests"] == 2, ot
+    assert ot["misses"] >= 2 and ot["requests"] == ot["hits"] + ot["misses"], ot
     assert lk["dataset_bytes"] == lake.bytes() and ot["dataset_bytes"] == other.bytes(), report
     assert lk["cached_share"] == pytest.approx(lk["cached_bytes"] / lake.bytes()), lk
     assert lk["cached_bytes"] >= lake.bytes("val") + lake.bytes("norm"), lk

@@ -313,18 +313,34 @@ void PageFetcher::Control(const ObjectRef& object, uint64_t page_index, uint32_t
 bool PageFetcher::FindOnReplicas(const Plan& plan, const ObjectRef& object, uint64_t page_index,
                                  ReadPageRequest request, ByteRange range, std::span<char> dest) {
   request.flags = protocol::kFlagCacheOnly;
+  std::vector<size_t> missing;  // Replicas that answered "not cached here".
+  // Found on replica `i`: the replicas that lack the page copy it from there (read repair: a
+  // replica set changed by a lost or new worker gets back to R copies without a source read).
+  auto found_on = [&](size_t i) {
+    if (read_flags_ & protocol::kFlagNoCache) return true;
+    uint32_t page_length = protocol::PageLength(object.info.size, page_index, page_size_);
+    for (size_t j : missing) {
+      counters_.replica_repairs.fetch_add(1, std::memory_order_relaxed);
+      FillReplica(plan.channels[j].get(), request, page_length, plan.ids[i]);
+    }
+    return true;
+  };
   for (size_t i = 0; i < plan.replicas; ++i) {
     protocol::PageChannel* channel = plan.channels[i].get();
     if (auto dirs = channel->ShortCircuitDirs()) {
       if (TryShortCircuit(*dirs, object, page_index, range, dest)) {
         counters_.short_circuit_reads.fetch_add(1, std::memory_order_relaxed);
-        return true;
+        return found_on(i);
       }
     }
     counters_.page_reads.fetch_add(1, std::memory_order_relaxed);
     StatusOr<protocol::PageSource> source = TryChannel(channel, request, range, dest);
-    if (source.ok() && *source == protocol::PageSource::kCache) return true;
-    if (!source.ok()) counters_.page_read_failures.fetch_add(1, std::memory_order_relaxed);
+    if (source.ok() && *source == protocol::PageSource::kCache) return found_on(i);
+    if (source.ok()) {
+      missing.push_back(i);
+    } else {
+      counters_.page_read_failures.fetch_add(1, std::memory_order_relaxed);
+    }
   }
   return false;
 }

@@ -13,7 +13,8 @@
 // names for it. Reads are spread over them (each client prefers one of the R per page, by a
 // per-client salt, so many clients reading one hot page hit all R). A read first looks for the
 // page on the replicas with cache-only requests (after a ring change a replica may be new and
-// empty while another still has the page), and only then reads it through the preferred
+// empty while another still has the page; it is then told to copy the page from the replica
+// that has it, so the page gets back to R copies), and only then reads it through the preferred
 // replica from the source; the other replicas are then asked to load it too (in the
 // background, copying it from that replica rather than the source: one source read per cold
 // page whatever R), so losing one of them loses no cached data.
@@ -55,6 +56,7 @@ struct FetcherCounters {
   std::atomic<uint64_t> checksum_failures{0};
   std::atomic<uint64_t> short_circuit_reads{0};
   std::atomic<uint64_t> replica_fills{0};  // Background loads sent to the other replicas.
+  std::atomic<uint64_t> replica_repairs{0};  // Of those, to replicas found without the page.
   std::atomic<uint64_t> ring_updates{0};   // SetWorkers calls that changed the worker set.
 };
 
@@ -129,7 +131,8 @@ class PageFetcher {
                     protocol::ByteRange range, std::span<char> dest);
   // Looks for the page on each replica with cache-only reads (a worker that joined the replica
   // set after a ring change does not have it yet, another replica may), so a cached page is
-  // never read from the source again. True if found; the range is then in `dest`.
+  // never read from the source again. True if found; the range is then in `dest`, and the
+  // replicas asked before that lack the page are told to copy it from the one that has it.
   bool FindOnReplicas(const Plan& plan, const ObjectRef& object, uint64_t page_index,
                       protocol::ReadPageRequest request, protocol::ByteRange range,
                       std::span<char> dest);

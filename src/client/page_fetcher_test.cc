@@ -65,6 +65,7 @@ class FakeWorker : public protocol::PageChannel {
       MutexLock l(&mu_);
       ++requests_;
       if (!cached_.count(request.page_index)) {
+        missed_.insert(request.page_index);
         protocol::PageReply none;
         none.source = protocol::PageSource::kUnderStorage;
         done(std::move(none));
@@ -95,6 +96,11 @@ class FakeWorker : public protocol::PageChannel {
     return requests_;
   }
   void set_down(bool down) { down_ = down; }
+  // Pages a cache-only request found missing here.
+  std::set<uint64_t> missed() const {
+    MutexLock l(&mu_);
+    return missed_;
+  }
   // (page, peer) of every request that carried the PEER flag, in arrival order.
   std::vector<std::pair<uint64_t, std::string>> peer_hints() const {
     MutexLock l(&mu_);
@@ -109,6 +115,7 @@ class FakeWorker : public protocol::PageChannel {
   std::set<uint64_t> cached_ GUARDED_BY(mu_);
   int requests_ GUARDED_BY(mu_) = 0;
   std::vector<std::pair<uint64_t, std::string>> peer_hints_ GUARDED_BY(mu_);
+  std::set<uint64_t> missed_ GUARDED_BY(mu_);
 };
 
 // Hands the fetcher a non-owning view of the test's FakeWorkers, so the test can inspect them.
@@ -341,9 +348,32 @@ TEST_F(PageFetcherTest, ReplicaSetChangeFindsTheSurvivingCopy) {
   // w1 leaves the ring: its pages' replica sets now include a worker that never had them.
   ASSERT_TRUE(f->SetWorkers(Nodes({"w0", "w2", "w3"})).ok());
   for (int round = 0; round < 3; ++round) ReadAll(f.get(), ref);
-  // Every page still had a copy on a surviving replica: nothing was fetched again.
-  for (const char* id : {"w0", "w2", "w3"}) EXPECT_EQ(workers_[id]->cached(), before[id]) << id;
+  // Every page still had a copy on a surviving replica: the client never read the source.
   EXPECT_EQ(f->counters().fallback_bytes.load(), 0u);
+  // Read repair: a replica asked first that lacked a page was told to copy it from the replica
+  // that had it (and from no other), and nothing else was loaded anywhere.
+  size_t repaired = 0;
+  for (const char* id : {"w0", "w2", "w3"}) {
+    FakeWorker* w = workers_[id].get();
+    std::set<uint64_t> hinted;
+    for (const auto& [page, peer] : w->peer_hints()) {
+      if (before[id].count(page)) continue;  // A fill of the first read, before the change.
+      hinted.insert(page);
+      EXPECT_TRUE(before[peer].count(page)) << id << " page " << page << " peer " << peer;
+      EXPECT_NE(peer, "w1");
+    }
+    std::set<uint64_t> missed_after_change;
+    for (uint64_t page : w->missed()) {
+      if (!before[id].count(page)) missed_after_change.insert(page);
+    }
+    EXPECT_EQ(hinted, missed_after_change) << id;
+    std::set<uint64_t> want = before[id];
+    want.insert(hinted.begin(), hinted.end());
+    EXPECT_EQ(w->cached(), want) << id;
+    repaired += hinted.size();
+  }
+  EXPECT_GT(repaired, 0u);  // About half of w1's ~20 pages: each client asks the empty one first.
+  EXPECT_EQ(f->counters().replica_repairs.load(), repaired);
 }
 
 TEST_F(PageFetcherTest, ReplicaReadsAreSpreadAcrossClients) {

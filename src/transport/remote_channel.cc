@@ -171,14 +171,15 @@ class RemoteChannel::Conn : public std::enable_shared_from_this<Conn> {
         pending->done(Status(reply.status, reply.error_message));
         continue;
       }
-      if (pending->dest.size() != data_length) {
+      // No data is a complete answer too: a control reply, or a cache-only miss ("not here").
+      if (data_length != 0 && pending->dest.size() != data_length) {
         scratch.resize(data_length);
         Status r = stream_->ReadFull(scratch);
         pending->done(CorruptionError("worker returned an unexpected range"));
         CAIRN_RETURN_IF_ERROR(r);
         continue;
       }
-      Status r = stream_->ReadFull(pending->dest);
+      Status r = stream_->ReadFull(pending->dest.first(data_length));
       if (!r.ok()) {
         pending->done(UnavailableError(r.message()));
         return r;

@@ -4,9 +4,12 @@
 
 #include <array>
 #include <filesystem>
+#include <future>
+#include <thread>
 #include <set>
 
 #include "common/checksum.h"
+#include "transport/remote_channel.h"
 #include "ufs/memory_ufs.h"
 #include "worker/worker.h"
 
@@ -152,6 +155,44 @@ TEST_F(ServerTest, GarbageFrameClosesOnlyThatConnection) {
   truncated.reset();
   ASSERT_TRUE(SendFrame(good.get(), protocol::MessageType::kPing, 1, "").ok());
   EXPECT_TRUE(ReadFrame(good.get()).ok());
+}
+
+// Over TCP, a cache-only read of a page the worker does not have is a clean "not here" (OK, no
+// data), not an error: replica lookups and peer fills rely on telling the two apart.
+TEST_F(ServerTest, RemoteChannelGetsACacheOnlyMissAsAnEmptyAnswer) {
+  transport::RemoteChannelOptions ro;
+  ro.address = "127.0.0.1:" + std::to_string(worker_->port());
+  ro.page_size = kPage;
+  ro.short_circuit = false;
+  transport::RemoteChannel channel(ro);
+  auto read = [&](uint32_t flags, std::string* out) {
+    protocol::ReadPageRequest r = Request(0, 0, 4096);
+    r.flags = flags;
+    out->assign(protocol::AlignedRange(0, 4096, kPage).size(), '\0');
+    std::promise<StatusOr<protocol::PageReply>> done;
+    channel.ReadPage(r, *out, [&done](StatusOr<protocol::PageReply> reply) {
+      done.set_value(std::move(reply));
+    });
+    return done.get_future().get();
+  };
+  std::string bytes;
+  auto miss = read(protocol::kFlagCacheOnly, &bytes);
+  ASSERT_TRUE(miss.ok()) << miss.status().ToString();
+  EXPECT_EQ(miss->data_length, 0u);
+  EXPECT_EQ(miss->source, protocol::PageSource::kUnderStorage);
+  auto fetched = read(0, &bytes);  // A plain read caches it.
+  ASSERT_TRUE(fetched.ok()) << fetched.status().ToString();
+  EXPECT_EQ(bytes, std::string(bytes.size(), 'z'));
+  StatusOr<protocol::PageReply> hit = UnavailableError("not tried");
+  for (int i = 0; i < 500; ++i) {  // The page is written in the background.
+    hit = read(protocol::kFlagCacheOnly, &bytes);
+    if (!hit.ok() || hit->data_length != 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  ASSERT_TRUE(hit.ok()) << hit.status().ToString();
+  EXPECT_EQ(hit->source, protocol::PageSource::kCache);
+  EXPECT_EQ(hit->data_length, bytes.size());
+  EXPECT_EQ(bytes, std::string(bytes.size(), 'z'));
 }
 
 }  // namespace
