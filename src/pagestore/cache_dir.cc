@@ -253,13 +253,17 @@ Status CacheDir::Put(const KeyInfo& key, std::span<const char> data,
   std::shared_ptr<const std::string> published;
   if (s.ok()) {
     MutexLock path_lock(&PathLock(key.id));
-    s = disk().Rename(temp, layout_.PagePath(key.id));
-    if (s.ok()) {
+    {
       MutexLock l(&mu_);
-      published = PublishLocked(key.id, in, key.object_id(), hints);
-    } else {
-      disk().Unlink(temp).IgnoreError();  // Best effort; the next startup removes leftovers.
+      ++publishing_[key.id];
     }
+    s = disk().Rename(temp, layout_.PagePath(key.id));
+    {
+      MutexLock l(&mu_);
+      if (auto it = publishing_.find(key.id); --it->second == 0) publishing_.erase(it);
+      if (s.ok()) published = PublishLocked(key.id, in, key.object_id(), hints);
+    }
+    if (!s.ok()) disk().Unlink(temp).IgnoreError();  // Best effort; a restart removes leftovers.
   }
   if (published) {
     // The rules changed while we wrote, and a Reattribute may have walked past this page

@@ -286,6 +286,10 @@ class CacheDir {
   // republished and erased again meanwhile). Their files must not be adopted by a probe or the
   // scan: they are on their way out, and their bytes are about to be released.
   std::unordered_map<Hash128, int, Hash128Hasher> dropping_ GUARDED_BY(mu_);
+  // Pages a Put is renaming into place and has not indexed yet (count per id). The recovery
+  // scan must not index such a file as an old copy: PublishLocked would then release the
+  // "old" bytes, which are the new file's, and the folder could exceed its capacity.
+  std::unordered_map<Hash128, int, Hash128Hasher> publishing_ GUARDED_BY(mu_);
 
   // Recovery state.
   bool exact_ GUARDED_BY(mu_) = false;  // Every sub-folder scanned: used_ is the whole truth.

@@ -234,9 +234,12 @@ void CacheDir::RefileFound(const std::vector<Found>& found) {
 
 void CacheDir::AddRecoveredLocked(const Found& page) {
   // Indexed already: published by a Put or adopted by a probe since the listing. Tombstoned or
-  // dropping: dropped since, and the listing may predate the unlink.
+  // dropping: dropped since, and the listing may predate the unlink. Publishing: the file is a
+  // Put's new copy, about to be indexed by it.
   const Hash128& id = page.id;
-  if (index_.count(id) || tombstones_.count(id) || dropping_.count(id)) return;
+  if (index_.count(id) || tombstones_.count(id) || dropping_.count(id) || publishing_.count(id)) {
+    return;
+  }
   std::shared_ptr<const std::string> object;
   if (!page.object_id.empty()) object = object_ids_.Intern(page.object_id);
   auto [it, inserted] =
