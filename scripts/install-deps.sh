@@ -9,7 +9,7 @@ BUILD_PKGS=(cmake ninja-build g++ pkg-config git
   libcli11-dev libspdlog-dev libfmt-dev libpugixml-dev libgtest-dev libgmock-dev
   libbenchmark-dev)
 TEST_PKGS=(python3 python3-pytest python3-boto3 python3-fsspec python3-torch python3-numpy
-  fio procps psmisc curl etcd-server prometheus)
+  fio procps psmisc curl etcd-server etcd-client prometheus)
 BENCH_PKGS=(s3fs rclone)
 
 want=("${BUILD_PKGS[@]}")

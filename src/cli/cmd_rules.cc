@@ -119,6 +119,9 @@ void RegisterRuleCommands(CLI::App* app, std::vector<std::pair<CLI::App*, Runner
         CAIRN_ASSIGN_OR_RETURN(auto d, ParseDuration(f.value));
         int64_t ms = std::chrono::duration_cast<std::chrono::milliseconds>(d).count();
         if (ms <= 0) return InvalidArgumentError("TTL must be at least 1ms (use `ttl rm` to clear)");
+        if (ms > policy::kMaxRuleTtlMs) {
+          return InvalidArgumentError("TTL must be at most 100 years");
+        }
         return Edit([ms](policy::PathRule* r) { r->ttl_ms = ms; return Status::Ok(); });
       }, "ttl set on", false);
   add(ttl, "rm", "Remove the TTL of PATH", nullptr, nullptr,
@@ -153,6 +156,9 @@ void RegisterRuleCommands(CLI::App* app, std::vector<std::pair<CLI::App*, Runner
       "SIZE", "e.g. 2TiB", [](const RuleFlags& f) -> StatusOr<Edit> {
         CAIRN_ASSIGN_OR_RETURN(uint64_t bytes, ParseBytes(f.value));
         if (bytes == 0) return InvalidArgumentError("quota must be > 0 (use `quota rm` to clear)");
+        if (bytes > policy::kMaxRuleQuotaBytes) {
+          return InvalidArgumentError("quota must be at most 4 EiB");
+        }
         return Edit([bytes](policy::PathRule* r) { r->quota_bytes = bytes; return Status::Ok(); });
       }, "quota set on", true);
   add(quota, "rm", "Remove the quota of the mount at PATH", nullptr, nullptr,

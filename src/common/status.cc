@@ -1,9 +1,18 @@
 #include "common/status.h"
 
 #include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 namespace cairn {
+
+namespace internal {
+void DieOnBadStatusOrAccess(const Status& status) {
+  std::fprintf(stderr, "StatusOr::value() called on an error: %s\n", status.ToString().c_str());
+  std::abort();
+}
+}  // namespace internal
 
 std::string_view StatusCodeName(StatusCode code) {
   switch (code) {

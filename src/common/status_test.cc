@@ -41,5 +41,13 @@ TEST(StatusOrTest, AssignOrReturnPropagates) {
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
 }
 
+// value() of an error aborts with the status in every build type (it was undefined behaviour
+// with NDEBUG set).
+TEST(StatusOrDeathTest, ValueOfAnErrorAbortsWithTheStatus) {
+  StatusOr<int> error = NotFoundError("no such page");
+  EXPECT_DEATH({ (void)error.value(); }, "StatusOr::value\\(\\) called on an error: NotFound: no such page");
+  EXPECT_DEATH({ (void)*StatusOr<std::string>(InternalError("x")); }, "Internal: x");
+}
+
 }  // namespace
 }  // namespace cairn

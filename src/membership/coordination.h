@@ -13,7 +13,8 @@
 //
 // Errors: Unavailable when the store cannot be reached (retryable), FailedPrecondition for a
 // compare-and-swap conflict or a watch on a compacted revision, NotFound for a missing key or
-// lease, InvalidArgument for malformed arguments, Internal for replies that make no sense.
+// lease, InvalidArgument for malformed arguments, Internal for replies that make no sense,
+// ResourceExhausted for a reply larger than the implementation buffers.
 //
 // Thread-safety: implementations are thread-safe; any method may be called from any thread.
 #ifndef CAIRN_MEMBERSHIP_COORDINATION_H_

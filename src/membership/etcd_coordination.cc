@@ -3,11 +3,13 @@
 #include <curl/curl.h>
 
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <thread>
 #include <utility>
 
 #include "membership/etcd_json.h"
+#include "membership/json_fields.h"
 
 namespace cairn::membership {
 
@@ -22,8 +24,19 @@ void GlobalInitOnce() {
   std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
 }
 
+// A unary reply body, capped so a broken or hostile endpoint cannot make us buffer without bound.
+struct ReplyBody {
+  std::string data;
+  size_t limit = 0;
+  bool too_large = false;
+};
+
 size_t AppendBody(char* data, size_t size, size_t n, void* user) {
-  static_cast<std::string*>(user)->append(data, size * n);
+  auto* body = static_cast<ReplyBody*>(user);
+  if (!etcd::AppendWithinLimit(&body->data, std::string_view(data, size * n), body->limit)) {
+    body->too_large = true;
+    return 0;  // Aborts the transfer (CURLE_WRITE_ERROR).
+  }
   return size * n;
 }
 
@@ -46,11 +59,12 @@ void SetCommonOptions(CURL* h, const EtcdOptions& o, const std::string& url,
   curl_easy_setopt(h, CURLOPT_USERAGENT, "cairn/0.1");
 }
 
-int64_t Revision(const json& reply) {
-  auto h = reply.find("header");
-  if (h == reply.end()) return 0;
-  StatusOr<int64_t> rev = Int64Field(*h, "revision");
-  return rev.ok() ? *rev : 0;
+// A reply that does not decode breaks the gateway's contract: Internal, as coordination.h says.
+template <typename T>
+StatusOr<T> Decoded(StatusOr<T> value, std::string_view context) {
+  if (value.ok()) return value;
+  return InternalError(std::string(context) +
+                       ": malformed etcd reply: " + value.status().message());
 }
 
 }  // namespace
@@ -65,6 +79,7 @@ class EtcdCoordination::Stream : public WatchHandle {
         prefix_(std::move(prefix)),
         next_revision_(start_revision),
         callback_(std::move(callback)),
+        lines_(owner->options().max_watch_line_bytes),
         multi_(curl_multi_init()) {}
 
   ~Stream() override {
@@ -129,7 +144,7 @@ class EtcdCoordination::Stream : public WatchHandle {
       }
       if (start > 0) create["start_revision"] = std::to_string(start);
       const std::string body = json{{"create_request", create}}.dump();
-      buffer_.clear();
+      lines_.Clear();
       CURLcode code = Perform(endpoint + "/v3/watch", body);
       if (NotConnected(code)) {
         last = UnavailableError("watch: cannot connect to " + endpoint + ": " +
@@ -176,60 +191,60 @@ class EtcdCoordination::Stream : public WatchHandle {
 
   static size_t OnData(char* data, size_t size, size_t n, void* user) {
     auto* self = static_cast<Stream*>(user);
-    self->buffer_.append(data, size * n);
-    size_t newline;
-    while ((newline = self->buffer_.find('\n')) != std::string::npos) {
-      std::string line = self->buffer_.substr(0, newline);
-      self->buffer_.erase(0, newline + 1);
-      if (line.find_first_not_of(" \r\t") == std::string::npos) continue;
-      if (!self->HandleMessage(line)) return 0;  // Abort the transfer: the watch is over.
+    Status appended = self->lines_.Append(std::string_view(data, size * n));
+    // The lines before a too-long one are whole replies: handle them first.
+    while (std::optional<std::string> line = self->lines_.NextLine()) {
+      if (line->find_first_not_of(" \r\t") == std::string::npos) continue;
+      if (!self->HandleMessage(*line)) return 0;  // Abort the transfer: the watch is over.
+    }
+    if (!appended.ok()) {
+      // One event we cannot hold: skipping it would leave a gap, so the watch ends (a mirror
+      // re-lists) rather than buffering without bound.
+      self->Finish(ResourceExhaustedError("watch: reply " + appended.message() +
+                                          " (EtcdOptions::max_watch_line_bytes)"));
+      return 0;
     }
     return size * n;
   }
 
   // Handles one reply; false when the watch must end (final error delivered or cancelled).
   bool HandleMessage(const std::string& line) {
-    json j = json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (!j.is_object()) {
-      stream_status_ = InternalError("watch: unparseable reply: " + line.substr(0, 200));
+    StatusOr<etcd::WatchMessage> decoded = etcd::DecodeWatchMessage(line);
+    if (!decoded.ok()) {
+      // etcd never sends this: a broken proxy or endpoint. End the watch with the reason rather
+      // than reconnect to the same garbage forever.
+      return Finish(InternalError("watch: malformed etcd reply: " + decoded.status().message() +
+                                  ": " + line.substr(0, 200)));
+    }
+    etcd::WatchMessage& m = *decoded;
+    if (m.error) {
+      stream_status_ = UnavailableError("watch: stream error: " + *m.error);
       return false;  // Reconnect from next_revision_.
     }
-    if (j.contains("error")) {
-      std::string msg = j["error"].dump();
-      stream_status_ = UnavailableError("watch: stream error: " + msg);
-      return false;
-    }
-    const json& r = j.contains("result") ? j["result"] : j;
     {
       MutexLock lock(&mu_);
       if (cancelled_) return false;
       got_data_ = true;
-      if (r.value("created", false) && !established_) {
-        if (next_revision_ == 0) next_revision_ = Revision(r) + 1;
+      if (m.created && !established_) {
+        if (next_revision_ == 0) next_revision_ = m.header_revision + 1;
         established_ = true;
         cv_.NotifyAll();
       }
     }
-    if (r.value("canceled", false)) {
-      StatusOr<int64_t> compact = Int64Field(r, "compact_revision");
-      Status final = compact.ok() && *compact > 0
+    if (m.canceled) {
+      Status final = m.compact_revision > 0
                          ? FailedPreconditionError("watch: revision compacted up to " +
-                                                   std::to_string(*compact))
-                         : FailedPreconditionError("watch cancelled by etcd: " +
-                                                   r.value("cancel_reason", std::string()));
+                                                   std::to_string(m.compact_revision))
+                         : FailedPreconditionError("watch cancelled by etcd: " + m.cancel_reason);
       return Finish(final);
     }
-    auto events = r.find("events");
-    if (events == r.end() || !events->is_array()) return true;
     WatchUpdate update;
-    for (const json& e : *events) {
-      StatusOr<WatchEvent> ev = etcd::DecodeEvent(e);
-      if (!ev.ok()) return Finish(InternalError("watch: " + ev.status().message()));
-      if (!update.events.empty() && update.events.back().mod_revision != ev->mod_revision) {
+    for (WatchEvent& ev : m.events) {
+      if (!update.events.empty() && update.events.back().mod_revision != ev.mod_revision) {
         Deliver(std::move(update));
         update = WatchUpdate{};
       }
-      update.events.push_back(std::move(ev).value());
+      update.events.push_back(std::move(ev));
     }
     if (!update.events.empty()) Deliver(std::move(update));
     return true;
@@ -268,9 +283,9 @@ class EtcdCoordination::Stream : public WatchHandle {
   bool got_data_ GUARDED_BY(mu_) = false;
   Status start_status_ GUARDED_BY(mu_);
   int64_t next_revision_ GUARDED_BY(mu_);
-  WatchCallback callback_;     // Only the watch thread calls it.
-  std::string buffer_;         // Watch thread only: bytes of an incomplete reply line.
-  Status stream_status_;       // Watch thread only: why the current stream was aborted.
+  WatchCallback callback_;    // Only the watch thread calls it.
+  etcd::LineSplitter lines_;  // Watch thread only: the current stream's reply lines.
+  Status stream_status_;      // Watch thread only: why the current stream was aborted.
   CURLM* multi_;
   std::thread thread_;
 };
@@ -333,12 +348,13 @@ StatusOr<json> EtcdCoordination::Post(const std::string& path, const json& body,
   const std::string payload = body.dump();
   curl_slist* headers = curl_slist_append(nullptr, "Content-Type: application/json");
   Status last = UnavailableError(std::string(context) + ": no etcd endpoint");
-  std::string reply;
+  ReplyBody reply;
+  reply.limit = options_.max_reply_bytes;
   long http_status = 0;
   bool answered = false;
   for (const std::string& endpoint : EndpointsInOrder()) {
     curl_easy_reset(h);
-    reply.clear();
+    reply.data.clear();
     const std::string url = endpoint + path;
     SetCommonOptions(h, options_, url, payload, headers);
     curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, options_.request_timeout_ms);
@@ -349,6 +365,12 @@ StatusOr<json> EtcdCoordination::Post(const std::string& path, const json& body,
       curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &http_status);
       Prefer(endpoint);
       answered = true;
+      break;
+    }
+    if (reply.too_large) {
+      last = ResourceExhaustedError(std::string(context) + ": reply from etcd at " + endpoint +
+                                    " is larger than " + std::to_string(reply.limit) +
+                                    " bytes (EtcdOptions::max_reply_bytes); refused");
       break;
     }
     last = UnavailableError(std::string(context) + ": etcd at " + endpoint + ": " +
@@ -362,11 +384,12 @@ StatusOr<json> EtcdCoordination::Post(const std::string& path, const json& body,
   }
   if (!answered) return last;
   if (http_status != 200) {
-    return etcd::ErrorReplyToStatus(static_cast<int>(http_status), reply, context);
+    return etcd::ErrorReplyToStatus(static_cast<int>(http_status), reply.data, context);
   }
-  json j = json::parse(reply, nullptr, /*allow_exceptions=*/false);
-  if (!j.is_object()) {
-    return InternalError(std::string(context) + ": unparseable etcd reply: " + reply.substr(0, 200));
+  StatusOr<json> j = etcd::ParseReply(reply.data);
+  if (!j.ok()) {
+    return InternalError(std::string(context) +
+                         ": unparseable etcd reply: " + reply.data.substr(0, 200));
   }
   return j;
 }
@@ -377,36 +400,22 @@ StatusOr<int64_t> EtcdCoordination::Put(std::string_view key, std::string_view v
   json req = {{"key", Base64Encode(key)}, {"value", Base64Encode(value)}};
   if (lease_id != 0) req["lease"] = std::to_string(lease_id);
   CAIRN_ASSIGN_OR_RETURN(json reply, Post("/v3/kv/put", req, "etcd put"));
-  return Revision(reply);
+  return Decoded(etcd::HeaderRevision(reply), "etcd put");
 }
 
 StatusOr<KeyValue> EtcdCoordination::Get(std::string_view key) {
   CAIRN_ASSIGN_OR_RETURN(json reply, Post("/v3/kv/range", {{"key", Base64Encode(key)}},
                                           "etcd get"));
-  auto kvs = reply.find("kvs");
-  if (kvs == reply.end() || !kvs->is_array() || kvs->empty()) {
-    return NotFoundError("no key '" + std::string(key) + "'");
-  }
-  StatusOr<KeyValue> kv = etcd::DecodeKeyValue(kvs->front());
-  if (!kv.ok()) return InternalError("etcd get: " + kv.status().message());
-  return kv;
+  CAIRN_ASSIGN_OR_RETURN(RangeResult range, Decoded(etcd::DecodeRangeReply(reply), "etcd get"));
+  if (range.entries.empty()) return NotFoundError("no key '" + std::string(key) + "'");
+  return std::move(range.entries.front());
 }
 
 StatusOr<RangeResult> EtcdCoordination::GetPrefix(std::string_view prefix) {
   json req = {{"key", Base64Encode(prefix.empty() ? std::string_view("\0", 1) : prefix)},
               {"range_end", Base64Encode(etcd::PrefixRangeEnd(prefix))}};
   CAIRN_ASSIGN_OR_RETURN(json reply, Post("/v3/kv/range", req, "etcd get prefix"));
-  RangeResult result;
-  result.revision = Revision(reply);
-  auto kvs = reply.find("kvs");
-  if (kvs != reply.end() && kvs->is_array()) {
-    for (const json& item : *kvs) {
-      StatusOr<KeyValue> kv = etcd::DecodeKeyValue(item);
-      if (!kv.ok()) return InternalError("etcd get prefix: " + kv.status().message());
-      result.entries.push_back(std::move(kv).value());
-    }
-  }
-  return result;
+  return Decoded(etcd::DecodeRangeReply(reply), "etcd get prefix");
 }
 
 StatusOr<bool> EtcdCoordination::Delete(std::string_view key) {
@@ -430,12 +439,14 @@ StatusOr<int64_t> EtcdCoordination::CompareAndSwap(std::string_view key,
                                         {"mod_revision", std::to_string(expected_mod_revision)}}})},
               {"success", json::array({{{"request_put", put}}})}};
   CAIRN_ASSIGN_OR_RETURN(json reply, Post("/v3/kv/txn", req, "etcd compare-and-swap"));
-  if (!reply.value("succeeded", false)) {
+  CAIRN_ASSIGN_OR_RETURN(bool succeeded,
+                         Decoded(etcd::DecodeTxnSucceeded(reply), "etcd compare-and-swap"));
+  if (!succeeded) {
     return FailedPreconditionError("compare-and-swap on '" + std::string(key) +
                                    "': mod_revision is not " +
                                    std::to_string(expected_mod_revision));
   }
-  return Revision(reply);
+  return Decoded(etcd::HeaderRevision(reply), "etcd compare-and-swap");
 }
 
 StatusOr<int64_t> EtcdCoordination::GrantLease(std::chrono::seconds ttl) {
@@ -443,8 +454,9 @@ StatusOr<int64_t> EtcdCoordination::GrantLease(std::chrono::seconds ttl) {
   CAIRN_ASSIGN_OR_RETURN(json reply, Post("/v3/lease/grant",
                                           {{"TTL", std::to_string(ttl.count())}},
                                           "etcd lease grant"));
-  if (reply.contains("error") && reply["error"].is_string() && !reply["error"].empty()) {
-    return UnavailableError("etcd lease grant: " + reply["error"].get<std::string>());
+  if (const json* error = JsonMember(reply, "error");
+      error != nullptr && error->is_string() && !error->get_ref<const std::string&>().empty()) {
+    return UnavailableError("etcd lease grant: " + error->get<std::string>());
   }
   StatusOr<int64_t> id = Int64Field(reply, "ID");
   if (!id.ok() || *id == 0) return InternalError("etcd lease grant: reply without ID");
@@ -456,11 +468,13 @@ Status EtcdCoordination::KeepAlive(int64_t lease_id) {
   CAIRN_ASSIGN_OR_RETURN(json reply, Post("/v3/lease/keepalive",
                                           {{"ID", std::to_string(lease_id)}},
                                           "etcd lease keepalive"));
-  if (reply.contains("error")) {
-    return UnavailableError("etcd lease keepalive: " + reply["error"].dump());
+  if (const json* error = JsonMember(reply, "error")) {
+    return UnavailableError("etcd lease keepalive: " +
+                            error->dump(-1, ' ', false, json::error_handler_t::replace));
   }
-  const json& result = reply.contains("result") ? reply["result"] : reply;
-  StatusOr<int64_t> ttl = Int64Field(result, "TTL");
+  const json* result = JsonMember(reply, "result");
+  if (result == nullptr) result = &reply;
+  StatusOr<int64_t> ttl = Int64Field(*result, "TTL");
   if (!ttl.ok()) return InternalError("etcd lease keepalive: " + ttl.status().message());
   // etcd answers a keep-alive of an unknown (expired, revoked) lease with TTL 0.
   if (*ttl <= 0) return NotFoundError("lease " + std::to_string(lease_id) + " not found");

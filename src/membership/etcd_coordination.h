@@ -13,12 +13,16 @@
 // duplicate. A half-open connection (network partition without RST) is not detected; etcd's
 // process death and restarts are.
 //
+// Replies are untrusted input: one of an unexpected shape is Internal (a watch delivers it as a
+// final update), never an exception; bodies are buffered only up to the EtcdOptions caps.
+//
 // Thread-safety: thread-safe. WatchHandles must be destroyed before this object.
 #ifndef CAIRN_MEMBERSHIP_ETCD_COORDINATION_H_
 #define CAIRN_MEMBERSHIP_ETCD_COORDINATION_H_
 
 #include <atomic>
 #include <chrono>
+#include <cstddef>
 #include <memory>
 #include <string>
 #include <vector>
@@ -38,6 +42,11 @@ struct EtcdOptions {
   // Watch reconnect backoff: doubles from initial to max while etcd cannot be reached.
   std::chrono::milliseconds watch_backoff_initial{50};
   std::chrono::milliseconds watch_backoff_max{2000};
+  // Caps on what one reply may make this process buffer. A larger unary reply (a range) fails
+  // with ResourceExhausted; a longer watch-stream line (one event) ends the watch with a final
+  // ResourceExhausted update (skipping the event would leave a gap).
+  size_t max_reply_bytes = size_t{64} << 20;
+  size_t max_watch_line_bytes = size_t{16} << 20;
 };
 
 class EtcdCoordination : public Coordination {
@@ -74,9 +83,9 @@ class EtcdCoordination : public Coordination {
 
   // POSTs `body` to `path` on the first reachable endpoint; returns the parsed JSON reply of a
   // 200, or the error mapped by ErrorReplyToStatus; Unavailable if nobody answered.
+  // ResourceExhausted if the reply is larger than options_.max_reply_bytes.
   StatusOr<nlohmann::json> Post(const std::string& path, const nlohmann::json& body,
                                 std::string_view context);
-  StatusOr<int64_t> HeaderRevision(const nlohmann::json& reply);
 
   const EtcdOptions options_;
   const std::vector<std::string> endpoints_;

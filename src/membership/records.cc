@@ -3,6 +3,9 @@
 #include <chrono>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <optional>
+
+#include "membership/json_fields.h"
 
 namespace cairn::membership {
 namespace {
@@ -23,46 +26,19 @@ std::string Dump(const json& j) {
   return j.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
-StatusOr<json> ParseObject(std::string_view text, std::string_view what) {
-  json j = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return InvalidArgumentError(std::string(what) + ": not valid JSON");
-  if (!j.is_object()) return InvalidArgumentError(std::string(what) + ": not a JSON object");
-  return j;
-}
-
-// Field accessors: an absent optional field yields its default; a missing required field or a
-// present field of the wrong type is InvalidArgument naming `where`.
-const json* Find(const json& obj, const char* name) {
-  auto it = obj.find(name);
-  return it == obj.end() ? nullptr : &*it;
-}
-
+// Field readers over membership/json_fields.h: an absent optional field yields its default; a
+// missing required field or a present field of the wrong type is InvalidArgument naming `where`.
 StatusOr<std::string> StringField(const json& obj, const char* name, bool required,
                                   const std::string& where) {
-  const json* f = Find(obj, name);
-  if (f == nullptr) {
-    if (required) return InvalidArgumentError(where + ": missing field '" + name + "'");
-    return std::string();
-  }
-  if (!f->is_string()) return InvalidArgumentError(where + ": '" + name + "' is not a string");
-  return f->get<std::string>();
+  CAIRN_ASSIGN_OR_RETURN(std::optional<std::string> v, JsonString(obj, name, where));
+  if (!v && required) return InvalidArgumentError(where + ": missing field '" + name + "'");
+  return v ? std::move(*v) : std::string();
 }
 
 StatusOr<int64_t> Int64Field(const json& obj, const char* name, int64_t fallback,
                              const std::string& where) {
-  const json* f = Find(obj, name);
-  if (f == nullptr) return fallback;
-  if (f->is_number_unsigned()) {
-    const uint64_t v = f->get<uint64_t>();
-    if (v > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-      return InvalidArgumentError(where + ": '" + name + "' is out of range");
-    }
-    return static_cast<int64_t>(v);
-  }
-  if (!f->is_number_integer()) {
-    return InvalidArgumentError(where + ": '" + name + "' is not an integer");
-  }
-  return f->get<int64_t>();
+  CAIRN_ASSIGN_OR_RETURN(std::optional<int64_t> v, JsonInt64(obj, name, where));
+  return v.value_or(fallback);
 }
 
 StatusOr<MountSpec> DecodeMount(const json& m, const std::string& where) {
@@ -70,7 +46,7 @@ StatusOr<MountSpec> DecodeMount(const json& m, const std::string& where) {
   MountSpec spec;
   CAIRN_ASSIGN_OR_RETURN(spec.path, StringField(m, "path", true, where));
   CAIRN_ASSIGN_OR_RETURN(spec.uri, StringField(m, "uri", true, where));
-  if (const json* opts = Find(m, "options"); opts != nullptr) {
+  if (const json* opts = JsonMember(m, "options"); opts != nullptr) {
     if (!opts->is_object()) return InvalidArgumentError(where + ": 'options' is not an object");
     for (const auto& [name, value] : opts->items()) {
       if (!value.is_string()) {
@@ -91,10 +67,8 @@ StatusOr<MountSpec> DecodeMount(const json& m, const std::string& where) {
     return InvalidArgumentError(where + ": 'replicas' is out of range");
   }
   spec.replicas = static_cast<int>(replicas);
-  if (const json* ro = Find(m, "read_only"); ro != nullptr) {
-    if (!ro->is_boolean()) return InvalidArgumentError(where + ": 'read_only' is not a bool");
-    spec.read_only = ro->get<bool>();
-  }
+  CAIRN_ASSIGN_OR_RETURN(std::optional<bool> read_only, JsonBool(m, "read_only", where));
+  if (read_only) spec.read_only = *read_only;
   return spec;
 }
 
@@ -153,19 +127,15 @@ std::string EncodeWorkerRecord(const WorkerRecord& record) {
 
 StatusOr<WorkerRecord> DecodeWorkerRecord(std::string_view text) {
   const std::string where = "worker record";
-  CAIRN_ASSIGN_OR_RETURN(json j, ParseObject(text, where));
+  CAIRN_ASSIGN_OR_RETURN(json j, ParseJsonObject(text, where));
   WorkerRecord r;
   CAIRN_ASSIGN_OR_RETURN(r.id, StringField(j, "id", true, where));
   Status id_ok = ValidateWorkerId(r.id);
   if (!id_ok.ok()) return id_ok.WithContext(where);
   CAIRN_ASSIGN_OR_RETURN(r.address, StringField(j, "address", true, where));
   CAIRN_ASSIGN_OR_RETURN(r.metrics_address, StringField(j, "metrics_address", false, where));
-  if (const json* cap = Find(j, "capacity_bytes"); cap != nullptr) {
-    if (!cap->is_number_unsigned()) {
-      return InvalidArgumentError(where + ": 'capacity_bytes' is not a non-negative integer");
-    }
-    r.capacity_bytes = cap->get<uint64_t>();
-  }
+  CAIRN_ASSIGN_OR_RETURN(std::optional<uint64_t> capacity, JsonUint64(j, "capacity_bytes", where));
+  if (capacity) r.capacity_bytes = *capacity;
   CAIRN_ASSIGN_OR_RETURN(r.start_time_unix_ms, Int64Field(j, "start_time_unix_ms", 0, where));
   return r;
 }
@@ -187,13 +157,13 @@ std::string EncodeMountTable(const std::vector<MountSpec>& mounts) {
 }
 
 StatusOr<std::vector<MountSpec>> DecodeMountTable(std::string_view text) {
-  CAIRN_ASSIGN_OR_RETURN(json j, ParseObject(text, "mount table"));
+  CAIRN_ASSIGN_OR_RETURN(json j, ParseJsonObject(text, "mount table"));
   CAIRN_ASSIGN_OR_RETURN(int64_t version, Int64Field(j, "version", -1, "mount table"));
   if (version != kMountTableVersion) {
     return InvalidArgumentError("mount table: unsupported version " + std::to_string(version) +
                                 " (this build reads version 1)");
   }
-  const json* list = Find(j, "mounts");
+  const json* list = JsonMember(j, "mounts");
   if (list == nullptr || !list->is_array()) {
     return InvalidArgumentError("mount table: 'mounts' is missing or not an array");
   }

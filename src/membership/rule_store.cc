@@ -2,9 +2,12 @@
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <thread>
 
 #include "membership/backoff.h"
+#include "membership/json_fields.h"
+#include "membership/records.h"
 #include "mount/mount_table.h"
 
 namespace cairn::membership {
@@ -29,36 +32,54 @@ std::string EncodeRules(const std::vector<policy::PathRule>& rules) {
     if (r.quota_bytes) j["quota_bytes"] = *r.quota_bytes;
     all.push_back(std::move(j));
   }
-  return nlohmann::json{{"version", 1}, {"rules", all}}.dump();
+  // replace: dump() throws on invalid UTF-8; Edit refuses such paths before they get here.
+  return nlohmann::json{{"version", 1}, {"rules", all}}.dump(
+      -1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 StatusOr<std::vector<policy::PathRule>> DecodeRules(std::string_view text) {
-  try {
-    nlohmann::json doc = nlohmann::json::parse(text);
-    if (!doc.is_object() || !doc.contains("rules") || !doc["rules"].is_array()) {
-      return InvalidArgumentError("rules document has no \"rules\" array");
-    }
-    std::vector<policy::PathRule> out;
-    for (const nlohmann::json& j : doc["rules"]) {
-      policy::PathRule r;
-      r.path = j.at("path").get<std::string>();
-      if (j.contains("pin")) r.pin = j["pin"].get<bool>();
-      if (j.contains("priority")) {
-        CAIRN_ASSIGN_OR_RETURN(r.priority, policy::ParsePriority(j["priority"].get<std::string>()));
-      }
-      if (j.contains("ttl_ms")) r.ttl_ms = j["ttl_ms"].get<int64_t>();
-      if (j.contains("admission")) {
-        CAIRN_ASSIGN_OR_RETURN(r.admission,
-                               policy::ParseAdmission(j["admission"].get<std::string>()));
-      }
-      if (j.contains("quota_bytes")) r.quota_bytes = j["quota_bytes"].get<uint64_t>();
-      out.push_back(std::move(r));
-    }
-    CAIRN_RETURN_IF_ERROR(policy::PathRules::Create(out).status());
-    return out;
-  } catch (const std::exception& e) {
-    return InvalidArgumentError(std::string("malformed rules document: ") + e.what());
+  CAIRN_ASSIGN_OR_RETURN(nlohmann::json doc, ParseJsonObject(text, "rules document"));
+  const nlohmann::json* list = JsonMember(doc, "rules");
+  if (list == nullptr || !list->is_array()) {
+    return InvalidArgumentError("rules document has no \"rules\" array");
   }
+  std::vector<policy::PathRule> out;
+  out.reserve(list->size());
+  for (size_t i = 0; i < list->size(); ++i) {
+    const nlohmann::json& j = (*list)[i];
+    const std::string where = "rules[" + std::to_string(i) + "]";
+    if (!j.is_object()) return InvalidArgumentError(where + ": not a JSON object");
+    policy::PathRule r;
+    CAIRN_ASSIGN_OR_RETURN(std::optional<std::string> path, JsonString(j, "path", where));
+    if (!path) return InvalidArgumentError(where + ": missing field 'path'");
+    r.path = std::move(*path);
+    CAIRN_ASSIGN_OR_RETURN(r.pin, JsonBool(j, "pin", where));
+    CAIRN_ASSIGN_OR_RETURN(std::optional<std::string> priority, JsonString(j, "priority", where));
+    if (priority) {
+      StatusOr<policy::Priority> p = policy::ParsePriority(*priority);
+      if (!p.ok()) return p.status().WithContext(where);
+      r.priority = *p;
+    }
+    CAIRN_ASSIGN_OR_RETURN(r.ttl_ms, JsonInt64(j, "ttl_ms", where));
+    if (r.ttl_ms && (*r.ttl_ms < 0 || *r.ttl_ms > policy::kMaxRuleTtlMs)) {
+      return InvalidArgumentError(where + ": 'ttl_ms' must be 0 to " +
+                                  std::to_string(policy::kMaxRuleTtlMs) + " (100 years)");
+    }
+    CAIRN_ASSIGN_OR_RETURN(std::optional<std::string> admission, JsonString(j, "admission", where));
+    if (admission) {
+      StatusOr<policy::Admission> a = policy::ParseAdmission(*admission);
+      if (!a.ok()) return a.status().WithContext(where);
+      r.admission = *a;
+    }
+    CAIRN_ASSIGN_OR_RETURN(r.quota_bytes, JsonUint64(j, "quota_bytes", where));
+    if (r.quota_bytes && *r.quota_bytes > policy::kMaxRuleQuotaBytes) {
+      return InvalidArgumentError(where + ": 'quota_bytes' must be at most " +
+                                  std::to_string(policy::kMaxRuleQuotaBytes) + " (4 EiB)");
+    }
+    out.push_back(std::move(r));
+  }
+  CAIRN_RETURN_IF_ERROR(policy::PathRules::Create(out).status());
+  return out;
 }
 
 StatusOr<std::vector<policy::PathRule>> ParseRulesSnapshot(const PrefixMirror::Snapshot& snapshot) {
@@ -83,6 +104,7 @@ StatusOr<std::vector<policy::PathRule>> RuleStore::List() {
 Status RuleStore::Edit(std::string_view raw_path,
                        const std::function<Status(policy::PathRule*)>& edit) {
   CAIRN_ASSIGN_OR_RETURN(std::string path, mount::NormalizePath(raw_path));
+  if (!IsValidUtf8(path)) return InvalidArgumentError("rule path must be valid UTF-8");
   Backoff backoff(std::chrono::milliseconds(2), std::chrono::milliseconds(1000));
   for (int attempt = 1; attempt <= kEditAttempts; ++attempt) {
     int64_t mod_revision = 0;

@@ -27,7 +27,9 @@ namespace cairn::membership {
 inline constexpr std::string_view kRulesKey = "/cairn/v1/rules";
 
 std::string EncodeRules(const std::vector<policy::PathRule>& rules);
-// InvalidArgument for a malformed document.
+// InvalidArgument (naming the rule and field) for a malformed document: not JSON, a field of the
+// wrong type, a number that is not a JSON integer, a ttl_ms outside [0, policy::kMaxRuleTtlMs], a
+// quota_bytes above policy::kMaxRuleQuotaBytes, or rules PathRules::Create refuses. Never throws.
 StatusOr<std::vector<policy::PathRule>> DecodeRules(std::string_view json);
 // The rules in a mirror of kRulesKey (absent = none).
 StatusOr<std::vector<policy::PathRule>> ParseRulesSnapshot(const PrefixMirror::Snapshot& snapshot);
@@ -40,7 +42,8 @@ class RuleStore {
 
   // Changes the rule of `path` (created if missing): `edit` sets or clears fields. A rule left
   // with no field set is removed. Validates the result (policy::PathRules::Create).
-  // Errors: InvalidArgument, Unavailable (etcd), FailedPrecondition (still conflicting after
+  // Errors: InvalidArgument (also for a path that is not UTF-8: the document is JSON),
+  // Unavailable (etcd), FailedPrecondition (still conflicting after
   // many retries), Corruption (the stored document cannot be decoded).
   Status Edit(std::string_view path, const std::function<Status(policy::PathRule*)>& edit);
 

@@ -30,6 +30,9 @@ class Stream {
   virtual Status SendFile(int fd, uint64_t offset, uint64_t length) = 0;
   // Timeout for each blocking read (0 = none).
   virtual void SetReadTimeout(std::chrono::milliseconds timeout) = 0;
+  // Timeout for each blocking write or sendfile that makes no progress (0 = none): writes then
+  // fail with DeadlineExceeded, and the stream must be closed (a frame may be half sent).
+  virtual void SetWriteTimeout(std::chrono::milliseconds timeout) = 0;
   // Wakes any blocked reader/writer; later calls fail. Idempotent.
   virtual void Shutdown() = 0;
   virtual std::string PeerName() const = 0;

@@ -101,10 +101,10 @@ class TcpStream : public Stream {
   }
 
   void SetReadTimeout(std::chrono::milliseconds timeout) override {
-    timeval tv{};
-    tv.tv_sec = timeout.count() / 1000;
-    tv.tv_usec = (timeout.count() % 1000) * 1000;
-    setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    SetTimeout(SO_RCVTIMEO, timeout);
+  }
+  void SetWriteTimeout(std::chrono::milliseconds timeout) override {
+    SetTimeout(SO_SNDTIMEO, timeout);
   }
 
   void Shutdown() override {
@@ -114,6 +114,13 @@ class TcpStream : public Stream {
   std::string PeerName() const override { return peer_; }
 
  private:
+  void SetTimeout(int option, std::chrono::milliseconds timeout) {
+    timeval tv{};
+    tv.tv_sec = timeout.count() / 1000;
+    tv.tv_usec = (timeout.count() % 1000) * 1000;
+    setsockopt(fd_, SOL_SOCKET, option, &tv, sizeof(tv));
+  }
+
   int fd_;
   std::string peer_;
   std::atomic<bool> shut_{false};

@@ -1,5 +1,6 @@
 // CacheDir: cache rules. TTL expiry, re-attribution when rules change, and group quotas; the
 // admission side of quotas (evicting from an over-quota group) is in cache_dir.cc.
+#include <limits>
 #include <unordered_map>
 
 #include "pagestore/cache_dir.h"
@@ -86,7 +87,15 @@ void CacheDir::ApplyResolver(const std::vector<Attributed>& batch) {
     if (it == index_.end() || it->second.object_id != batch[i].object_id) continue;
     policy::EntryHints h = *hints[i];
     if (h.expires_at_us != 0 && it->second.cached_at_us != 0) {
-      h.expires_at_us = it->second.cached_at_us + (h.expires_at_us - resolved_at);
+      // Saturating, as the resolver does: a deadline at INT64_MAX (the resolver saturated it) on a
+      // page cached after resolved_at was read must stay far away, not wrap into the past.
+      int64_t ttl_us = 0;
+      int64_t at = 0;
+      if (__builtin_sub_overflow(h.expires_at_us, resolved_at, &ttl_us) ||
+          __builtin_add_overflow(it->second.cached_at_us, ttl_us, &at)) {
+        at = std::numeric_limits<int64_t>::max();
+      }
+      h.expires_at_us = at;
     }
     policy_->Update(batch[i].id, h);
   }

@@ -56,6 +56,12 @@ StatusOr<PathRules> PathRules::Create(std::vector<PathRule> rules) {
       return InvalidArgumentError("two rules for " + r.path);
     }
     if (r.ttl_ms && *r.ttl_ms < 0) return InvalidArgumentError("negative TTL for " + r.path);
+    if (r.ttl_ms && *r.ttl_ms > kMaxRuleTtlMs) {
+      return InvalidArgumentError("TTL of " + r.path + " is above the limit of 100 years");
+    }
+    if (r.quota_bytes && *r.quota_bytes > kMaxRuleQuotaBytes) {
+      return InvalidArgumentError("quota of " + r.path + " is above the limit of 4 EiB");
+    }
   }
   PathRules out;
   out.rules_ = std::move(rules);

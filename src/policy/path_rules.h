@@ -27,6 +27,11 @@ namespace cairn::policy {
 // kBypass: served without being cached (one-pass scans, preprocessing jobs).
 enum class Admission : uint8_t { kNormal = 0, kLow = 1, kBypass = 2 };
 
+// Upper bounds of rule values, so every use (deadline = now + ttl, per-worker quota shares) stays
+// far from int64/uint64 overflow; larger values are refused by PathRules::Create.
+inline constexpr int64_t kMaxRuleTtlMs = int64_t{100} * 365 * 24 * 3600 * 1000;  // ~100 years.
+inline constexpr uint64_t kMaxRuleQuotaBytes = uint64_t{1} << 62;                // 4 EiB.
+
 struct PathRule {
   std::string path = {};  // Normalised namespace path ("/lake/val").
   std::optional<bool> pin = {};
@@ -52,7 +57,8 @@ StatusOr<Admission> ParseAdmission(std::string_view name);  // normal | low | by
 class PathRules {
  public:
   PathRules() = default;  // No rules.
-  // InvalidArgument for a relative or unnormalised path, a duplicate path, a negative TTL.
+  // InvalidArgument for a relative or unnormalised path, a duplicate path, a TTL outside
+  // [0, kMaxRuleTtlMs] or a quota above kMaxRuleQuotaBytes.
   static StatusOr<PathRules> Create(std::vector<PathRule> rules);
 
   // The attributes of `path` (a normalised namespace path).

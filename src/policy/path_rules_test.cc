@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+
 namespace cairn::policy {
 namespace {
 
@@ -57,6 +59,16 @@ TEST(PathRulesTest, RejectsBadRules) {
   EXPECT_FALSE(PathRules::Create({{.path = "/a//b"}}).ok());
   EXPECT_FALSE(PathRules::Create({{.path = "/a"}, {.path = "/a"}}).ok());
   EXPECT_FALSE(PathRules::Create({{.path = "/a", .ttl_ms = -1}}).ok());
+}
+
+TEST(PathRulesTest, RefusesTtlsAndQuotasBeyondTheirLimits) {
+  // Beyond the limits a deadline (now + ttl) or a quota share could overflow downstream.
+  EXPECT_FALSE(PathRules::Create({{.path = "/a", .ttl_ms = kMaxRuleTtlMs + 1}}).ok());
+  EXPECT_FALSE(
+      PathRules::Create({{.path = "/a", .ttl_ms = std::numeric_limits<int64_t>::max()}}).ok());
+  EXPECT_FALSE(PathRules::Create({{.path = "/a", .quota_bytes = kMaxRuleQuotaBytes + 1}}).ok());
+  EXPECT_TRUE(PathRules::Create({{.path = "/a", .ttl_ms = kMaxRuleTtlMs}}).ok());
+  EXPECT_TRUE(PathRules::Create({{.path = "/a", .quota_bytes = kMaxRuleQuotaBytes}}).ok());
 }
 
 TEST(PathRulesTest, NamesRoundTrip) {

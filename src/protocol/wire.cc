@@ -185,6 +185,9 @@ ByteRange AlignedRange(uint32_t offset, uint32_t length, uint32_t page_length) {
 }
 
 uint32_t PageLength(uint64_t object_size, uint64_t page_index, uint32_t page_size) {
+  // Validated before the multiplication: a huge index from a peer must not wrap around to a
+  // small offset (page 2^46 of 256 KiB pages would otherwise be page 0).
+  if (page_size == 0 || page_index >= object_size / page_size + 1) return 0;
   uint64_t start = page_index * page_size;
   if (start >= object_size) return 0;
   return static_cast<uint32_t>(std::min<uint64_t>(page_size, object_size - start));

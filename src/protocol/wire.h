@@ -129,7 +129,8 @@ struct ByteRange {
 };
 ByteRange AlignedRange(uint32_t offset, uint32_t length, uint32_t page_length);
 
-// Bytes held by page `page_index` of an object of `object_size` bytes (0 past the end).
+// Bytes held by page `page_index` of an object of `object_size` bytes (0 past the end, for any
+// index: never overflows).
 uint32_t PageLength(uint64_t object_size, uint64_t page_index, uint32_t page_size);
 
 }  // namespace cairn::protocol

@@ -128,5 +128,30 @@ TEST(WireTest, AlignedRangeCoversChunks) {
   EXPECT_EQ(PageLength(3u << 20, 3, 1 << 20), 0u);
 }
 
+// Regression: page_index * page_size wrapped for huge indexes, so page 2^46 of 256 KiB pages
+// (2^46 * 2^18 = 2^64) was page 0 and served page 0's bytes under another key.
+TEST(WireTest, HugePageIndexesArePastTheEndInsteadOfWrapping) {
+  constexpr uint32_t kPage = 256u << 10;
+  EXPECT_EQ(PageLength(10u << 20, uint64_t{1} << 46, kPage), 0u);
+  EXPECT_EQ(PageLength(UINT64_MAX, uint64_t{1} << 46, kPage), 0u);
+  EXPECT_EQ(PageLength(UINT64_MAX, UINT64_MAX, kPage), 0u);
+  EXPECT_EQ(PageLength(UINT64_MAX, UINT64_MAX / kPage, kPage), UINT64_MAX % kPage);
+  EXPECT_EQ(PageLength(UINT64_MAX, UINT64_MAX / kPage - 1, kPage), kPage);
+  EXPECT_EQ(PageLength(100, 0, 0), 0u);
+
+  ReadPageRequest q;
+  q.page_size = kPage;
+  q.offset = 0;
+  q.length = 4096;
+  q.page_index = uint64_t{1} << 46;
+  q.object_size = 10u << 20;
+  q.mount = "/m";
+  q.key = "k";
+  q.version = "v";
+  auto decoded = DecodeReadPageRequest(EncodeReadPageRequest(q));
+  ASSERT_FALSE(decoded.ok());
+  EXPECT_EQ(decoded.status().code(), StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace cairn::protocol

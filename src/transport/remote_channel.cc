@@ -52,21 +52,18 @@ class RemoteChannel::Conn : public std::enable_shared_from_this<Conn> {
 
   bool dead() const { return dead_.load(); }
 
-  void Send(uint64_t id, const protocol::ReadPageRequest& request, std::span<char> dest,
-            Callback done, int64_t deadline_us) {
-    bool registered = false;
+  // Sends the request; `done` runs once with the reply or an error. Returns false (and does
+  // not call `done`) if the connection was already closed: the caller may use another one.
+  [[nodiscard]] bool Send(uint64_t id, const protocol::ReadPageRequest& request,
+                          std::span<char> dest, Callback& done, int64_t deadline_us,
+                          int64_t now_us) {
     {
       MutexLock l(&mu_);
       // Close() sets dead_ before it takes mu_ to fail pending requests, so a request either
       // sees dead_ here or is failed by Close(): none is left waiting forever.
-      if (!dead_.load()) {
-        pending_.emplace(id, Pending{dest, std::move(done), deadline_us});
-        registered = true;
-      }
-    }
-    if (!registered) {
-      done(UnavailableError("connection to " + stream_->PeerName() + " is closed"));
-      return;
+      if (dead_.load()) return false;
+      pending_.emplace(id, Pending{dest, std::move(done), deadline_us});
+      last_used_us_ = now_us;
     }
     std::string payload = protocol::EncodeReadPageRequest(request);
     std::array<char, protocol::kFrameHeaderSize> raw;
@@ -81,6 +78,21 @@ class RemoteChannel::Conn : public std::enable_shared_from_this<Conn> {
       s = stream_->WriteAll(bufs);
     }
     if (!s.ok()) Close(s);
+    return true;
+  }
+
+  // Closes the connection if nothing was sent on it since `cutoff_us` and nothing is in
+  // flight. Atomic with Send: a request either lands before (and keeps it open) or finds it
+  // closed (and opens another).
+  bool CloseIfIdle(int64_t cutoff_us) {
+    {
+      MutexLock l(&mu_);
+      if (dead_.load() || !pending_.empty() || last_used_us_ >= cutoff_us) return false;
+      dead_ = true;
+    }
+    stream_->Shutdown();
+    spdlog::debug("closing idle connection to {}", stream_->PeerName());
+    return true;
   }
 
   // Fails requests past their deadline. Returns true if any expired.
@@ -230,6 +242,7 @@ class RemoteChannel::Conn : public std::enable_shared_from_this<Conn> {
   Mutex write_mu_;
   Mutex mu_;
   std::unordered_map<uint64_t, Pending> pending_ GUARDED_BY(mu_);
+  int64_t last_used_us_ GUARDED_BY(mu_) = NowUs();
 };
 
 RemoteChannel::RemoteChannel(RemoteChannelOptions options) : options_(std::move(options)) {
@@ -323,19 +336,21 @@ void RemoteChannel::ReadPage(const protocol::ReadPageRequest& request, std::span
     done(UnavailableError("worker " + options_.address + " is suspect (recently unreachable)"));
     return;
   }
-  std::shared_ptr<Conn> conn = GetConnection();
-  if (!conn) {
-    done(UnavailableError("worker " + options_.address + " is unreachable"));
-    return;
-  }
   protocol::ReadPageRequest sent = request;
   // A caller-set deadline wins (a preload waits for a source read and a disk write); reads use
   // the channel's.
   if (sent.deadline_ms == 0) {
     sent.deadline_ms = static_cast<uint32_t>(options_.request_timeout.count());
   }
-  int64_t deadline = NowUs() + int64_t{sent.deadline_ms} * 1000;
-  conn->Send(next_id_.fetch_add(1), sent, dest, std::move(done), deadline);
+  // A connection closed a moment ago (idle, or by the worker) is replaced once.
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    std::shared_ptr<Conn> conn = GetConnection();
+    if (!conn) break;
+    int64_t now = NowUs();
+    int64_t deadline = now + int64_t{sent.deadline_ms} * 1000;
+    if (conn->Send(next_id_.fetch_add(1), sent, dest, done, deadline, now)) return;
+  }
+  done(UnavailableError("worker " + options_.address + " is unreachable"));
 }
 
 void RemoteChannel::SweepLoop() {
@@ -348,6 +363,9 @@ void RemoteChannel::SweepLoop() {
     mu_.Unlock();
     int64_t now = NowUs();
     for (auto& c : conns) {
+      if (c && options_.idle_close.count() > 0) {
+        c->CloseIfIdle(now - options_.idle_close.count() * 1000);
+      }
       if (c && c->ExpireLate(now)) {
         // A worker that lets a request pass its deadline is stalled (SIGSTOP, overload,
         // partition): stop using it for a while, and drop the connection so a reader blocked

@@ -30,6 +30,10 @@ struct RemoteChannelOptions {
   std::chrono::milliseconds request_timeout{5000};
   std::chrono::milliseconds connect_timeout{1000};
   std::chrono::milliseconds suspect_backoff{1000};
+  // A connection with nothing in flight for this long is closed by the client (and reopened
+  // on the next request). Shorter than the worker's idle timeout (5 min), so the worker never
+  // closes a connection just as a request is sent on it.
+  std::chrono::milliseconds idle_close{60000};
   // Read cached pages straight from the worker's files when it shares this machine.
   bool short_circuit = true;
 };

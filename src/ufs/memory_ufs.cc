@@ -44,7 +44,9 @@ StatusOr<ListResult> MemoryUnderStorage::List(const ListOptions& options) {
       std::string next = PrefixSuccessor(*cp);
       it = next.empty() ? objects_.end() : objects_.lower_bound(next);
     } else {
-      const auto& [key, obj] = *it;
+      const std::string& key = it->first;
+      const auto& obj = it->second;  // Not a structured binding: lambdas cannot capture those
+                                     // in C++20 as clang 14 implements it.
       v = builder.AddObject(key, [&]() -> std::optional<ObjectInfo> { return InfoOf(key, obj); });
       ++it;
     }

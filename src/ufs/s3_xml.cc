@@ -3,7 +3,7 @@
 #include <cctype>
 #include <charconv>
 #include <cstdio>
-#include <ctime>
+#include <limits>
 #include <pugixml.hpp>
 
 namespace cairn::ufs::s3 {
@@ -28,21 +28,41 @@ int Digits(std::string_view text, size_t pos, size_t width) {
   return v;
 }
 
+// Days from 1970-01-01 to year-month-day in the proleptic Gregorian calendar (H. Hinnant's
+// days_from_civil); exact for every year this file accepts, with no time_t or timegm involved.
+int64_t DaysFromCivil(int64_t year, int64_t month, int64_t day) {
+  year -= month <= 2 ? 1 : 0;
+  const int64_t era = year / 400;  // year >= 1969 here, so no negative rounding.
+  const int64_t year_of_era = year - era * 400;
+  const int64_t day_of_year = (153 * (month > 2 ? month - 3 : month + 9) + 2) / 5 + day - 1;
+  const int64_t day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
+  return era * 146097 + day_of_era - 719468;
+}
+
+int DaysInMonth(int year, int month) {
+  static constexpr int kDays[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+  const bool leap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0;
+  return month == 2 && leap ? 29 : kDays[month - 1];
+}
+
+// Every field is range-checked before any arithmetic: the result must fit int64 nanoseconds
+// (1970 to 2262-04-11T23:47:16.854775807Z), and a date a server or a fuzzer sends from outside
+// that span is an error, not an overflow.
 StatusOr<int64_t> ToEpochNanos(int year, int month, int day, int hour, int minute, int second,
                                int64_t nanos, std::string_view text) {
-  if (year < 1970 || month < 1 || month > 12 || day < 1 || day > 31 || hour > 23 || minute > 59 ||
-      second > 60) {
+  // The year bound keeps DaysFromCivil small; the exact limit is checked below.
+  if (year < 1970 || year > 2262 || month < 1 || month > 12 || day < 1 ||
+      day > DaysInMonth(year, month) || hour < 0 || hour > 23 || minute < 0 || minute > 59 ||
+      second < 0 || second > 60 || nanos < 0 || nanos >= kNanosPerSecond) {
     return InvalidArgumentError("date out of range: '" + std::string(text) + "'");
   }
-  struct tm tm = {};
-  tm.tm_year = year - 1900;
-  tm.tm_mon = month - 1;
-  tm.tm_mday = day;
-  tm.tm_hour = hour;
-  tm.tm_min = minute;
-  tm.tm_sec = second;
-  time_t t = timegm(&tm);
-  return static_cast<int64_t>(t) * kNanosPerSecond + nanos;
+  // second == 60 (a leap second) counts as the first second of the next minute, as timegm does.
+  const int64_t seconds =
+      DaysFromCivil(year, month, day) * 86400 + hour * 3600 + minute * 60 + second;
+  if (seconds > (std::numeric_limits<int64_t>::max() - nanos) / kNanosPerSecond) {
+    return InvalidArgumentError("date out of range: '" + std::string(text) + "'");
+  }
+  return seconds * kNanosPerSecond + nanos;
 }
 
 std::string ChildText(const pugi::xml_node& node, const char* name) {

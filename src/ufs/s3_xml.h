@@ -38,9 +38,12 @@ struct S3ErrorBody {
 S3ErrorBody ParseS3Error(std::string_view xml);
 
 // "Wed, 12 Oct 2009 17:50:00 GMT" (RFC 7231 IMF-fixdate) -> nanoseconds since the epoch.
+// InvalidArgument for a malformed date, a day the month does not have, or a time outside what
+// int64 nanoseconds hold (before 1970 or after 2262-04-11T23:47:16.854775807Z).
 StatusOr<int64_t> ParseHttpDate(std::string_view text);
 
 // "2009-10-12T17:50:30.000Z" (ISO 8601, UTC, optional fraction) -> nanoseconds since the epoch.
+// Errors as ParseHttpDate.
 StatusOr<int64_t> ParseIso8601(std::string_view text);
 
 // Removes a weak-validator prefix "W/" and surrounding double quotes: "\"abc\"" -> "abc".

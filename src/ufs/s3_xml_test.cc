@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+
 namespace cairn::ufs::s3 {
 namespace {
 
@@ -72,6 +74,50 @@ TEST(S3XmlTest, Dates) {
   EXPECT_EQ(*ParseIso8601("2009-10-12T17:50:30.5Z"), 1255369830LL * 1'000'000'000 + 500000000);
   EXPECT_FALSE(ParseIso8601("2009-10-12 17:50:30Z").ok());
   EXPECT_FALSE(ParseIso8601("2009-13-12T17:50:30Z").ok());
+}
+
+// Found by fuzzing: these overflowed int64 nanoseconds (undefined behaviour) instead of failing.
+TEST(S3XmlTest, DatesOutsideInt64NanosecondsAreErrors) {
+  EXPECT_EQ(ParseIso8601("4018-01-01T00:00:00Z").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ParseIso8601("9999-12-31T23:59:59.999999999Z").status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(ParseHttpDate("Fri, 31 Dec 9999 23:59:59 GMT").status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(ParseHttpDate("Mon, 01 Jan 4018 00:00:00 GMT").status().code(),
+            StatusCode::kInvalidArgument);
+  // The last representable instant parses; one nanosecond (or one second) later does not.
+  EXPECT_EQ(*ParseIso8601("2262-04-11T23:47:16.854775807Z"), std::numeric_limits<int64_t>::max());
+  EXPECT_FALSE(ParseIso8601("2262-04-11T23:47:16.854775808Z").ok());
+  EXPECT_FALSE(ParseIso8601("2262-04-11T23:47:17Z").ok());
+  EXPECT_FALSE(ParseHttpDate("Sat, 12 Apr 2262 00:00:00 GMT").ok());
+  // Before the epoch.
+  EXPECT_FALSE(ParseIso8601("1969-12-31T23:59:59.999999999Z").ok());
+  EXPECT_FALSE(ParseHttpDate("Wed, 31 Dec 1969 23:59:59 GMT").ok());
+  EXPECT_FALSE(ParseIso8601("0000-01-01T00:00:00Z").ok());
+  EXPECT_EQ(*ParseIso8601("1970-01-01T00:00:00.000000001Z"), 1);
+}
+
+TEST(S3XmlTest, DatesAreExactAcrossLeapYearsAndRejectDaysTheMonthLacks) {
+  EXPECT_EQ(*ParseIso8601("2000-02-29T00:00:00Z"), 951782400LL * 1'000'000'000);
+  EXPECT_EQ(*ParseIso8601("2024-03-01T12:00:00Z"), 1709294400LL * 1'000'000'000);
+  EXPECT_EQ(*ParseHttpDate("Sun, 06 Nov 1994 08:49:37 GMT"), 784111777LL * 1'000'000'000);
+  EXPECT_EQ(*ParseIso8601("2199-12-31T23:59:59Z"), 7258118399LL * 1'000'000'000);
+  EXPECT_FALSE(ParseIso8601("2023-02-29T00:00:00Z").ok());
+  EXPECT_FALSE(ParseIso8601("1900-02-29T00:00:00Z").ok());
+  EXPECT_FALSE(ParseIso8601("2023-04-31T00:00:00Z").ok());
+  EXPECT_FALSE(ParseIso8601("2023-04-00T00:00:00Z").ok());
+  EXPECT_FALSE(ParseIso8601("2023-04-01T24:00:00Z").ok());
+  EXPECT_FALSE(ParseIso8601("2023-04-01T23:60:00Z").ok());
+  // A leap second is the first second of the next minute, as timegm counts it.
+  EXPECT_EQ(*ParseIso8601("2016-12-31T23:59:60Z"), *ParseIso8601("2017-01-01T00:00:00Z"));
+}
+
+TEST(S3XmlTest, ListingWithAFarFutureDateIsAnError) {
+  auto page = ParseListObjectsV2(
+      "<ListBucketResult><Contents><Key>k</Key><LastModified>4018-10-12T17:50:30.000Z"
+      "</LastModified><Size>1</Size></Contents></ListBucketResult>");
+  EXPECT_EQ(page.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(page.status().message().find("'k'"), std::string::npos) << page.status().ToString();
 }
 
 TEST(S3XmlTest, StripETagQuotes) {

@@ -1,5 +1,7 @@
 #include "worker/page_rules.h"
 
+#include <limits>
+
 #include "common/checksum.h"
 
 namespace cairn::worker {
@@ -58,7 +60,16 @@ policy::EntryHints PageRules::HintsFor(std::string_view object_id) const {
   policy::ResolvedRule r = rules->Resolve(path);
   hints.pinned = r.pin;
   hints.priority = r.admission == policy::Admission::kLow ? policy::Priority::kLow : r.priority;
-  if (r.ttl_ms > 0) hints.expires_at_us = clock_->NowMicros() + r.ttl_ms * 1000;
+  if (r.ttl_ms > 0) {
+    // Saturate: a deadline past int64 is "never" in practice, and overflowing it is undefined.
+    int64_t ttl_us = 0;
+    int64_t at = 0;
+    if (__builtin_mul_overflow(r.ttl_ms, int64_t{1000}, &ttl_us) ||
+        __builtin_add_overflow(clock_->NowMicros(), ttl_us, &at)) {
+      at = std::numeric_limits<int64_t>::max();
+    }
+    hints.expires_at_us = at;
+  }
   return hints;
 }
 

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "ufs/memory_ufs.h"
 
 namespace cairn::worker {
@@ -57,6 +59,17 @@ TEST_F(PageRulesTest, RulesResolveOnTheNamespacePath) {
 
   EXPECT_EQ(rules_.AdmissionFor("/lake", "tmp/a"), policy::Admission::kBypass);
   EXPECT_EQ(rules_.AdmissionFor("/lake", "train/a"), policy::Admission::kNormal);
+}
+
+// now + ttl used to overflow int64 (undefined behaviour) for a long TTL on a late clock.
+TEST_F(PageRulesTest, ADeadlinePastInt64Saturates) {
+  FakeClock late(std::numeric_limits<int64_t>::max() - 1000);
+  PageRules rules(&late);
+  rules.SetMounts(table_);
+  auto set = policy::PathRules::Create({{.path = "/lake", .ttl_ms = policy::kMaxRuleTtlMs}});
+  ASSERT_TRUE(set.ok());
+  rules.SetRules(std::make_shared<const policy::PathRules>(*set));
+  EXPECT_EQ(rules.HintsFor(ObjectId(0, "a")).expires_at_us, std::numeric_limits<int64_t>::max());
 }
 
 }  // namespace

@@ -240,6 +240,10 @@ bool PageService::LikelyCached(const ReadPageRequest& request) {
   return store_->Contains({(*mount)->ObjectId(request.key), request.version, request.page_index});
 }
 
+bool PageService::KnowsMount(const std::string& mount_path) const {
+  return mount_table()->FindByPath(mount_path).ok();
+}
+
 void PageService::DropCachedPage(const ReadPageRequest& request) {
   std::shared_ptr<const mount::MountTable> mounts = mount_table();
   auto mount = mounts->FindByPath(request.mount);
@@ -355,7 +359,8 @@ StatusOr<PageResult> PageService::ReadPage(const ReadPageRequest& request) {
     // A replica lookup or a peer fill. A page read from the source a moment ago may still be
     // on its way to disk: serve its bytes from memory (that is what a peer fill right after the
     // read needs).
-    if (std::shared_ptr<Fetch> fetch = FinishedFetch(key.Id())) {
+    if (std::shared_ptr<Fetch> fetch = FinishedFetch({key.Id(), page_length})) {
+      CAIRN_RETURN_IF_ERROR(CheckFetchedLength(*fetch, page_length, request));
       PageResult result;
       result.source = PageSource::kCache;
       result.range = protocol::AlignedRange(request.offset, request.length, page_length);
@@ -398,9 +403,11 @@ StatusOr<PageResult> PageService::ServeFromCache(const pagestore::PageKey& key,
   auto reader = store_->Open(key);
   if (!reader.ok()) return reader.status();
   if ((*reader)->data_length() != page_length) {
-    // Same key, different length: the page was written for another object size. Never serve.
-    store_->Remove(key, pagestore::RemoveReason::kCorrupt).IgnoreError();
-    return CorruptionError("cached page length does not match the object size");
+    // Same key, different length: the request names another object size than the one the
+    // page was read with. Never serve it; the miss path asks the source which one is right
+    // (and replaces the page if the request is). Not dropped here: a peer naming a wrong size
+    // must not be able to empty the cache.
+    return FailedPreconditionError("cached page length does not match the object size");
   }
   PageResult result;
   result.source = PageSource::kCache;
@@ -413,7 +420,7 @@ StatusOr<PageResult> PageService::ServeFromCache(const pagestore::PageKey& key,
 StatusOr<std::shared_ptr<PageService::Fetch>> PageService::FetchPage(
     const mount::Mount& mount, const pagestore::PageKey& key, const ReadPageRequest& request,
     uint32_t page_length) {
-  Hash128 id = key.Id();
+  const FetchKey id{key.Id(), page_length};
   std::shared_ptr<Fetch> fetch;
   bool leader = false;
   {
@@ -429,9 +436,14 @@ StatusOr<std::shared_ptr<PageService::Fetch>> PageService::FetchPage(
   }
   if (!leader) {
     metrics_->coalesced->Increment();
-    MutexLock l(&fetch->mu);
-    fetch->cv.Wait(&fetch->mu, [&]() REQUIRES(fetch->mu) { return fetch->done; });
-    if (!fetch->status.ok()) return fetch->status;
+    {
+      MutexLock l(&fetch->mu);
+      fetch->cv.Wait(&fetch->mu, [&]() REQUIRES(fetch->mu) { return fetch->done; });
+      if (!fetch->status.ok()) return fetch->status;
+    }
+    // The leader's request may have named another object size than ours: the bytes that exist
+    // are the leader's page, checked against the source, and a range outside them is refused.
+    CAIRN_RETURN_IF_ERROR(CheckFetchedLength(*fetch, page_length, request));
     return fetch;
   }
 
@@ -446,17 +458,26 @@ StatusOr<std::shared_ptr<PageService::Fetch>> PageService::FetchPage(
     fetch->page = std::move(from_peer);
     fetch->origin = PageSource::kPeer;
   } else {
-    auto bytes = std::make_shared<PageBytes>(page_length);
+    // The object size comes from the peer. A short (last) page is read with one byte more, so
+    // the source itself confirms that the object ends where the request says: the page stored
+    // and shared with joiners always holds exactly the bytes that exist.
+    const bool last_page = page_length < request.page_size;
+    auto bytes = std::make_shared<PageBytes>(page_length, page_length + (last_page ? 1 : 0));
     metrics_->ufs_requests->Increment();
     MountMetrics* per_mount = metrics_->ForMount(mount.spec.path);
     per_mount->ufs_requests->Increment();
+    // No overflow: PageLength returned non-zero, so page_index * page_size < object_size.
     uint64_t offset = request.page_index * request.page_size;
-    auto n = mount.ufs->Read(request.key, request.version, offset, bytes->span());
+    auto n = mount.ufs->Read(request.key, request.version, offset,
+                             std::span<char>(bytes->data.get(), page_length + (last_page ? 1 : 0)));
     if (!n.ok()) {
       status = n.status();
-    } else if (*n != page_length) {
+    } else if (*n < page_length) {
       status =
           FailedPreconditionError("object " + request.key + " is shorter than its size at open");
+    } else if (*n > page_length) {
+      status = FailedPreconditionError("object " + request.key + " is longer than the size " +
+                                       std::to_string(request.object_size) + " the request named");
     }
     if (status.ok()) {
       metrics_->bytes_from_ufs->Increment(page_length);
@@ -483,12 +504,12 @@ StatusOr<std::shared_ptr<PageService::Fetch>> PageService::FetchPage(
   if (request.flags & protocol::kFlagNoCache) {
     Retire(id);
   } else if (pending_stores_.fetch_add(1) < options_.max_pending_stores) {
-    store_pool_->Submit([this, key, fetch] {
-      StoreAndRetire(key, fetch);
+    store_pool_->Submit([this, key, id, fetch] {
+      StoreAndRetire(key, id, fetch);
       pending_stores_.fetch_sub(1);
     });
   } else {
-    StoreAndRetire(key, fetch);  // Writers are behind: push back on this reader instead.
+    StoreAndRetire(key, id, fetch);  // Writers are behind: push back on this reader instead.
     pending_stores_.fetch_sub(1);
   }
   return fetch;
@@ -542,6 +563,16 @@ std::shared_ptr<PageBytes> PageService::ReadFromPeer(const ReadPageRequest& requ
   return nullptr;
 }
 
+Status PageService::CheckFetchedLength(const Fetch& fetch, uint32_t page_length,
+                                       const ReadPageRequest& request) {
+  if (fetch.page->size == page_length) return Status::Ok();
+  metrics_->errors->Increment();
+  return FailedPreconditionError(
+      "page " + std::to_string(request.page_index) + " of " + request.key + " holds " +
+      std::to_string(fetch.page->size) + " bytes, not the " + std::to_string(page_length) +
+      " that an object of " + std::to_string(request.object_size) + " bytes would have");
+}
+
 void PageService::CountHit(MountMetrics* per_mount, bool for_peer, uint64_t bytes) {
   if (for_peer) {
     metrics_->peer_serves->Increment();
@@ -554,7 +585,7 @@ void PageService::CountHit(MountMetrics* per_mount, bool for_peer, uint64_t byte
   per_mount->bytes_from_cache->Increment(bytes);
 }
 
-std::shared_ptr<PageService::Fetch> PageService::FinishedFetch(const Hash128& id) {
+std::shared_ptr<PageService::Fetch> PageService::FinishedFetch(const FetchKey& id) {
   std::shared_ptr<Fetch> fetch;
   {
     MutexLock l(&mu_);
@@ -572,17 +603,18 @@ size_t PageService::FetchesInFlight() {
   return in_flight_.size();
 }
 
-void PageService::StoreAndRetire(const pagestore::PageKey& key, std::shared_ptr<Fetch> fetch) {
+void PageService::StoreAndRetire(const pagestore::PageKey& key, const FetchKey& id,
+                                 std::shared_ptr<Fetch> fetch) {
   Status s = store_->PutWithChecksums(key, fetch->page->span(), fetch->checksums);
   if (!s.ok()) {
     metrics_->store_failures->Increment();
     spdlog::warn("caching page {} of {} failed: {}", key.page_index, key.object_id,
                  s.ToString());
   }
-  Retire(key.Id());
+  Retire(id);
 }
 
-void PageService::Retire(const Hash128& id) {
+void PageService::Retire(const FetchKey& id) {
   std::shared_ptr<Fetch> fetch;
   {
     MutexLock l(&mu_);

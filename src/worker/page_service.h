@@ -56,6 +56,8 @@ struct PageServiceOptions {
 // the under-storage read before anyone sees it.
 struct PageBytes {
   explicit PageBytes(uint32_t n) : data(new char[n]), size(n) {}
+  // `capacity` >= n bytes allocated, `size` = n (a read may probe one byte past the page).
+  PageBytes(uint32_t n, uint32_t capacity) : data(new char[capacity]), size(n) {}
   std::unique_ptr<char[]> data;
   uint32_t size;
   std::span<char> span() { return {data.get(), size}; }
@@ -115,6 +117,11 @@ class PageService {
   // serves such requests inline instead of handing them to a pool thread.
   bool LikelyCached(const protocol::ReadPageRequest& request);
 
+  // True if the current mount table has the request's mount (cheap). A request for a mount
+  // not known yet may wait for the table (options.unknown_mount_wait): the server runs those
+  // on their own threads.
+  bool KnowsMount(const std::string& mount_path) const EXCLUDES(mounts_mu_);
+
   // Drops the cached copy of the request's page after its file failed mid-read (truncated
   // under us), so the next request refetches it. Counted as a corrupt page.
   void DropCachedPage(const protocol::ReadPageRequest& request);
@@ -138,6 +145,14 @@ class PageService {
  private:
   struct Fetch;
   struct Metrics;
+  struct FetchKey {
+    Hash128 id;
+    uint32_t length = 0;
+    bool operator==(const FetchKey&) const = default;
+  };
+  struct FetchKeyHasher {
+    size_t operator()(const FetchKey& k) const { return Hash128Hasher()(k.id) ^ k.length; }
+  };
 
   StatusOr<PageResult> ServeFromCache(const pagestore::PageKey& key, uint32_t page_length,
                                       const protocol::ReadPageRequest& request);
@@ -154,11 +169,17 @@ class PageService {
                                           std::vector<uint64_t>* checksums);
   // A fetch of `id` whose source read has finished successfully (its bytes are in memory, maybe
   // still being written to the store), or null.
-  std::shared_ptr<Fetch> FinishedFetch(const Hash128& id) EXCLUDES(mu_);
+  std::shared_ptr<Fetch> FinishedFetch(const FetchKey& id) EXCLUDES(mu_);
+  // OK if the fetched page holds exactly `page_length` bytes (the length the request's object
+  // size gives); FailedPrecondition otherwise. A request's range is only ever cut from bytes
+  // that exist: a joiner naming another object size than the fetch's leader is refused.
+  Status CheckFetchedLength(const Fetch& fetch, uint32_t page_length,
+                            const protocol::ReadPageRequest& request);
   // Counts a request served without a source read: a hit, or a page sent to a peer.
   void CountHit(MountMetrics* per_mount, bool for_peer, uint64_t bytes);
-  void StoreAndRetire(const pagestore::PageKey& key, std::shared_ptr<Fetch> fetch);
-  void Retire(const Hash128& id);
+  void StoreAndRetire(const pagestore::PageKey& key, const FetchKey& id,
+                      std::shared_ptr<Fetch> fetch);
+  void Retire(const FetchKey& id);
 
   // The mount at `path` (waiting up to options_.unknown_mount_wait for it); *table keeps it alive.
   StatusOr<const mount::Mount*> FindMount(const std::string& path,
@@ -173,8 +194,12 @@ class PageService {
   std::unique_ptr<Metrics> metrics_;
 
   Mutex mu_;
-  // Pages being fetched or written, by page id.
-  std::unordered_map<Hash128, std::shared_ptr<Fetch>, Hash128Hasher> in_flight_ GUARDED_BY(mu_);
+  // Pages being fetched or written, by page id and length. The length is part of the key
+  // because it comes from the request: a request naming another object size than a fetch in
+  // flight must not join it (its range would be cut from bytes that do not exist); it runs its
+  // own fetch, which the source confirms or refutes.
+  std::unordered_map<FetchKey, std::shared_ptr<Fetch>, FetchKeyHasher> in_flight_
+      GUARDED_BY(mu_);
   std::atomic<size_t> pending_stores_{0};
   std::unique_ptr<ThreadPool> store_pool_;
 };

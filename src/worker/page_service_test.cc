@@ -8,6 +8,8 @@
 
 #include "common/checksum.h"
 #include "ufs/fault_injecting_ufs.h"
+#include "testing/gate.h"
+#include "testing/gated_ufs.h"
 #include "ufs/memory_ufs.h"
 #include "worker/local_channel.h"
 #include "worker/peer_set.h"
@@ -32,7 +34,8 @@ class PageServiceTest : public ::testing::Test {
             ::testing::UnitTest::GetInstance()->current_test_info()->name());
     std::filesystem::remove_all(dir_);
     memory_ = std::make_shared<ufs::MemoryUnderStorage>("mem://lake");
-    faults_ = std::make_shared<ufs::FaultInjectingUnderStorage>(memory_, 42);
+    gated_ = std::make_shared<testing::GatedUnderStorage>(memory_);
+    faults_ = std::make_shared<ufs::FaultInjectingUnderStorage>(gated_, 42);
     MountSpec spec;
     spec.path = "/lake";
     spec.uri = "mem://lake";
@@ -99,6 +102,7 @@ class PageServiceTest : public ::testing::Test {
 
   std::filesystem::path dir_;
   std::shared_ptr<ufs::MemoryUnderStorage> memory_;
+  std::shared_ptr<testing::GatedUnderStorage> gated_;
   std::shared_ptr<ufs::FaultInjectingUnderStorage> faults_;
   std::shared_ptr<const mount::MountTable> mounts_;
   std::unique_ptr<pagestore::PageStore> store_;
@@ -123,6 +127,82 @@ TEST_F(PageServiceTest, MissThenHitServesTheSameBytes) {
   // The short last page.
   EXPECT_EQ(ReadBytes(Request("a/b.bin", 2, 0, 1000), nullptr), data.substr(2 * kPage));
   EXPECT_EQ(service_->Stats().hits, 1u);
+}
+
+// Regression (heap over-read sent to the network): a request naming object_size=1 started the
+// fetch of a 1-byte page; a second request for the same page with the true size joined it and
+// was answered with its own, longer range cut from the 1-byte buffer.
+TEST_F(PageServiceTest, ARequestNeverJoinsAFetchForAnotherObjectSize) {
+  std::string data = RandomBytes(100000, 11);
+  memory_->Put("obj", data);
+  auto gate = std::make_shared<testing::Gate>();
+  gated_->set_gate(gate);
+  protocol::ReadPageRequest liar = Request("obj", 0, 0, 1);
+  liar.object_size = 1;
+  protocol::ReadPageRequest honest = Request("obj", 0, 0, kPage);
+  StatusOr<PageResult> lied = InternalError("not run");
+  StatusOr<PageResult> told = InternalError("not run");
+  std::thread first([&] { lied = service_->ReadPage(liar); });
+  ASSERT_TRUE(gate->WaitForArrivals(1));
+  std::thread second([&] { told = service_->ReadPage(honest); });
+  // The honest request runs its own source read instead of joining the liar's.
+  ASSERT_TRUE(gate->WaitForArrivals(2));
+  gate->Open();
+  first.join();
+  second.join();
+  ASSERT_FALSE(lied.ok());
+  EXPECT_EQ(lied.status().code(), StatusCode::kFailedPrecondition) << lied.status().ToString();
+  ASSERT_TRUE(told.ok()) << told.status().ToString();
+  ASSERT_EQ(told->range.size(), data.size());
+  std::string out(told->range.size(), '\0');
+  ASSERT_TRUE(told->CopyTo(out).ok());
+  EXPECT_EQ(out, data);
+  EXPECT_EQ(ChunkChecksums(out), told->checksums);
+}
+
+// The source, not the request, says how long a last page is: a request naming a smaller object
+// gets FailedPrecondition, nothing is cached for it, and a good cached copy is kept.
+TEST_F(PageServiceTest, AWrongObjectSizeIsRefutedByTheSourceAndDoesNotDropTheCache) {
+  std::string data = RandomBytes(kPage + 5000, 12);
+  memory_->Put("obj", data);
+  protocol::ReadPageRequest shorter = Request("obj", 1, 0, 100);
+  shorter.object_size = kPage + 4000;
+  auto refused = service_->ReadPage(shorter);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kFailedPrecondition);
+  pagestore::PageKey key{"mem://lake/obj", memory_->Stat("obj")->version, 1};
+  EXPECT_FALSE(store_->Contains(key));
+
+  EXPECT_EQ(ReadBytes(Request("obj", 1, 0, 5000), nullptr), data.substr(kPage));
+  WaitCached(key);
+  for (uint64_t size : {uint64_t{kPage} + 1, uint64_t{kPage} + 4999, uint64_t{kPage} + 6000}) {
+    protocol::ReadPageRequest wrong = Request("obj", 1, 0, 1);
+    wrong.object_size = size;
+    auto r = service_->ReadPage(wrong);
+    EXPECT_FALSE(r.ok()) << size;
+    EXPECT_TRUE(store_->Contains(key)) << size;
+  }
+  protocol::PageSource source;
+  EXPECT_EQ(ReadBytes(Request("obj", 1, 0, 5000), &source), data.substr(kPage));
+  EXPECT_EQ(source, protocol::PageSource::kCache);
+}
+
+// Regression: page_index * page_size wrapped around for huge indexes, serving page 0's bytes.
+TEST_F(PageServiceTest, HugePageIndexesAreRefusedNotWrapped) {
+  memory_->Put("obj", RandomBytes(kPage * 2, 13));
+  for (uint64_t index : {uint64_t{1} << 46, uint64_t{1} << 63, UINT64_MAX}) {
+    protocol::ReadPageRequest r = Request("obj", 0, 0, 100);
+    r.page_index = index;
+    r.object_size = UINT64_MAX;
+    auto result = service_->ReadPage(r);
+    ASSERT_FALSE(result.ok());
+    EXPECT_EQ(result.status().code(), StatusCode::kInvalidArgument);
+    r.object_size = kPage * 2;
+    result = service_->ReadPage(r);
+    ASSERT_FALSE(result.ok());
+    EXPECT_EQ(result.status().code(), StatusCode::kInvalidArgument);
+  }
+  EXPECT_EQ(store_->Stats().pages, 0u);
 }
 
 TEST_F(PageServiceTest, ConcurrentMissesCoalesceIntoOneFetch) {

@@ -3,8 +3,10 @@
 #include <spdlog/spdlog.h>
 
 #include <array>
-#include <csignal>
 #include <chrono>
+#include <csignal>
+#include <deque>
+#include <optional>
 
 #include "protocol/wire.h"
 
@@ -15,41 +17,97 @@ using protocol::MessageType;
 
 namespace {
 constexpr uint32_t kMaxRequestPayload = 64 * 1024;
+using SteadyTime = std::chrono::steady_clock::time_point;
 }  // namespace
+
+// Server-wide series; they live in the registry (the worker's, or one the server owns).
+struct WorkerServer::Counters {
+  explicit Counters(metrics::Registry* r)
+      : connections(r->AddGauge("cairn_worker_connections", "Client connections open now")),
+        accepted(r->AddCounter("cairn_worker_connections_accepted_total",
+                               "Client connections accepted")),
+        refused(r->AddCounter("cairn_worker_connections_refused_total",
+                              "Client connections refused or closed to stay under the "
+                              "connection cap")),
+        timed_out(r->AddCounter("cairn_worker_connections_timed_out_total",
+                                "Client connections closed for a send, handshake or idle "
+                                "timeout")) {}
+  std::unique_ptr<metrics::Registry> owned;
+  metrics::Gauge* connections;
+  metrics::Counter* accepted;
+  metrics::Counter* refused;
+  metrics::Counter* timed_out;
+};
+
+// One answer to one request, built by whichever thread served it and written by the reader
+// (inline hits, errors) or the connection's writer (everything from the pools).
+struct Reply {
+  uint64_t id = 0;
+  Status error;                                  // Not OK: an error reply.
+  std::optional<protocol::PageSource> control;   // Set: a control reply (no data).
+  PageResult page;                               // Otherwise: a data reply.
+  protocol::ReadPageRequest request;             // To drop a page file found truncated.
+};
 
 class WorkerServer::Connection : public std::enable_shared_from_this<Connection> {
  public:
-  Connection(std::unique_ptr<net::Stream> stream, PageService* service, ThreadPool* miss_pool)
-      : stream_(std::move(stream)), service_(service), miss_pool_(miss_pool) {}
+  Connection(uint64_t id, std::unique_ptr<net::Stream> stream, WorkerServer* server)
+      : id_(id), stream_(std::move(stream)), server_(server), service_(server->service_),
+        options_(server->options_) {}
 
   void Start() {
-    thread_ = std::thread([self = shared_from_this()] { self->ReadLoop(); });
+    stream_->SetReadTimeout(options_.handshake_timeout);
+    stream_->SetWriteTimeout(options_.send_timeout);
+    reader_ = std::thread([self = shared_from_this()] { self->ReadLoop(); });
+    writer_ = std::thread([self = shared_from_this()] { self->WriteLoop(); });
   }
-  void Shutdown() { stream_->Shutdown(); }
+  void Shutdown() EXCLUDES(mu_) {
+    stream_->Shutdown();
+    {
+      MutexLock l(&mu_);
+      closed_ = true;
+    }
+    cv_.NotifyAll();
+  }
   void Join() {
-    if (thread_.joinable()) thread_.join();
+    if (reader_.joinable()) reader_.join();
+    if (writer_.joinable()) writer_.join();
   }
-  bool finished() const { return finished_.load(); }
+  bool finished() const { return reader_done_.load() && writer_done_.load(); }
+  bool closed() EXCLUDES(mu_) {
+    MutexLock l(&mu_);
+    return closed_;
+  }
+  // True once the client sent a first complete request frame.
+  bool greeted() const { return greeted_.load(); }
 
  private:
   void ReadLoop() {
     std::string peer = stream_->PeerName();
     Status s = Serve();
-    if (s.code() != StatusCode::kUnavailable) {
+    if (s.code() == StatusCode::kDeadlineExceeded) {
+      server_->counters_->timed_out->Increment();
+      spdlog::info("closing connection from {}: {}", peer, s.ToString());
+    } else if (s.code() != StatusCode::kUnavailable) {
       spdlog::warn("closing connection from {}: {}", peer, s.ToString());
     } else {
       spdlog::debug("connection from {} ended: {}", peer, s.ToString());
     }
-    stream_->Shutdown();
-    finished_ = true;
+    Shutdown();
+    reader_done_ = true;
   }
 
   Status Serve() {
     std::array<char, protocol::kFrameHeaderSize> raw;
     std::string payload;
     while (true) {
-      CAIRN_RETURN_IF_ERROR(stream_->ReadFull(raw));
-      auto received = std::chrono::steady_clock::now();
+      CAIRN_RETURN_IF_ERROR(WaitForRoom());
+      Status header_read = stream_->ReadFull(raw);
+      if (header_read.code() == StatusCode::kDeadlineExceeded) {
+        return DeadlineExceededError(greeted() ? "idle for too long" : "no request in time");
+      }
+      CAIRN_RETURN_IF_ERROR(header_read);
+      SteadyTime received = std::chrono::steady_clock::now();
       CAIRN_ASSIGN_OR_RETURN(FrameHeader header, protocol::DecodeFrameHeader(raw));
       if (header.payload_length > kMaxRequestPayload) {
         return CorruptionError("request payload too large: " +
@@ -58,6 +116,7 @@ class WorkerServer::Connection : public std::enable_shared_from_this<Connection>
       payload.resize(header.payload_length);
       Status r = stream_->ReadFull(payload);
       if (!r.ok()) return CorruptionError("truncated frame: " + r.message());
+      if (!greeted_.exchange(true)) stream_->SetReadTimeout(options_.idle_timeout);
       switch (header.type) {
         case MessageType::kHello: {
           protocol::HelloReply hello;
@@ -81,69 +140,155 @@ class WorkerServer::Connection : public std::enable_shared_from_this<Connection>
     }
   }
 
-  Status Dispatch(uint64_t id, const std::string& payload,
-                  std::chrono::steady_clock::time_point received) {
+  // Blocks the reader while the connection has its maximum of requests outstanding.
+  Status WaitForRoom() EXCLUDES(mu_) {
+    MutexLock l(&mu_);
+    cv_.Wait(&mu_, [this]() REQUIRES(mu_) {
+      return closed_ || outstanding_ < options_.max_outstanding_per_connection;
+    });
+    if (closed_) return UnavailableError("connection closed");
+    return Status::Ok();
+  }
+
+  Status Dispatch(uint64_t id, const std::string& payload, SteadyTime received) {
     auto request = protocol::DecodeReadPageRequest(payload);
     if (!request.ok()) {
       if (request.status().code() == StatusCode::kCorruption) return request.status();
-      return SendError(id, request.status());
+      Reply reply;
+      reply.id = id;
+      reply.error = request.status();
+      return Write(reply);
     }
-    if (service_->LikelyCached(*request)) return Handle(id, *request, received);
-    miss_pool_->Submit([self = shared_from_this(), id, req = std::move(request).value(),
-                        received] {
-      Status s = self->Handle(id, req, received);
-      if (!s.ok()) self->stream_->Shutdown();  // The reader thread then sees the close.
+    if (service_->LikelyCached(*request)) return Write(Handle(id, *request, received));
+    FairPool* pool = service_->KnowsMount(request->mount) ? server_->miss_pool_.get()
+                                                          : server_->mount_wait_pool_.get();
+    {
+      MutexLock l(&mu_);
+      ++outstanding_;
+    }
+    pool->Submit(id_, [self = shared_from_this(), id, req = std::move(request).value(),
+                       received] {
+      // A closed connection's queued requests are dropped, not served (and a stopping server
+      // does not wait for their source reads).
+      self->Enqueue(self->closed() ? Reply{} : self->Handle(id, req, received));
     });
     return Status::Ok();
   }
 
-  Status Handle(uint64_t id, const protocol::ReadPageRequest& request,
-                std::chrono::steady_clock::time_point received) {
-    if (request.deadline_ms > 0 &&
-        std::chrono::steady_clock::now() - received >
-            std::chrono::milliseconds(request.deadline_ms)) {
-      return SendError(id, DeadlineExceededError("request expired in the worker queue"));
+  Reply Handle(uint64_t id, const protocol::ReadPageRequest& request, SteadyTime received) {
+    Reply reply;
+    reply.id = id;
+    if (request.deadline_ms > 0 && std::chrono::steady_clock::now() - received >
+                                       std::chrono::milliseconds(request.deadline_ms)) {
+      reply.error = DeadlineExceededError("request expired in the worker queue");
+      return reply;
     }
     if (request.flags & protocol::kControlFlags) {
       auto source = service_->ControlPage(request);
-      if (!source.ok()) return SendError(id, source.status());
-      protocol::ReadPageReplyHeader control;
-      control.source = *source;
-      return Send(MessageType::kReadPageReply, id, protocol::EncodeReadPageReplyHeader(control));
+      if (!source.ok()) {
+        reply.error = source.status();
+      } else {
+        reply.control = *source;
+      }
+      return reply;
     }
     auto result = service_->ReadPage(request);
-    if (!result.ok()) return SendError(id, result.status());
-    protocol::ReadPageReplyHeader reply;
-    reply.source = result->source;
-    reply.data_offset = result->range.begin;
-    reply.data_length = result->range.size();
-    reply.checksums = result->checksums;
-    std::string meta = protocol::EncodeReadPageReplyHeader(reply);
-    FrameHeader header{MessageType::kReadPageReply, 0, id,
-                       static_cast<uint32_t>(meta.size() + reply.data_length)};
+    if (!result.ok()) {
+      reply.error = result.status();
+      return reply;
+    }
+    reply.page = std::move(result).value();
+    if (reply.page.reader) reply.request = request;
+    return reply;
+  }
+
+  // From a pool thread: hands the reply to the writer (never blocks on the socket).
+  void Enqueue(Reply reply) EXCLUDES(mu_) {
+    {
+      MutexLock l(&mu_);
+      if (closed_) {
+        --outstanding_;
+        return;
+      }
+      outbox_.push_back(std::move(reply));
+    }
+    cv_.NotifyAll();
+  }
+
+  void WriteLoop() {
+    while (true) {
+      Reply reply;
+      {
+        MutexLock l(&mu_);
+        cv_.Wait(&mu_, [this]() REQUIRES(mu_) { return closed_ || !outbox_.empty(); });
+        if (closed_) break;
+        reply = std::move(outbox_.front());
+        outbox_.pop_front();
+      }
+      Status s = Write(reply);
+      {
+        MutexLock l(&mu_);
+        --outstanding_;
+      }
+      cv_.NotifyAll();
+      if (!s.ok()) {
+        if (s.code() == StatusCode::kDeadlineExceeded) {
+          server_->counters_->timed_out->Increment();
+          spdlog::info("closing connection from {}: it stopped reading its replies ({})",
+                       stream_->PeerName(), s.ToString());
+        }
+        Shutdown();
+        break;
+      }
+    }
+    {
+      MutexLock l(&mu_);
+      outstanding_ -= static_cast<int>(outbox_.size());
+      outbox_.clear();  // Releases the pages the dropped replies held.
+    }
+    writer_done_ = true;
+  }
+
+  Status Write(const Reply& reply) {
+    if (!reply.error.ok()) return SendError(reply.id, reply.error);
+    if (reply.control) {
+      protocol::ReadPageReplyHeader control;
+      control.source = *reply.control;
+      return Send(MessageType::kReadPageReply, reply.id,
+                  protocol::EncodeReadPageReplyHeader(control));
+    }
+    const PageResult& result = reply.page;
+    protocol::ReadPageReplyHeader header;
+    header.source = result.source;
+    header.data_offset = result.range.begin;
+    header.data_length = result.range.size();
+    header.checksums = result.checksums;
+    std::string meta = protocol::EncodeReadPageReplyHeader(header);
+    FrameHeader frame{MessageType::kReadPageReply, 0, reply.id,
+                      static_cast<uint32_t>(meta.size() + header.data_length)};
     std::array<char, protocol::kFrameHeaderSize> raw;
-    protocol::EncodeFrameHeader(header, raw.data());
+    protocol::EncodeFrameHeader(frame, raw.data());
 
     MutexLock l(&write_mu_);
-    if (result->reader && result->reader->native_fd() >= 0) {
+    if (result.reader && result.reader->native_fd() >= 0) {
       std::array<std::span<const char>, 2> bufs{std::span<const char>(raw),
                                                 std::span<const char>(meta)};
       CAIRN_RETURN_IF_ERROR(stream_->WriteAll(bufs));
       // A page file truncated after Open makes sendfile come up short: the frame is then
       // incomplete, so the connection must close (the client retries elsewhere).
-      Status sent = stream_->SendFile(result->reader->native_fd(),
-                                      result->reader->data_file_offset() + result->range.begin,
-                                      result->range.size());
-      if (sent.code() == StatusCode::kIoError) service_->DropCachedPage(request);
+      Status sent = stream_->SendFile(result.reader->native_fd(),
+                                      result.reader->data_file_offset() + result.range.begin,
+                                      result.range.size());
+      if (sent.code() == StatusCode::kIoError) service_->DropCachedPage(reply.request);
       return sent;
     }
     std::span<const char> data;
     std::string copy;
-    if (result->page) {
-      data = result->page->span().subspan(result->range.begin, result->range.size());
-    } else {
-      copy.resize(result->range.size());
-      CAIRN_RETURN_IF_ERROR(result->CopyTo(copy));
+    if (result.page) {
+      data = result.page->span().subspan(result.range.begin, result.range.size());
+    } else if (result.range.size() > 0) {
+      copy.resize(result.range.size());
+      CAIRN_RETURN_IF_ERROR(result.CopyTo(copy));
       data = copy;
     }
     std::array<std::span<const char>, 3> bufs{std::span<const char>(raw),
@@ -168,32 +313,58 @@ class WorkerServer::Connection : public std::enable_shared_from_this<Connection>
     return stream_->WriteAll(bufs);
   }
 
+  const uint64_t id_;  // The fair pools' source id.
   std::unique_ptr<net::Stream> stream_;
-  PageService* service_;
-  ThreadPool* miss_pool_;
+  WorkerServer* const server_;
+  PageService* const service_;
+  const ServerOptions& options_;
   Mutex write_mu_;  // Serialises whole replies on the stream.
-  std::thread thread_;
-  std::atomic<bool> finished_{false};
+  Mutex mu_;
+  CondVar cv_;  // outstanding_, outbox_ or closed_ changed.
+  // Requests handed to a pool whose reply has not been written (or dropped) yet.
+  int outstanding_ GUARDED_BY(mu_) = 0;
+  std::deque<Reply> outbox_ GUARDED_BY(mu_);
+  bool closed_ GUARDED_BY(mu_) = false;
+  std::atomic<bool> greeted_{false};
+  std::atomic<bool> reader_done_{false};
+  std::atomic<bool> writer_done_{false};
+  std::thread reader_;
+  std::thread writer_;
 };
 
 StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(PageService* service,
                                                             const ServerOptions& options) {
+  if (options.miss_threads < 1 || options.mount_wait_threads < 1 ||
+      options.max_connections < 1 || options.max_outstanding_per_connection < 1) {
+    return InvalidArgumentError("server thread, connection and request limits must be >= 1");
+  }
   // sendfile() has no MSG_NOSIGNAL: a client that hangs up mid-reply would raise SIGPIPE and
   // kill the whole worker. Closed connections are reported as EPIPE errors instead.
   signal(SIGPIPE, SIG_IGN);
   auto listener = net::Listener::Bind(options.host, options.port);
   if (!listener.ok()) return listener.status();
   std::unique_ptr<WorkerServer> server(
-      new WorkerServer(service, std::move(listener).value(), options.miss_threads));
+      new WorkerServer(service, std::move(listener).value(), options));
   server->accept_thread_ = std::thread([s = server.get()] { s->AcceptLoop(); });
   return server;
 }
 
 WorkerServer::WorkerServer(PageService* service, std::unique_ptr<net::Listener> listener,
-                           int miss_threads)
+                           const ServerOptions& options)
     : service_(service),
+      options_(options),
       listener_(std::move(listener)),
-      miss_pool_(std::make_unique<ThreadPool>(miss_threads, "miss")) {}
+      miss_pool_(std::make_unique<FairPool>(options.miss_threads, "miss")),
+      mount_wait_pool_(std::make_unique<FairPool>(options.mount_wait_threads, "mount-wait")) {
+  std::unique_ptr<metrics::Registry> owned;
+  metrics::Registry* registry = options.registry;
+  if (registry == nullptr) {
+    owned = std::make_unique<metrics::Registry>();
+    registry = owned.get();
+  }
+  counters_ = std::make_unique<Counters>(registry);
+  counters_->owned = std::move(owned);
+}
 
 WorkerServer::~WorkerServer() { Stop(); }
 
@@ -206,17 +377,39 @@ void WorkerServer::AcceptLoop() {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
       continue;
     }
-    auto conn = std::make_shared<Connection>(std::move(stream).value(), service_,
-                                             miss_pool_.get());
-    MutexLock l(&mu_);
-    if (stopping_.load()) {
-      conn->Shutdown();
-      return;
-    }
-    ReapFinished();
-    connections_.push_back(conn);
-    conn->Start();
+    Admit(std::move(stream).value());
   }
+}
+
+void WorkerServer::Admit(std::unique_ptr<net::Stream> stream) {
+  MutexLock l(&mu_);
+  if (stopping_.load()) return;
+  ReapFinished();
+  size_t live = 0;
+  for (const auto& c : connections_) live += c->closed() ? 0 : 1;
+  if (live >= static_cast<size_t>(options_.max_connections)) {
+    // Full. A connection that has not sent a request yet costs the most and is worth the
+    // least (a port scan, a stalled handshake, or a silent flood): the oldest one goes.
+    std::shared_ptr<Connection> silent;
+    for (const auto& c : connections_) {
+      if (!c->greeted() && !c->closed()) {
+        silent = c;
+        break;
+      }
+    }
+    counters_->refused->Increment();
+    if (silent == nullptr) {
+      spdlog::warn("refusing a connection from {}: {} connections open (the cap)",
+                   stream->PeerName(), live);
+      return;  // The stream closes here.
+    }
+    silent->Shutdown();
+  }
+  auto conn = std::make_shared<Connection>(next_connection_id_.fetch_add(1), std::move(stream),
+                                           this);
+  connections_.push_back(conn);
+  counters_->accepted->Increment();
+  conn->Start();
 }
 
 void WorkerServer::ReapFinished() {
@@ -228,6 +421,20 @@ void WorkerServer::ReapFinished() {
       ++it;
     }
   }
+  counters_->connections->Set(static_cast<double>(connections_.size()));
+}
+
+ServerStats WorkerServer::Stats() {
+  ServerStats s;
+  {
+    MutexLock l(&mu_);
+    for (const auto& c : connections_) s.connections += c->closed() ? 0 : 1;
+  }
+  s.accepted = counters_->accepted->value();
+  s.refused = counters_->refused->value();
+  s.timed_out = counters_->timed_out->value();
+  s.queued_requests = miss_pool_->QueueLength() + mount_wait_pool_->QueueLength();
+  return s;
 }
 
 void WorkerServer::Stop() {
@@ -241,7 +448,9 @@ void WorkerServer::Stop() {
   }
   for (auto& c : conns) c->Shutdown();
   for (auto& c : conns) c->Join();
-  miss_pool_.reset();  // Drains queued misses (their writes fail fast on closed streams).
+  // Drain queued misses (their replies are dropped: the connections are closed).
+  miss_pool_.reset();
+  mount_wait_pool_.reset();
 }
 
 }  // namespace cairn::worker

@@ -1,24 +1,42 @@
 // WorkerServer: serves the Cairn worker protocol (docs/protocol.md) over TCP.
 //
-// One reader thread per connection decodes frames; requests for cached pages are answered inline
-// (microseconds), misses go to a thread pool so one slow UFS fetch does not hold up the
-// pipelined requests behind it. Replies may leave in a different order than requests arrived
-// (they carry the request id). Cached bytes leave through sendfile from the page file.
+// I/O model (docs/protocol.md "Server limits"): each connection has a reader thread and a
+// writer thread. The reader decodes frames and answers requests for cached pages inline
+// (microseconds; the bytes leave through sendfile from the page file). Everything else (misses,
+// loads, peer fills) goes to a pool of miss threads shared by all connections and scheduled
+// fairly (connections take turns), and its reply is queued for the connection's writer, so a
+// miss thread never blocks on a client's socket. Replies may leave in any order (they carry the
+// request id).
+//
+// Limits that keep one client from hurting the others:
+// - a connection has at most `max_outstanding_per_connection` requests accepted but not yet
+//   answered; at that bound its reader stops reading (TCP pushes back on the client), so queues
+//   and the memory held by queued replies are bounded;
+// - a reply that makes no progress for `send_timeout` (the client stopped reading) closes the
+//   connection;
+// - a connection that sends no request within `handshake_timeout`, or none for
+//   `idle_timeout`, is closed (clients reconnect when they need to);
+// - at most `max_connections` connections: past it, the oldest connection that has not sent a
+//   request yet is closed to make room, and if there is none the new one is refused;
+// - a request naming a mount this worker does not know yet (it may wait for the mount table)
+//   waits on its own small pool, never on a miss thread.
 // A malformed or truncated frame closes its connection with a logged reason; nothing else is
 // affected.
 //
-// Thread-safety: Start/Stop from one thread; everything else is internal.
+// Thread-safety: Start/Stop from one thread; Stats from any thread.
 #ifndef CAIRN_WORKER_SERVER_H_
 #define CAIRN_WORKER_SERVER_H_
 
 #include <atomic>
+#include <chrono>
 #include <list>
 #include <memory>
 #include <string>
 #include <thread>
 
+#include "common/fair_pool.h"
 #include "common/thread_annotations.h"
-#include "common/thread_pool.h"
+#include "metrics/registry.h"
 #include "net/stream.h"
 #include "worker/page_service.h"
 
@@ -28,6 +46,22 @@ struct ServerOptions {
   std::string host = "0.0.0.0";
   uint16_t port = 7070;  // 0 = ephemeral (tests).
   int miss_threads = 32;  // Concurrent UFS fetches across all connections.
+  int mount_wait_threads = 4;  // Requests waiting for a mount this worker has not seen yet.
+  int max_connections = 1024;
+  int max_outstanding_per_connection = 64;
+  std::chrono::milliseconds send_timeout{10000};
+  std::chrono::milliseconds handshake_timeout{10000};
+  std::chrono::milliseconds idle_timeout{300000};
+  // Server metrics (connections, refusals, timeouts) go here when set. Not owned.
+  metrics::Registry* registry = nullptr;
+};
+
+struct ServerStats {
+  uint64_t connections = 0;           // Open now.
+  uint64_t accepted = 0;              // Since start.
+  uint64_t refused = 0;               // Over the connection cap.
+  uint64_t timed_out = 0;             // Closed for a send, handshake or idle timeout.
+  uint64_t queued_requests = 0;       // Waiting for a miss or mount-wait thread now.
 };
 
 class WorkerServer {
@@ -39,17 +73,25 @@ class WorkerServer {
   uint16_t port() const { return listener_->port(); }
   // Stops accepting, closes every connection and joins all threads. Idempotent.
   void Stop();
+  ServerStats Stats() EXCLUDES(mu_);
 
  private:
   class Connection;
-  WorkerServer(PageService* service, std::unique_ptr<net::Listener> listener, int miss_threads);
+  struct Counters;
+  WorkerServer(PageService* service, std::unique_ptr<net::Listener> listener,
+               const ServerOptions& options);
   void AcceptLoop();
+  void Admit(std::unique_ptr<net::Stream> stream) EXCLUDES(mu_);
   void ReapFinished() REQUIRES(mu_);
 
   PageService* service_;
+  const ServerOptions options_;
   std::unique_ptr<net::Listener> listener_;
-  std::unique_ptr<ThreadPool> miss_pool_;
+  std::unique_ptr<Counters> counters_;
+  std::unique_ptr<FairPool> miss_pool_;
+  std::unique_ptr<FairPool> mount_wait_pool_;
   std::atomic<bool> stopping_{false};
+  std::atomic<uint64_t> next_connection_id_{1};
   std::thread accept_thread_;
   Mutex mu_;
   std::list<std::shared_ptr<Connection>> connections_ GUARDED_BY(mu_);

@@ -148,6 +148,7 @@ Status Worker::Init(WorkerOptions options) {
     ServerOptions sv;
     sv.host = listen_host;
     sv.port = listen_port;
+    sv.registry = registry_.get();
     CAIRN_ASSIGN_OR_RETURN(server_, WorkerServer::Start(service_.get(), sv));
   }
   if (!cfg.metrics_listen.empty()) {

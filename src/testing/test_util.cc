@@ -1,0 +1,37 @@
+#include "testing/test_util.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <random>
+
+namespace cairn::testing {
+
+std::string RandomBytes(size_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::string s(n, '\0');
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t v = rng();
+    std::memcpy(s.data() + i, &v, 8);
+  }
+  for (; i < n; ++i) s[i] = static_cast<char>(rng());
+  return s;
+}
+
+TempDir::TempDir(std::string_view tag) {
+  static std::atomic<int> counter{0};
+  std::string name = "cairn-" + std::string(tag) + "-" + std::to_string(::getpid()) + "-" +
+                     std::to_string(counter.fetch_add(1));
+  path_ = std::filesystem::temp_directory_path() / name;
+  std::filesystem::remove_all(path_);
+  std::filesystem::create_directories(path_);
+}
+
+TempDir::~TempDir() {
+  std::error_code ignored;
+  std::filesystem::remove_all(path_, ignored);
+}
+
+}  // namespace cairn::testing

@@ -1,0 +1,33 @@
+// Small helpers shared by the unit tests of every module (instead of a copy in each).
+// Thread-safety: RandomBytes is pure; a TempDir belongs to one test.
+#ifndef CAIRN_TESTING_TEST_UTIL_H_
+#define CAIRN_TESTING_TEST_UTIL_H_
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <string_view>
+
+namespace cairn::testing {
+
+// `n` pseudo-random bytes, the same for the same seed.
+std::string RandomBytes(size_t n, uint64_t seed);
+
+// A fresh, empty folder under the system temp folder named after the running test and the
+// process, removed with everything in it when the object goes.
+class TempDir {
+ public:
+  explicit TempDir(std::string_view tag = "t");
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::filesystem::path& path() const { return path_; }
+  std::string str() const { return path_.string(); }
+
+ private:
+  std::filesystem::path path_;
+};
+
+}  // namespace cairn::testing
+
+#endif  // CAIRN_TESTING_TEST_UTIL_H_

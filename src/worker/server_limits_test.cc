@@ -1,0 +1,372 @@
+// The server's defences against clients that misbehave (docs/protocol.md "Server limits"): each
+// test has one client do something that used to stall or exhaust the worker, and checks that
+// another client is still served.
+#include <dirent.h>
+#include <gtest/gtest.h>
+
+#include <array>
+#include <chrono>
+#include <future>
+#include <thread>
+
+#include "common/checksum.h"
+#include "testing/gate.h"
+#include "testing/gated_ufs.h"
+#include "testing/test_util.h"
+#include "transport/remote_channel.h"
+#include "ufs/memory_ufs.h"
+#include "worker/server.h"
+
+namespace cairn::worker {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+constexpr uint32_t kPage = 256 << 10;
+constexpr int kPages = 200;
+
+size_t ThreadsInProcess() {
+  size_t n = 0;
+  DIR* d = opendir("/proc/self/task");
+  if (d == nullptr) return 0;
+  while (dirent* e = readdir(d)) n += e->d_name[0] != '.';
+  closedir(d);
+  return n;
+}
+
+class ServerLimitsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    memory_ = std::make_shared<ufs::MemoryUnderStorage>("mem://lake");
+    data_ = testing::RandomBytes(size_t{kPage} * kPages, 7);
+    memory_->Put("big", data_);
+    memory_->Put("other", testing::RandomBytes(kPage, 8));
+    gated_ = std::make_shared<testing::GatedUnderStorage>(memory_);
+    MountSpec spec;
+    spec.path = "/lake";
+    spec.uri = "mem://lake";
+    auto mounts = mount::MountTable::CreateWith({spec}, {gated_});
+    ASSERT_TRUE(mounts.ok());
+    pagestore::PageStoreOptions so;
+    so.dirs.push_back({dir_.str(), 256ull << 20});
+    so.page_size = kPage;
+    store_ = std::move(pagestore::PageStore::Create(so)).value();
+    PageServiceOptions po;
+    po.page_size = kPage;
+    po.unknown_mount_wait = seconds(2);
+    service_ = std::make_unique<PageService>(*mounts, store_.get(), &registry_, po);
+    options_.host = "127.0.0.1";
+    options_.port = 0;
+    options_.miss_threads = 4;
+  }
+  void TearDown() override {
+    if (gate_) gate_->Open();
+    server_.reset();
+    service_.reset();
+  }
+
+  void StartServer() {
+    auto s = WorkerServer::Start(service_.get(), options_);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    server_ = std::move(s).value();
+  }
+
+  void HoldSourceReads() {
+    gate_ = std::make_shared<testing::Gate>();
+    gated_->set_gate(gate_);
+  }
+
+  std::unique_ptr<net::Stream> Connect() {
+    auto s = net::ConnectTcp("127.0.0.1:" + std::to_string(server_->port()), seconds(2));
+    EXPECT_TRUE(s.ok()) << s.status().ToString();
+    if (!s.ok()) return nullptr;
+    (*s)->SetReadTimeout(seconds(10));
+    return std::move(s).value();
+  }
+
+  static Status SendFrame(net::Stream* s, protocol::MessageType type, uint64_t id,
+                          const std::string& payload) {
+    std::array<char, protocol::kFrameHeaderSize> raw;
+    protocol::EncodeFrameHeader({type, 0, id, static_cast<uint32_t>(payload.size())},
+                                raw.data());
+    std::array<std::span<const char>, 2> bufs{std::span<const char>(raw),
+                                              std::span<const char>(payload)};
+    return s->WriteAll(bufs);
+  }
+
+  protocol::ReadPageRequest Request(const std::string& key, uint64_t page, uint32_t length,
+                                    const std::string& mount = "/lake") {
+    auto info = memory_->Stat(key);
+    protocol::ReadPageRequest r;
+    r.page_size = kPage;
+    r.mount = mount;
+    r.key = key;
+    r.version = info.ok() ? info->version : "v";
+    r.object_size = info.ok() ? info->size : kPage;
+    r.page_index = page;
+    r.offset = 0;
+    r.length = length;
+    return r;
+  }
+
+  struct Answer {
+    uint64_t id = 0;
+    protocol::ReadPageReplyHeader meta;
+    std::string data;
+  };
+  static StatusOr<Answer> ReadReply(net::Stream* s) {
+    std::array<char, protocol::kFrameHeaderSize> raw;
+    CAIRN_RETURN_IF_ERROR(s->ReadFull(raw));
+    CAIRN_ASSIGN_OR_RETURN(protocol::FrameHeader h, protocol::DecodeFrameHeader(raw));
+    std::string payload(h.payload_length, '\0');
+    CAIRN_RETURN_IF_ERROR(s->ReadFull(payload));
+    size_t consumed = 0;
+    Answer a;
+    a.id = h.request_id;
+    CAIRN_ASSIGN_OR_RETURN(a.meta, protocol::DecodeReadPageReplyHeader(payload, &consumed));
+    a.data = payload.substr(consumed);
+    return a;
+  }
+
+  // One read on a fresh connection; the elapsed time through `took`.
+  StatusOr<Answer> ReadOnce(const protocol::ReadPageRequest& r, milliseconds* took = nullptr) {
+    auto start = std::chrono::steady_clock::now();
+    auto s = Connect();
+    if (s == nullptr) return UnavailableError("no connection");
+    CAIRN_RETURN_IF_ERROR(
+        SendFrame(s.get(), protocol::MessageType::kReadPage, 1, EncodeReadPageRequest(r)));
+    auto answer = ReadReply(s.get());
+    if (took) {
+      *took = std::chrono::duration_cast<milliseconds>(std::chrono::steady_clock::now() - start);
+    }
+    return answer;
+  }
+
+  // True once `s` is closed by the server (reads EOF), within `limit`.
+  static bool ClosedWithin(net::Stream* s, milliseconds limit) {
+    s->SetReadTimeout(limit);
+    std::array<char, 1> byte;
+    return s->ReadFull(byte).code() == StatusCode::kUnavailable;
+  }
+
+  testing::TempDir dir_{"srv-limits"};
+  std::shared_ptr<ufs::MemoryUnderStorage> memory_;
+  std::shared_ptr<testing::GatedUnderStorage> gated_;
+  std::shared_ptr<testing::Gate> gate_;
+  std::string data_;
+  std::unique_ptr<pagestore::PageStore> store_;
+  metrics::Registry registry_;
+  std::unique_ptr<PageService> service_;
+  ServerOptions options_;
+  std::unique_ptr<WorkerServer> server_;
+};
+
+// Regression: a client that pipelined 200 misses and never read its replies blocked every
+// miss thread in a socket write, so another client's miss got no answer.
+TEST_F(ServerLimitsTest, AClientThatDoesNotReadItsRepliesDoesNotStallOthers) {
+  options_.send_timeout = seconds(30);  // Longer than the test: only the design can save B.
+  StartServer();
+  auto a = Connect();
+  for (int i = 0; i < kPages; ++i) {
+    ASSERT_TRUE(SendFrame(a.get(), protocol::MessageType::kReadPage, i + 1,
+                          EncodeReadPageRequest(Request("big", i, kPage)))
+                    .ok());
+  }
+  // Let A's replies fill every socket buffer between the worker and A.
+  std::this_thread::sleep_for(milliseconds(500));
+  milliseconds took{};
+  auto b = ReadOnce(Request("other", 0, kPage), &took);
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  EXPECT_EQ(b->meta.status, StatusCode::kOk);
+  EXPECT_EQ(b->data.size(), kPage);
+  EXPECT_LT(took, seconds(3));
+}
+
+TEST_F(ServerLimitsTest, AClientThatStopsReadingIsDisconnectedAfterTheSendTimeout) {
+  options_.send_timeout = milliseconds(300);
+  StartServer();
+  auto a = Connect();
+  for (int i = 0; i < kPages; ++i) {
+    ASSERT_TRUE(SendFrame(a.get(), protocol::MessageType::kReadPage, i + 1,
+                          EncodeReadPageRequest(Request("big", i, kPage)))
+                    .ok());
+  }
+  for (int i = 0; i < 200 && server_->Stats().timed_out == 0; ++i) {
+    std::this_thread::sleep_for(milliseconds(50));
+  }
+  EXPECT_EQ(server_->Stats().timed_out, 1u);
+  auto b = ReadOnce(Request("other", 0, kPage));
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  EXPECT_EQ(b->data.size(), kPage);
+}
+
+// Regression: the miss queue was unbounded (300,000 pipelined requests grew the worker by
+// 300 MB). Now a connection's reader stops at max_outstanding_per_connection.
+TEST_F(ServerLimitsTest, PipelinedMissesAreBoundedPerConnection) {
+  options_.max_outstanding_per_connection = 16;
+  StartServer();
+  HoldSourceReads();
+  auto a = Connect();
+  std::thread sender([&] {
+    // More than the server takes: the rest stays in socket buffers (or blocks this thread,
+    // which the close below releases).
+    for (int i = 0; i < 3000; ++i) {
+      if (!SendFrame(a.get(), protocol::MessageType::kReadPage, i + 1,
+                     EncodeReadPageRequest(Request("big", i % kPages, 1)))
+               .ok()) {
+        return;
+      }
+    }
+  });
+  ASSERT_TRUE(gate_->WaitForArrivals(4));  // Every miss thread holds a source read.
+  std::this_thread::sleep_for(milliseconds(300));
+  // 4 running + 12 queued: the 16 the connection may have outstanding.
+  EXPECT_EQ(server_->Stats().queued_requests, 12u);
+  EXPECT_EQ(gate_->arrivals(), 4u);
+  gate_->Open();
+  a->Shutdown();
+  sender.join();
+}
+
+// Regression: every connection got a thread with no timeout and no cap (500 silent
+// connections = 500 threads). Past the cap, silent connections make room for new ones.
+TEST_F(ServerLimitsTest, SilentConnectionsCannotLockOutClientsOrGrowThreadsWithoutBound) {
+  options_.max_connections = 16;
+  options_.handshake_timeout = seconds(60);  // Longer than the test: the cap must do it.
+  StartServer();
+  size_t threads_before = ThreadsInProcess();
+  std::vector<std::unique_ptr<net::Stream>> silent;
+  for (int i = 0; i < 100; ++i) silent.push_back(Connect());
+  std::this_thread::sleep_for(milliseconds(200));
+  EXPECT_LE(server_->Stats().connections, 16u);
+  EXPECT_GE(server_->Stats().refused, 84u);
+  // Two threads per connection at most.
+  EXPECT_LE(ThreadsInProcess(), threads_before + 2 * 16);
+  milliseconds took{};
+  auto b = ReadOnce(Request("other", 0, kPage), &took);
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  EXPECT_EQ(b->data.size(), kPage);
+  EXPECT_LT(took, seconds(3));
+}
+
+TEST_F(ServerLimitsTest, AtTheCapWithEveryConnectionInUseANewOneIsRefused) {
+  options_.max_connections = 2;
+  StartServer();
+  std::vector<std::unique_ptr<net::Stream>> clients;
+  for (int i = 0; i < 2; ++i) {
+    clients.push_back(Connect());
+    ASSERT_TRUE(SendFrame(clients.back().get(), protocol::MessageType::kPing, 1, "").ok());
+    std::array<char, protocol::kFrameHeaderSize> pong;
+    ASSERT_TRUE(clients.back()->ReadFull(pong).ok());
+  }
+  auto third = Connect();
+  EXPECT_TRUE(ClosedWithin(third.get(), seconds(5)));
+  EXPECT_EQ(server_->Stats().refused, 1u);
+  // The two in use still work.
+  for (auto& c : clients) {
+    ASSERT_TRUE(SendFrame(c.get(), protocol::MessageType::kReadPage, 2,
+                          EncodeReadPageRequest(Request("other", 0, 100)))
+                    .ok());
+    auto reply = ReadReply(c.get());
+    ASSERT_TRUE(reply.ok()) << reply.status().ToString();
+    EXPECT_EQ(reply->meta.status, StatusCode::kOk);
+  }
+}
+
+TEST_F(ServerLimitsTest, ConnectionsWithoutRequestsOrIdleAreClosed) {
+  options_.handshake_timeout = milliseconds(200);
+  options_.idle_timeout = milliseconds(400);
+  StartServer();
+  auto silent = Connect();
+  EXPECT_TRUE(ClosedWithin(silent.get(), seconds(5)));
+  auto idle = Connect();
+  ASSERT_TRUE(SendFrame(idle.get(), protocol::MessageType::kPing, 1, "").ok());
+  std::array<char, protocol::kFrameHeaderSize> pong;
+  ASSERT_TRUE(idle->ReadFull(pong).ok());
+  EXPECT_TRUE(ClosedWithin(idle.get(), seconds(5)));
+  EXPECT_EQ(server_->Stats().timed_out, 2u);
+}
+
+// Idle connections are closed by the client before the worker's idle timeout, and a read after
+// either kind of close just opens a new connection (no error, no failover).
+TEST_F(ServerLimitsTest, ReadsAfterIdleClosesOnEitherSideSucceed) {
+  options_.idle_timeout = milliseconds(300);
+  StartServer();
+  for (auto client_idle : {milliseconds(100), milliseconds(0)}) {
+    transport::RemoteChannelOptions ro;
+    ro.address = "127.0.0.1:" + std::to_string(server_->port());
+    ro.page_size = kPage;
+    ro.connections = 1;
+    ro.idle_close = client_idle;
+    ro.short_circuit = false;
+    transport::RemoteChannel channel(ro);
+    for (int round = 0; round < 3; ++round) {
+      std::string buf(kPage, '\0');
+      std::promise<StatusOr<protocol::PageReply>> p;
+      channel.ReadPage(Request("other", 0, kPage), buf,
+                       [&p](StatusOr<protocol::PageReply> r) { p.set_value(std::move(r)); });
+      auto reply = p.get_future().get();
+      ASSERT_TRUE(reply.ok()) << reply.status().ToString();
+      EXPECT_EQ(buf, *memory_->Get("other"));
+      EXPECT_FALSE(channel.suspect());
+      std::this_thread::sleep_for(milliseconds(700));
+    }
+  }
+  EXPECT_GE(server_->Stats().accepted, 6u);  // Every round after an idle close reconnected.
+}
+
+// Regression: a request naming an unknown mount held a miss thread for the whole mount wait
+// (2 s), so a few of them stopped every miss.
+TEST_F(ServerLimitsTest, RequestsForUnknownMountsDoNotHoldMissThreads) {
+  options_.miss_threads = 1;
+  options_.mount_wait_threads = 1;
+  StartServer();
+  auto a = Connect();
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_TRUE(SendFrame(a.get(), protocol::MessageType::kReadPage, i + 1,
+                          EncodeReadPageRequest(Request("other", 0, 100, "/nope")))
+                    .ok());
+  }
+  std::this_thread::sleep_for(milliseconds(100));
+  milliseconds took{};
+  auto b = ReadOnce(Request("other", 0, kPage), &took);
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  EXPECT_EQ(b->meta.status, StatusCode::kOk);
+  EXPECT_LT(took, milliseconds(1500));  // One mount wait is 2 s; five are 10 s.
+  auto first = ReadReply(a.get());
+  ASSERT_TRUE(first.ok());
+  EXPECT_EQ(first->meta.status, StatusCode::kUnavailable);
+}
+
+// Regression (heap over-read sent to the network): two pipelined requests for one page, the
+// first naming object_size=1, made the second's reply a range of the first's 1-byte buffer.
+TEST_F(ServerLimitsTest, PipelinedRequestsNamingOtherSizesGetOnlyBytesThatExist) {
+  StartServer();
+  HoldSourceReads();
+  auto s = Connect();
+  protocol::ReadPageRequest liar = Request("other", 0, 1);
+  liar.object_size = 1;
+  protocol::ReadPageRequest honest = Request("other", 0, kPage);
+  ASSERT_TRUE(SendFrame(s.get(), protocol::MessageType::kReadPage, 1,
+                        EncodeReadPageRequest(liar)).ok());
+  ASSERT_TRUE(gate_->WaitForArrivals(1));
+  ASSERT_TRUE(SendFrame(s.get(), protocol::MessageType::kReadPage, 2,
+                        EncodeReadPageRequest(honest)).ok());
+  ASSERT_TRUE(gate_->WaitForArrivals(2));
+  gate_->Open();
+  for (int i = 0; i < 2; ++i) {
+    auto reply = ReadReply(s.get());
+    ASSERT_TRUE(reply.ok()) << reply.status().ToString();
+    if (reply->id == 1) {
+      EXPECT_EQ(reply->meta.status, StatusCode::kFailedPrecondition);
+      EXPECT_TRUE(reply->data.empty());
+    } else {
+      ASSERT_EQ(reply->meta.status, StatusCode::kOk) << reply->meta.error_message;
+      EXPECT_EQ(reply->data, *memory_->Get("other"));
+      EXPECT_EQ(ChunkChecksums(reply->data), reply->meta.checksums);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace cairn::worker
