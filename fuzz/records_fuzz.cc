@@ -14,6 +14,7 @@
 
 using namespace cairn;
 using namespace cairn::membership;
+using namespace cairn::membership::etcd;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view text(reinterpret_cast<const char*>(data), size);
