@@ -1,6 +1,6 @@
 // Fuzzes every decoder of the worker protocol (src/protocol/wire.h) with one input: whatever a
 // peer can send must decode to a value or an error, never crash, and a decoded request must
-// encode back to the same bytes and give ranges inside its page.
+// encode back to the same bytes and name a page inside its object.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -12,21 +12,35 @@
 using namespace cairn::protocol;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  std::span<const char> bytes(reinterpret_cast<const char*>(data), size);
-  if (size >= kFrameHeaderSize) {
+  if (size == 0) return 0;
+  // The first byte picks the message type the rest claims to be.
+  auto type = static_cast<MessageType>(data[0] % 16);
+  std::span<const char> bytes(reinterpret_cast<const char*>(data) + 1, size - 1);
+  if (bytes.size() >= kFrameHeaderSize) {
     (void)DecodeFrameHeader(bytes.first<kFrameHeaderSize>());
   }
-  auto request = DecodeReadPageRequest(bytes);
+  auto request = DecodeRequest(type, bytes);
   if (request.ok()) {
-    if (EncodeReadPageRequest(*request) != std::string(bytes.begin(), bytes.end())) std::abort();
-    uint32_t length = PageLength(request->object_size, request->page_index, request->page_size);
-    if (length == 0 || length > request->page_size) std::abort();
-    ByteRange range = AlignedRange(request->offset, request->length, length);
-    if (range.begin > range.end || range.end > length) std::abort();
+    if (TypeOf(*request) != type) std::abort();
+    if (EncodeRequest(*request) != std::string(bytes.begin(), bytes.end())) std::abort();
+    const PageRef& page = BaseOf(*request).page;
+    uint32_t length = PageLengthOf(page);
+    if (length == 0 || length > page.page_size) std::abort();
+    if (const auto* read = std::get_if<ReadPageRequest>(&*request)) {
+      ByteRange range = AlignedRange(read->offset, read->length, length);
+      if (range.begin > range.end || range.end > length || read->offset >= length) std::abort();
+    }
   }
-  size_t consumed = 0;
-  auto reply = DecodeReadPageReplyHeader(bytes, &consumed);
-  if (reply.ok() && consumed > size) std::abort();
+  std::span<const char> view;
+  auto reply = DecodePageReply(bytes, &view);
+  if (reply.ok() && (view.data() < bytes.data() || view.data() + view.size() >
+                                                       bytes.data() + bytes.size())) {
+    std::abort();
+  }
+  (void)DecodePageReplyMeta(bytes);
+  (void)DecodeControlReply(bytes);
   (void)DecodeHelloReply(bytes);
+  (void)DecodeHelloRequest(bytes);
+  (void)DecodeVersionMismatch(bytes);
   return 0;
 }

@@ -167,19 +167,19 @@ StatusOr<LoadProgress> RunLoad(const CacheOpsContext& ctx, std::string_view raw_
     };
     PageFetcher* fetcher = ctx.fetcher;
     if (options.verify_only) {
-      fetcher->Control(object, page, protocol::kFlagProbe, copies, finish);
+      fetcher->Control(object, page, PageFetcher::ControlOp::kProbe, copies, finish);
     } else if (options.skip_cached) {
       // Ask first; load only where a copy is missing, so cached pages are not touched.
-      fetcher->Control(object, page, protocol::kFlagProbe, copies,
+      fetcher->Control(object, page, PageFetcher::ControlOp::kProbe, copies,
                        [fetcher, object, page, copies, finish](const PageFetcher::ControlResult& r) {
                          if (r.sent > 0 && r.failed == 0 && r.was_cached == r.sent) {
                            finish(r);
                            return;
                          }
-                         fetcher->Control(object, page, protocol::kFlagLoad, copies, finish);
+                         fetcher->Control(object, page, PageFetcher::ControlOp::kLoad, copies, finish);
                        });
     } else {
-      fetcher->Control(object, page, protocol::kFlagLoad, copies, finish);
+      fetcher->Control(object, page, PageFetcher::ControlOp::kLoad, copies, finish);
     }
     return true;
   };
@@ -251,7 +251,7 @@ StatusOr<FreeResult> RunFree(const CacheOpsContext& ctx, std::string_view raw_pa
         ++shared->in_flight;
       }
       // Every worker: after ring changes a page may sit on any of them.
-      ctx.fetcher->Control(*object, p, protocol::kFlagDrop, 0,
+      ctx.fetcher->Control(*object, p, PageFetcher::ControlOp::kDrop, 0,
                            [shared, result](const PageFetcher::ControlResult& r) {
                              {
                                MutexLock l(&shared->mu);

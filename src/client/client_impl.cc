@@ -31,9 +31,8 @@ FileInfo DirInfo(std::string name) {
 class BorrowedChannel : public protocol::PageChannel {
  public:
   explicit BorrowedChannel(protocol::PageChannel* target) : target_(target) {}
-  void ReadPage(const protocol::ReadPageRequest& request, std::span<char> dest,
-                Callback done) override {
-    target_->ReadPage(request, dest, std::move(done));
+  void Call(const protocol::Request& request, std::span<char> dest, Callback done) override {
+    target_->Call(request, dest, std::move(done));
   }
   std::string Describe() const override { return target_->Describe(); }
 

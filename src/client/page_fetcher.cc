@@ -14,6 +14,22 @@ namespace cairn::client {
 using protocol::ByteRange;
 using protocol::ReadPageRequest;
 
+namespace {
+
+// The page a request about `object` names.
+protocol::PageRef PageOf(const ObjectRef& object, uint64_t page_index, uint32_t page_size) {
+  protocol::PageRef page;
+  page.mount = object.mount->spec.path;
+  page.key = object.key;
+  page.version = object.info.version;
+  page.object_size = object.info.size;
+  page.page_index = page_index;
+  page.page_size = page_size;
+  return page;
+}
+
+}  // namespace
+
 bool VerifyChunks(std::span<const char> data, const std::vector<uint64_t>& checksums) {
   if (checksums.size() != ChunkCount(data.size())) return false;
   for (size_t i = 0; i < checksums.size(); ++i) {
@@ -104,32 +120,30 @@ PageFetcher::Plan PageFetcher::PlanFor(const Placement& placement, const ObjectR
   return plan;
 }
 
-void PageFetcher::FillReplica(protocol::PageChannel* channel, ReadPageRequest request,
-                              uint32_t page_length, const std::string& peer) {
-  request.offset = 0;
-  request.length = 1;
-  request.flags = protocol::kFlagPeer;
-  request.peer = peer;
-  ByteRange range = protocol::AlignedRange(0, 1, page_length);
-  auto scratch = std::make_shared<std::string>(range.size(), '\0');
+void PageFetcher::FillReplica(protocol::PageChannel* channel, const protocol::PageRef& page,
+                              const std::string& peer) {
+  protocol::CopyFromPeerRequest copy;
+  copy.page = page;
+  copy.peer = peer;
+  // A copy waits for the peer (or the source) and a disk write behind other work.
+  copy.deadline_ms = 120'000;
   counters_.replica_fills.fetch_add(1, std::memory_order_relaxed);
-  // The callback owns the buffer; the channel outlives the call (see PageChannel::ReadPage).
-  channel->ReadPage(request, *scratch, [scratch](StatusOr<protocol::PageReply> reply) {
+  channel->Call(copy, {}, [](StatusOr<protocol::PageReply> reply) {
     if (!reply.ok()) spdlog::debug("replica fill failed: {}", reply.status().ToString());
   });
 }
 
 StatusOr<protocol::PageSource> PageFetcher::TryChannel(protocol::PageChannel* channel,
-                                                       const ReadPageRequest& request,
+                                                       const protocol::Request& request,
                                                        ByteRange range, std::span<char> dest) {
   std::promise<StatusOr<protocol::PageReply>> promise;
   auto future = promise.get_future();
-  channel->ReadPage(request, dest, [&promise](StatusOr<protocol::PageReply> reply) {
+  channel->Call(request, dest, [&promise](StatusOr<protocol::PageReply> reply) {
     promise.set_value(std::move(reply));
   });
   StatusOr<protocol::PageReply> reply = future.get();
   if (!reply.ok()) return reply.status();
-  if ((request.flags & protocol::kFlagCacheOnly) && reply->data_length == 0 &&
+  if (std::holds_alternative<protocol::LookupPageRequest>(request) && reply->data_length == 0 &&
       reply->source == protocol::PageSource::kUnderStorage) {
     return protocol::PageSource::kUnderStorage;  // Not cached there; dest untouched.
   }
@@ -149,14 +163,10 @@ Status PageFetcher::ReadRange(const ObjectRef& object, uint64_t page_index, uint
   if (offset + out.size() > page_length) return InternalError("range outside the page");
 
   ReadPageRequest request;
-  request.page_size = page_size_;
+  request.page = PageOf(object, page_index, page_size_);
   request.offset = offset;
   request.length = static_cast<uint32_t>(out.size());
-  request.page_index = page_index;
-  request.object_size = object.info.size;
-  request.mount = object.mount->spec.path;
-  request.key = object.key;
-  request.version = object.info.version;
+  request.no_cache = no_cache_;
   ByteRange range = protocol::AlignedRange(offset, request.length, page_length);
   // Read straight into the caller's buffer when the range is chunk-aligned already.
   bool direct = range.begin == offset && range.size() == out.size();
@@ -183,23 +193,22 @@ Status PageFetcher::ReadRange(const ObjectRef& object, uint64_t page_index, uint
       }
     }
     counters_.page_reads.fetch_add(1, std::memory_order_relaxed);
-    request.flags = read_flags_;
+    request.refetch = false;
     StatusOr<protocol::PageSource> source = TryChannel(channel, request, range, dest);
     if (source.status().code() == StatusCode::kCorruption) {
       counters_.checksum_failures.fetch_add(1, std::memory_order_relaxed);
       spdlog::warn("{}; asking the worker to refetch page {} of {}", source.status().message(),
                    page_index, object.object_id);
-      request.flags = read_flags_ | protocol::kFlagRefetch;
+      request.refetch = true;
       source = TryChannel(channel, request, range, dest);
     }
     if (source.ok()) {
       if (!direct) std::memcpy(out.data(), scratch.data() + (offset - range.begin), out.size());
       // A replica that had to go to the source: the others have not got the page either.
       // (Not for a no-cache scan: nothing was cached, nothing should be.)
-      if (*source == protocol::PageSource::kUnderStorage && i < plan.replicas &&
-          (read_flags_ & protocol::kFlagNoCache) == 0) {
+      if (*source == protocol::PageSource::kUnderStorage && i < plan.replicas && !no_cache_) {
         for (size_t j = 0; j < plan.replicas; ++j) {
-          if (j != i) FillReplica(plan.channels[j].get(), request, page_length, plan.ids[i]);
+          if (j != i) FillReplica(plan.channels[j].get(), request.page, plan.ids[i]);
         }
       }
       return Status::Ok();
@@ -216,7 +225,7 @@ Status PageFetcher::ReadRange(const ObjectRef& object, uint64_t page_index, uint
   return ReadFromSource(object, page_index, offset, out);
 }
 
-void PageFetcher::Control(const ObjectRef& object, uint64_t page_index, uint32_t flag,
+void PageFetcher::Control(const ObjectRef& object, uint64_t page_index, ControlOp op,
                           int copies, std::function<void(const ControlResult&)> done) {
   std::shared_ptr<const Placement> placement = Current();
   std::vector<std::shared_ptr<protocol::PageChannel>> targets;
@@ -237,19 +246,24 @@ void PageFetcher::Control(const ObjectRef& object, uint64_t page_index, uint32_t
     done(ControlResult{});
     return;
   }
-  ReadPageRequest request;
-  request.flags = flag;
-  // A load waits for a source read and a disk write behind other loads: give it time, rather
-  // than have the channel declare the worker stalled.
-  if (flag == protocol::kFlagLoad) request.deadline_ms = 120'000;
-  request.page_size = page_size_;
-  request.offset = 0;
-  request.length = 1;
-  request.page_index = page_index;
-  request.object_size = object.info.size;
-  request.mount = object.mount->spec.path;
-  request.key = object.key;
-  request.version = object.info.version;
+  protocol::RequestBase base;
+  base.page = PageOf(object, page_index, page_size_);
+  protocol::Request request;
+  switch (op) {
+    case ControlOp::kLoad: {
+      // A load waits for a source read and a disk write behind other loads: give it time,
+      // rather than have the channel declare the worker stalled.
+      base.deadline_ms = 120'000;
+      request = protocol::LoadPageRequest{base};
+      break;
+    }
+    case ControlOp::kProbe:
+      request = protocol::ProbePageRequest{base};
+      break;
+    case ControlOp::kDrop:
+      request = protocol::DropPageRequest{base};
+      break;
+  }
   // Shared by the callbacks; the last one to answer reports.
   struct Pending {
     Mutex mu;
@@ -282,9 +296,9 @@ void PageFetcher::Control(const ObjectRef& object, uint64_t page_index, uint32_t
     }
     pending->done(final);
   };
-  if (flag != protocol::kFlagLoad || targets.size() == 1) {
+  if (op != ControlOp::kLoad || targets.size() == 1) {
     for (const auto& channel : targets) {
-      channel->ReadPage(request, {}, [answer](StatusOr<protocol::PageReply> reply) {
+      channel->Call(request, {}, [answer](StatusOr<protocol::PageReply> reply) {
         answer(reply);
       });
     }
@@ -295,33 +309,32 @@ void PageFetcher::Control(const ObjectRef& object, uint64_t page_index, uint32_t
   // replica. If the first fails, the others read the source themselves.
   auto rest = std::make_shared<std::vector<std::shared_ptr<protocol::PageChannel>>>(
       targets.begin() + 1, targets.end());
-  targets.front()->ReadPage(
-      request, {}, [answer, rest, request, peer = ids.front()](StatusOr<protocol::PageReply> reply) {
-        bool loaded = reply.ok();
+  targets.front()->Call(
+      request, {}, [answer, rest, base, peer = ids.front()](StatusOr<protocol::PageReply> reply) {
+        protocol::Request next = protocol::LoadPageRequest{base};
+        if (reply.ok()) next = protocol::CopyFromPeerRequest{base, peer};
         answer(reply);
-        ReadPageRequest next = request;
-        if (loaded) {
-          next.flags |= protocol::kFlagPeer;
-          next.peer = peer;
-        }
         for (const auto& channel : *rest) {
-          channel->ReadPage(next, {}, [answer](StatusOr<protocol::PageReply> r) { answer(r); });
+          channel->Call(next, {}, [answer](StatusOr<protocol::PageReply> r) { answer(r); });
         }
       });
 }
 
 bool PageFetcher::FindOnReplicas(const Plan& plan, const ObjectRef& object, uint64_t page_index,
-                                 ReadPageRequest request, ByteRange range, std::span<char> dest) {
-  request.flags = protocol::kFlagCacheOnly;
+                                 const ReadPageRequest& read, ByteRange range,
+                                 std::span<char> dest) {
+  protocol::LookupPageRequest request;
+  request.page = read.page;
+  request.offset = read.offset;
+  request.length = read.length;
   std::vector<size_t> missing;  // Replicas that answered "not cached here".
   // Found on replica `i`: the replicas that lack the page copy it from there (read repair: a
   // replica set changed by a lost or new worker gets back to R copies without a source read).
   auto found_on = [&](size_t i) {
-    if (read_flags_ & protocol::kFlagNoCache) return true;
-    uint32_t page_length = protocol::PageLength(object.info.size, page_index, page_size_);
+    if (no_cache_) return true;
     for (size_t j : missing) {
       counters_.replica_repairs.fetch_add(1, std::memory_order_relaxed);
-      FillReplica(plan.channels[j].get(), request, page_length, plan.ids[i]);
+      FillReplica(plan.channels[j].get(), request.page, plan.ids[i]);
     }
     return true;
   };

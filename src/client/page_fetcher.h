@@ -5,7 +5,7 @@
 // channels it started with. Each reply
 // is verified chunk by chunk against the checksums the worker sent (end to end: the worker sends
 // what it stored; a flipped bit anywhere between its disk and here is caught). A failed check is
-// retried once with kFlagRefetch (the worker drops its copy and refetches). If the owner cannot
+// retried once with ReadPage refetch (the worker drops its copy and refetches). If the owner cannot
 // serve (unreachable, stalled, failing), the next candidate worker is tried, then the
 // under-storage is read directly: a reader never sees a worker fault.
 //
@@ -87,11 +87,13 @@ class PageFetcher {
     int failed = 0;      // Workers that could not answer (down, no such mount, ...).
     Status first_error;
   };
-  // Sends a control request (`flag`: protocol::kFlagLoad, kFlagProbe or kFlagDrop) for one page
-  // to the first `copies` workers the ring names for it (its replicas, preferred order; copies
-  // <= 0 means every worker, as a free needs), and calls `done` once, on a channel thread or
-  // inline, when all have answered. No workers: `done` gets sent == 0. Thread-safe.
-  void Control(const ObjectRef& object, uint64_t page_index, uint32_t flag, int copies,
+  enum class ControlOp { kLoad, kProbe, kDrop };
+  // Sends a control request (LoadPage, ProbePage or DropPage) for one page to the first
+  // `copies` workers the ring names for it (its replicas, preferred order; copies <= 0 means
+  // every worker, as a free needs), and calls `done` once, on a channel thread or inline, when
+  // all have answered. A load of several replicas loads the first, then has the others copy
+  // from it (CopyFromPeer). No workers: `done` gets sent == 0. Thread-safe.
+  void Control(const ObjectRef& object, uint64_t page_index, ControlOp op, int copies,
                std::function<void(const ControlResult&)> done);
 
   // Reads out.size() bytes at `offset` within page `page_index` of the object (the range must
@@ -101,9 +103,9 @@ class PageFetcher {
                    std::span<char> out);
 
   uint32_t page_size() const { return page_size_; }
-  // Reads as one-pass scans: workers serve misses without caching them (protocol NO_CACHE).
+  // Reads as one-pass scans: workers serve misses without caching them (ReadPage no_cache).
   // Call before the first read.
-  void set_no_cache(bool no_cache) { read_flags_ = no_cache ? protocol::kFlagNoCache : 0; }
+  void set_no_cache(bool no_cache) { no_cache_ = no_cache; }
   FetcherCounters& counters() { return counters_; }
 
  private:
@@ -121,20 +123,21 @@ class PageFetcher {
 
   std::shared_ptr<const Placement> Current() const EXCLUDES(mu_);
   Plan PlanFor(const Placement& placement, const ObjectRef& object, uint64_t page_index) const;
-  // Asks `channel` to load the page (a one-chunk read whose bytes are dropped) from worker
-  // `peer`, which has just cached it (protocol PEER: the worker copies it from the peer and
-  // reads the source only if that fails). Fire and forget.
-  void FillReplica(protocol::PageChannel* channel, protocol::ReadPageRequest request,
-                   uint32_t page_length, const std::string& peer);
-  // One attempt on one channel; verifies the reply. `dest` is the aligned range buffer.
-  StatusOr<protocol::PageSource> TryChannel(protocol::PageChannel* channel, const protocol::ReadPageRequest& request,
-                    protocol::ByteRange range, std::span<char> dest);
+  // Asks `channel` to cache the page, copying it from worker `peer`, which has just cached it
+  // (CopyFromPeer: the worker reads the source only if that fails). Fire and forget.
+  void FillReplica(protocol::PageChannel* channel, const protocol::PageRef& page,
+                   const std::string& peer);
+  // One attempt on one channel (a ReadPage or LookupPage); verifies the reply. `dest` is the
+  // aligned range buffer.
+  StatusOr<protocol::PageSource> TryChannel(protocol::PageChannel* channel,
+                                            const protocol::Request& request,
+                                            protocol::ByteRange range, std::span<char> dest);
   // Looks for the page on each replica with cache-only reads (a worker that joined the replica
   // set after a ring change does not have it yet, another replica may), so a cached page is
   // never read from the source again. True if found; the range is then in `dest`, and the
   // replicas asked before that lack the page are told to copy it from the one that has it.
   bool FindOnReplicas(const Plan& plan, const ObjectRef& object, uint64_t page_index,
-                      protocol::ReadPageRequest request, protocol::ByteRange range,
+                      const protocol::ReadPageRequest& read, protocol::ByteRange range,
                       std::span<char> dest);
   // Reads the range from the page file of a worker on this machine and verifies it; false on
   // any miss or failure (the caller then asks the worker).
@@ -147,7 +150,7 @@ class PageFetcher {
   const ChannelFactory factory_;
   const int max_worker_attempts_;
   const uint64_t spread_salt_;  // Random per fetcher: which replica this client prefers.
-  uint32_t read_flags_ = 0;     // Flags of every read request (NO_CACHE for scans).
+  bool no_cache_ = false;       // Every read is a one-pass scan (ReadPage no_cache).
   FetcherCounters counters_;
   mutable Mutex mu_;
   std::shared_ptr<const Placement> placement_ GUARDED_BY(mu_);

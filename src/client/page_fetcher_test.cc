@@ -28,44 +28,53 @@ class FakeWorker : public protocol::PageChannel {
   FakeWorker(std::string id, std::shared_ptr<ufs::MemoryUnderStorage> source)
       : id_(std::move(id)), source_(std::move(source)) {}
 
-  void ReadPage(const protocol::ReadPageRequest& request, std::span<char> dest,
-                Callback done) override {
+  void Call(const protocol::Request& request, std::span<char> dest, Callback done) override {
     if (down_.load()) {
       done(UnavailableError(id_ + " is down"));
       return;
     }
-    uint32_t page_length = protocol::PageLength(request.object_size, request.page_index,
-                                                request.page_size);
+    const protocol::PageRef& ref = protocol::BaseOf(request).page;
+    uint32_t page_length = protocol::PageLengthOf(ref);
     std::string page(page_length, '\0');
-    auto n = source_->Read(request.key, request.version,
-                           request.page_index * uint64_t{request.page_size}, page);
+    auto n = source_->Read(ref.key, ref.version, ref.page_index * uint64_t{ref.page_size}, page);
     if (!n.ok()) {
       done(n.status());
       return;
     }
-    if (request.flags & protocol::kFlagPeer) {
+    if (const auto* copy = std::get_if<protocol::CopyFromPeerRequest>(&request)) {
       MutexLock l(&mu_);
-      peer_hints_.push_back({request.page_index, request.peer});
+      peer_hints_.push_back({ref.page_index, copy->peer});
     }
-    if (request.flags & protocol::kFlagLoad) {
+    if (std::holds_alternative<protocol::LoadPageRequest>(request) ||
+        std::holds_alternative<protocol::CopyFromPeerRequest>(request)) {
       protocol::PageReply reply;
       {
         MutexLock l(&mu_);
         ++requests_;
-        reply.source = cached_.insert(request.page_index).second
+        reply.source = cached_.insert(ref.page_index).second
                            ? protocol::PageSource::kUnderStorage
                            : protocol::PageSource::kCache;
       }
       done(std::move(reply));  // Not under mu_: the callback may call other workers.
       return;
     }
-    protocol::ByteRange range = protocol::AlignedRange(request.offset, request.length,
-                                                       page_length);
-    if (request.flags & protocol::kFlagCacheOnly) {
+    uint32_t offset = 0, length = 0;
+    if (const auto* read = std::get_if<protocol::ReadPageRequest>(&request)) {
+      offset = read->offset;
+      length = read->length;
+    } else if (const auto* lookup = std::get_if<protocol::LookupPageRequest>(&request)) {
+      offset = lookup->offset;
+      length = lookup->length;
+    } else {
+      done(UnimplementedError("the fake worker serves reads, lookups and loads"));
+      return;
+    }
+    protocol::ByteRange range = protocol::AlignedRange(offset, length, page_length);
+    if (std::holds_alternative<protocol::LookupPageRequest>(request)) {
       MutexLock l(&mu_);
       ++requests_;
-      if (!cached_.count(request.page_index)) {
-        missed_.insert(request.page_index);
+      if (!cached_.count(ref.page_index)) {
+        missed_.insert(ref.page_index);
         protocol::PageReply none;
         none.source = protocol::PageSource::kUnderStorage;
         done(std::move(none));
@@ -76,8 +85,8 @@ class FakeWorker : public protocol::PageChannel {
     protocol::PageReply reply;
     {
       MutexLock l(&mu_);
-      reply.source = cached_.insert(request.page_index).second ? protocol::PageSource::kUnderStorage
-                                                               : protocol::PageSource::kCache;
+      reply.source = cached_.insert(ref.page_index).second ? protocol::PageSource::kUnderStorage
+                                                           : protocol::PageSource::kCache;
       ++requests_;
     }
     reply.data_offset = range.begin;
@@ -101,7 +110,7 @@ class FakeWorker : public protocol::PageChannel {
     MutexLock l(&mu_);
     return missed_;
   }
-  // (page, peer) of every request that carried the PEER flag, in arrival order.
+  // (page, peer) of every CopyFromPeer request, in arrival order.
   std::vector<std::pair<uint64_t, std::string>> peer_hints() const {
     MutexLock l(&mu_);
     return peer_hints_;
@@ -122,8 +131,8 @@ class FakeWorker : public protocol::PageChannel {
 class Borrowed : public protocol::PageChannel {
  public:
   explicit Borrowed(FakeWorker* w) : w_(w) {}
-  void ReadPage(const protocol::ReadPageRequest& r, std::span<char> d, Callback done) override {
-    w_->ReadPage(r, d, std::move(done));
+  void Call(const protocol::Request& r, std::span<char> d, Callback done) override {
+    w_->Call(r, d, std::move(done));
   }
   std::string Describe() const override { return w_->Describe(); }
 
@@ -286,7 +295,7 @@ TEST_F(PageFetcherTest, ReplicatedLoadReadsTheSourceOnceThenCopiesFromThatReplic
   ObjectRef ref = Object(3);
   for (uint64_t page = 0; page < 5; ++page) {
     std::promise<PageFetcher::ControlResult> result;
-    f->Control(ref, page, protocol::kFlagLoad, 3,
+    f->Control(ref, page, PageFetcher::ControlOp::kLoad, 3,
                [&result](const PageFetcher::ControlResult& r) { result.set_value(r); });
     PageFetcher::ControlResult r = result.get_future().get();
     EXPECT_EQ(r.sent, 3);
@@ -313,7 +322,7 @@ TEST_F(PageFetcherTest, ReplicatedLoadReadsTheSourceOnceThenCopiesFromThatReplic
   // A load of one copy carries no hint; nor do the others' loads when the first one failed.
   auto load = [&](uint64_t page, int copies) {
     std::promise<PageFetcher::ControlResult> result;
-    f->Control(ref, page, protocol::kFlagLoad, copies,
+    f->Control(ref, page, PageFetcher::ControlOp::kLoad, copies,
                [&result](const PageFetcher::ControlResult& r) { result.set_value(r); });
     return result.get_future().get();
   };

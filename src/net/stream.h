@@ -12,6 +12,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "common/status.h"
 
@@ -44,6 +45,11 @@ Status ParseHostPort(std::string_view text, std::string* host, uint16_t* port);
 // Connects with a deadline; Unavailable ("connection refused", "timed out") on failure.
 StatusOr<std::unique_ptr<Stream>> ConnectTcp(std::string_view host_port,
                                              std::chrono::milliseconds timeout);
+
+// Two connected streams (a Unix socketpair): what one writes the other reads, with the same
+// semantics as TCP (timeouts, Shutdown, SendFile). For tests of the code above the stream, which
+// play the other end by hand. Unavailable if the pair cannot be made.
+StatusOr<std::pair<std::unique_ptr<Stream>, std::unique_ptr<Stream>>> StreamPair();
 
 // A TCP port on 127.0.0.1 that was free a moment ago (bound to port 0, read back, closed): for
 // tests and tools that must tell a server which fixed port to use. Unavailable if none.

@@ -157,6 +157,15 @@ StatusOr<addrinfo*> Resolve(const std::string& host, uint16_t port, bool passive
 
 }  // namespace
 
+StatusOr<std::pair<std::unique_ptr<Stream>, std::unique_ptr<Stream>>> StreamPair() {
+  int fds[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) {
+    return UnavailableError(std::string("socketpair: ") + std::strerror(errno));
+  }
+  return std::make_pair(std::unique_ptr<Stream>(new TcpStream(fds[0], "pair-a")),
+                        std::unique_ptr<Stream>(new TcpStream(fds[1], "pair-b")));
+}
+
 Status ParseHostPort(std::string_view text, std::string* host, uint16_t* port) {
   size_t colon = text.rfind(':');
   if (colon == std::string_view::npos || colon == 0 || colon + 1 == text.size()) {

@@ -17,8 +17,10 @@
 
 namespace cairn::protocol {
 
-// The result of a page read: where the returned bytes sit in the page and their checksums.
-// The bytes themselves were written to the caller's buffer.
+// The answer to a request. Data requests (ReadPage, LookupPage, PeerRead): where the returned
+// bytes sit in the page and their checksums; the bytes were written to the caller's buffer.
+// data_length 0 means no data (a lookup or peer read of a page not cached there). Control
+// requests: `source` only (was it cached; kPeer: copied from the peer).
 struct PageReply {
   PageSource source = PageSource::kCache;
   uint32_t data_offset = 0;
@@ -31,13 +33,15 @@ class PageChannel {
   using Callback = std::function<void(StatusOr<PageReply>)>;
   virtual ~PageChannel() = default;
 
-  // Reads the chunk-aligned range AlignedRange(request.offset, request.length, page_length) of
-  // the page into `dest`, which must be exactly that range's size and stay alive until `done`
-  // runs. `done` runs exactly once, possibly on another thread, possibly before this returns.
+  // Sends one request. For a data request `dest` must be exactly the size of the range the
+  // reply carries (AlignedRange(offset, length, page length) for ReadPage and LookupPage, the
+  // whole page for PeerRead) and stay alive until `done` runs; for control requests it is
+  // empty. `done` runs exactly once, possibly on another thread, possibly before this returns.
   // Errors: Unavailable/DeadlineExceeded (worker unreachable or too slow: try elsewhere),
-  // FailedPrecondition (the object changed: the version is gone), NotFound (object deleted),
-  // others as reported by the worker. The caller verifies the checksums.
-  virtual void ReadPage(const ReadPageRequest& request, std::span<char> dest, Callback done) = 0;
+  // FailedPrecondition (the object changed: the version is gone; or an incompatible protocol
+  // version), NotFound (object deleted), others as reported by the worker. The caller verifies
+  // the checksums.
+  virtual void Call(const Request& request, std::span<char> dest, Callback done) = 0;
 
   // A short description for logs ("127.0.0.1:7070", "in-process").
   virtual std::string Describe() const = 0;

@@ -1,6 +1,7 @@
 #include "protocol/wire.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "common/checksum.h"
 #include "protocol/codec.h"
@@ -9,12 +10,81 @@ namespace cairn::protocol {
 namespace {
 
 constexpr size_t kMaxChecksums = kMaxPageSize / kChecksumChunkSize + 1;
+constexpr size_t kMaxErrorMessage = 60000;
 
 uint32_t HeaderCheck(const char* header20) {
   return static_cast<uint32_t>(Hash64(std::string_view(header20, 20)));
 }
 
-bool KnownType(uint8_t t) { return t >= 1 && t <= 6; }
+bool KnownType(uint8_t t) { return t >= 1 && t <= 14; }
+
+// ReadPage option bits (the only bit field left, and local to that one message).
+constexpr uint8_t kReadRefetch = 1u << 0;
+constexpr uint8_t kReadNoCache = 1u << 1;
+
+void PutBase(ByteWriter& w, const RequestBase& b) {
+  w.U32(b.deadline_ms);
+  w.U32(b.page.page_size);
+  w.U64(b.page.page_index);
+  w.U64(b.page.object_size);
+  w.Str(b.page.mount);
+  w.Str(b.page.key);
+  w.Str(b.page.version);
+}
+
+bool GetBase(ByteReader& r, RequestBase* b) {
+  return r.U32(&b->deadline_ms) && r.U32(&b->page.page_size) && r.U64(&b->page.page_index) &&
+         r.U64(&b->page.object_size) && r.Str(&b->page.mount) && r.Str(&b->page.key) &&
+         r.Str(&b->page.version);
+}
+
+Status ValidatePage(const PageRef& page) {
+  if (page.page_size == 0 || page.page_size > kMaxPageSize ||
+      page.page_size % kChecksumChunkSize != 0) {
+    return InvalidArgumentError("bad page size " + std::to_string(page.page_size));
+  }
+  if (page.mount.empty() || page.key.empty()) {
+    return InvalidArgumentError("a request must name a mount and a key");
+  }
+  if (PageLengthOf(page) == 0) return InvalidArgumentError("page past end of object");
+  return Status::Ok();
+}
+
+Status ValidateRange(const PageRef& page, uint32_t offset, uint32_t length) {
+  if (length == 0 || static_cast<uint64_t>(offset) + length > page.page_size) {
+    return InvalidArgumentError("bad range within page");
+  }
+  if (offset >= PageLengthOf(page)) return InvalidArgumentError("page range past end of object");
+  return Status::Ok();
+}
+
+template <typename T>
+StatusOr<Request> Finish(ByteReader& r, bool ok, T request, const char* name) {
+  if (!ok) return CorruptionError(std::string("truncated ") + name + " request");
+  if (r.remaining() != 0) return CorruptionError(std::string("trailing bytes after ") + name);
+  CAIRN_RETURN_IF_ERROR(ValidatePage(request.page));
+  return Request(std::move(request));
+}
+
+struct Encoder {
+  ByteWriter& w;
+  void operator()(const ReadPageRequest& q) {
+    PutBase(w, q);
+    w.U32(q.offset);
+    w.U32(q.length);
+    w.U8(static_cast<uint8_t>((q.refetch ? kReadRefetch : 0) | (q.no_cache ? kReadNoCache : 0)));
+  }
+  void operator()(const LookupPageRequest& q) {
+    PutBase(w, q);
+    w.U32(q.offset);
+    w.U32(q.length);
+  }
+  void operator()(const CopyFromPeerRequest& q) {
+    PutBase(w, q);
+    w.Str(q.peer);
+  }
+  void operator()(const RequestBase& q) { PutBase(w, q); }
+};
 
 }  // namespace
 
@@ -32,6 +102,10 @@ void EncodeFrameHeader(const FrameHeader& header, char* out) {
   std::memcpy(out + 20, &check, 4);
 }
 
+uint8_t FrameVersion(std::span<const char, kFrameHeaderSize> bytes) {
+  return static_cast<uint8_t>(bytes[4]);
+}
+
 StatusOr<FrameHeader> DecodeFrameHeader(std::span<const char, kFrameHeaderSize> bytes) {
   ByteReader r(bytes);
   uint32_t magic = 0, length = 0, check = 0;
@@ -44,11 +118,14 @@ StatusOr<FrameHeader> DecodeFrameHeader(std::span<const char, kFrameHeaderSize> 
   r.U64(&h.request_id);
   r.U32(&length);
   r.U32(&check);
-  if (magic != kMagic) return CorruptionError("bad frame magic");
-  if (version != kVersion) {
-    return CorruptionError("unsupported protocol version " + std::to_string(version));
-  }
+  if (magic != kMagic) return CorruptionError("bad frame magic (not a Cairn peer)");
   if (check != HeaderCheck(bytes.data())) return CorruptionError("frame header checksum mismatch");
+  if (version < kMinVersion || version > kVersion) {
+    return FailedPreconditionError("protocol version mismatch: the peer speaks Cairn protocol v" +
+                                   std::to_string(version) + ", this build speaks v" +
+                                   std::to_string(kMinVersion) + "-v" +
+                                   std::to_string(kVersion) + " (upgrade the older side)");
+  }
   if (!KnownType(type)) return CorruptionError("unknown message type " + std::to_string(type));
   if (length > kMaxPayload) {
     return CorruptionError("frame payload too large: " + std::to_string(length));
@@ -58,95 +135,229 @@ StatusOr<FrameHeader> DecodeFrameHeader(std::span<const char, kFrameHeaderSize> 
   return h;
 }
 
-std::string EncodeReadPageRequest(const ReadPageRequest& q) {
+std::string EncodeHelloRequest(const HelloRequest& hello) {
   ByteWriter w;
-  w.U32(q.deadline_ms);
-  w.U32(q.flags);
-  w.U32(q.page_size);
-  w.U32(q.offset);
-  w.U32(q.length);
-  w.U64(q.page_index);
-  w.U64(q.object_size);
-  w.Str(q.mount);
-  w.Str(q.key);
-  w.Str(q.version);
-  if (q.flags & kFlagPeer) w.Str(q.peer);
+  w.U32(hello.min_version);
+  w.U32(hello.max_version);
   return w.Take();
 }
 
-StatusOr<ReadPageRequest> DecodeReadPageRequest(std::span<const char> payload) {
+StatusOr<HelloRequest> DecodeHelloRequest(std::span<const char> payload) {
   ByteReader r(payload);
-  ReadPageRequest q;
-  bool ok = r.U32(&q.deadline_ms) && r.U32(&q.flags) && r.U32(&q.page_size) &&
-            r.U32(&q.offset) && r.U32(&q.length) && r.U64(&q.page_index) &&
-            r.U64(&q.object_size) && r.Str(&q.mount) && r.Str(&q.key) && r.Str(&q.version);
-  if (ok && (q.flags & kFlagPeer)) ok = r.Str(&q.peer);
-  if (!ok) return CorruptionError("truncated ReadPage request");
-  if (r.remaining() != 0) return CorruptionError("trailing bytes after ReadPage request");
-  if (q.page_size == 0 || q.page_size > kMaxPageSize || q.page_size % kChecksumChunkSize != 0) {
-    return InvalidArgumentError("bad page size " + std::to_string(q.page_size));
+  HelloRequest h;
+  if (!r.U32(&h.min_version) || !r.U32(&h.max_version) || r.remaining() != 0) {
+    return CorruptionError("malformed Hello");
   }
-  if ((q.flags & kFlagPeer) && q.peer.empty()) {
-    return InvalidArgumentError("PEER flag without a peer worker id");
-  }
-  if (q.length == 0 || static_cast<uint64_t>(q.offset) + q.length > q.page_size) {
-    return InvalidArgumentError("bad range within page");
-  }
-  uint32_t page_length = PageLength(q.object_size, q.page_index, q.page_size);
-  if (page_length == 0 || q.offset >= page_length) {
-    return InvalidArgumentError("page range past end of object");
-  }
-  return q;
-}
-
-std::string EncodeReadPageReplyHeader(const ReadPageReplyHeader& reply) {
-  ByteWriter w;
-  w.U8(static_cast<uint8_t>(reply.status));
-  w.U8(static_cast<uint8_t>(reply.source));
-  w.U16(0);
-  if (reply.status != StatusCode::kOk) {
-    w.Str(std::string_view(reply.error_message).substr(0, 60000));
-    return w.Take();
-  }
-  w.U32(reply.data_offset);
-  w.U32(reply.data_length);
-  w.U32(static_cast<uint32_t>(reply.checksums.size()));
-  for (uint64_t c : reply.checksums) w.U64(c);
-  return w.Take();
-}
-
-StatusOr<ReadPageReplyHeader> DecodeReadPageReplyHeader(std::span<const char> payload,
-                                                        size_t* consumed) {
-  ByteReader r(payload);
-  ReadPageReplyHeader h;
-  uint8_t status = 0, source = 0;
-  uint16_t reserved = 0;
-  if (!r.U8(&status) || !r.U8(&source) || !r.U16(&reserved)) {
-    return CorruptionError("truncated ReadPage reply");
-  }
-  if (status > static_cast<uint8_t>(StatusCode::kInternal) || source > static_cast<uint8_t>(PageSource::kPeer)) {
-    return CorruptionError("bad ReadPage reply status");
-  }
-  h.status = static_cast<StatusCode>(status);
-  h.source = static_cast<PageSource>(source);
-  if (h.status != StatusCode::kOk) {
-    if (!r.Str(&h.error_message)) return CorruptionError("truncated ReadPage error reply");
-    *consumed = r.position();
-    return h;
-  }
-  uint32_t n = 0;
-  if (!r.U32(&h.data_offset) || !r.U32(&h.data_length) || !r.U32(&n)) {
-    return CorruptionError("truncated ReadPage reply");
-  }
-  if (n > kMaxChecksums || n != ChunkCount(h.data_length)) {
-    return CorruptionError("ReadPage reply checksum count does not match its length");
-  }
-  h.checksums.resize(n);
-  for (uint32_t i = 0; i < n; ++i) {
-    if (!r.U64(&h.checksums[i])) return CorruptionError("truncated ReadPage checksums");
-  }
-  *consumed = r.position();
   return h;
+}
+
+std::string EncodeVersionMismatch(const VersionMismatch& mismatch) {
+  ByteWriter w;
+  w.U32(mismatch.min_version);
+  w.U32(mismatch.max_version);
+  w.Str(std::string_view(mismatch.message).substr(0, kMaxErrorMessage));
+  return w.Take();
+}
+
+StatusOr<VersionMismatch> DecodeVersionMismatch(std::span<const char> payload) {
+  ByteReader r(payload);
+  VersionMismatch m;
+  if (!r.U32(&m.min_version) || !r.U32(&m.max_version) || !r.Str(&m.message)) {
+    return CorruptionError("malformed VersionMismatch");
+  }
+  return m;
+}
+
+MessageType TypeOf(const Request& request) {
+  static constexpr MessageType kTypes[] = {
+      MessageType::kReadPage,  MessageType::kLookupPage,   MessageType::kPeerRead,
+      MessageType::kLoadPage,  MessageType::kCopyFromPeer, MessageType::kProbePage,
+      MessageType::kDropPage};
+  return kTypes[request.index()];
+}
+
+const RequestBase& BaseOf(const Request& request) {
+  return std::visit([](const auto& q) -> const RequestBase& { return q; }, request);
+}
+
+RequestBase& BaseOf(Request& request) {
+  return std::visit([](auto& q) -> RequestBase& { return q; }, request);
+}
+
+bool WantsData(const Request& request) {
+  return std::holds_alternative<ReadPageRequest>(request) ||
+         std::holds_alternative<LookupPageRequest>(request) ||
+         std::holds_alternative<PeerReadRequest>(request);
+}
+
+std::string EncodeRequest(const Request& request) {
+  ByteWriter w;
+  std::visit(Encoder{w}, request);
+  return w.Take();
+}
+
+StatusOr<Request> DecodeRequest(MessageType type, std::span<const char> payload) {
+  ByteReader r(payload);
+  switch (type) {
+    case MessageType::kReadPage: {
+      ReadPageRequest q;
+      uint8_t options = 0;
+      bool ok = GetBase(r, &q) && r.U32(&q.offset) && r.U32(&q.length) && r.U8(&options);
+      q.refetch = options & kReadRefetch;
+      q.no_cache = options & kReadNoCache;
+      if (ok && (options & ~(kReadRefetch | kReadNoCache)) != 0) {
+        return CorruptionError("unknown ReadPage options " + std::to_string(options));
+      }
+      CAIRN_ASSIGN_OR_RETURN(Request out, Finish(r, ok, std::move(q), "ReadPage"));
+      const auto& read = std::get<ReadPageRequest>(out);
+      CAIRN_RETURN_IF_ERROR(ValidateRange(read.page, read.offset, read.length));
+      return out;
+    }
+    case MessageType::kLookupPage: {
+      LookupPageRequest q;
+      bool ok = GetBase(r, &q) && r.U32(&q.offset) && r.U32(&q.length);
+      CAIRN_ASSIGN_OR_RETURN(Request out, Finish(r, ok, std::move(q), "LookupPage"));
+      const auto& lookup = std::get<LookupPageRequest>(out);
+      CAIRN_RETURN_IF_ERROR(ValidateRange(lookup.page, lookup.offset, lookup.length));
+      return out;
+    }
+    case MessageType::kPeerRead: {
+      PeerReadRequest q;
+      bool ok = GetBase(r, &q);
+      return Finish(r, ok, std::move(q), "PeerRead");
+    }
+    case MessageType::kLoadPage: {
+      LoadPageRequest q;
+      bool ok = GetBase(r, &q);
+      return Finish(r, ok, std::move(q), "LoadPage");
+    }
+    case MessageType::kCopyFromPeer: {
+      CopyFromPeerRequest q;
+      bool ok = GetBase(r, &q) && r.Str(&q.peer);
+      if (ok && q.peer.empty()) return InvalidArgumentError("CopyFromPeer without a peer id");
+      return Finish(r, ok, std::move(q), "CopyFromPeer");
+    }
+    case MessageType::kProbePage: {
+      ProbePageRequest q;
+      bool ok = GetBase(r, &q);
+      return Finish(r, ok, std::move(q), "ProbePage");
+    }
+    case MessageType::kDropPage: {
+      DropPageRequest q;
+      bool ok = GetBase(r, &q);
+      return Finish(r, ok, std::move(q), "DropPage");
+    }
+    default:
+      return CorruptionError("message type " + std::to_string(static_cast<int>(type)) +
+                             " is not a request");
+  }
+}
+
+namespace {
+
+void PutOutcome(ByteWriter& w, StatusCode status, PageSource source, const std::string& error) {
+  w.U8(static_cast<uint8_t>(status));
+  w.U8(static_cast<uint8_t>(source));
+  w.U16(0);
+  if (status != StatusCode::kOk) w.Str(std::string_view(error).substr(0, kMaxErrorMessage));
+}
+
+// Reads status, source and (for errors) the message. Corruption if malformed.
+Status GetOutcome(ByteReader& r, StatusCode* status, PageSource* source, std::string* error) {
+  uint8_t s = 0, src = 0;
+  uint16_t reserved = 0;
+  if (!r.U8(&s) || !r.U8(&src) || !r.U16(&reserved)) return CorruptionError("truncated reply");
+  if (s > static_cast<uint8_t>(StatusCode::kInternal) ||
+      src > static_cast<uint8_t>(PageSource::kPeer)) {
+    return CorruptionError("bad reply status or source");
+  }
+  *status = static_cast<StatusCode>(s);
+  *source = static_cast<PageSource>(src);
+  if (*status != StatusCode::kOk && !r.Str(error)) {
+    return CorruptionError("truncated error reply");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+std::string EncodePageReplyMeta(const PageReplyMeta& reply) {
+  ByteWriter w;
+  PutOutcome(w, reply.status, reply.source, reply.error_message);
+  if (reply.status == StatusCode::kOk) {
+    w.U32(reply.data_offset);
+    w.U32(reply.data_length);
+    w.U32(static_cast<uint32_t>(reply.checksums.size()));
+    for (uint64_t c : reply.checksums) w.U64(c);
+  }
+  std::string meta = w.Take();
+  ByteWriter out;
+  out.U32(static_cast<uint32_t>(meta.size()));
+  return out.Take() + meta;
+}
+
+StatusOr<uint32_t> DecodePageReplyMetaLength(std::span<const char, kPageReplyPrefixSize> prefix,
+                                             uint32_t payload_length) {
+  uint32_t n = 0;
+  std::memcpy(&n, prefix.data(), 4);
+  if (n > kMaxPageReplyMeta || uint64_t{n} + kPageReplyPrefixSize > payload_length) {
+    return CorruptionError("bad page reply metadata length " + std::to_string(n));
+  }
+  return n;
+}
+
+StatusOr<PageReplyMeta> DecodePageReplyMeta(std::span<const char> meta) {
+  ByteReader r(meta);
+  PageReplyMeta h;
+  CAIRN_RETURN_IF_ERROR(GetOutcome(r, &h.status, &h.source, &h.error_message));
+  if (h.status == StatusCode::kOk) {
+    uint32_t n = 0;
+    if (!r.U32(&h.data_offset) || !r.U32(&h.data_length) || !r.U32(&n)) {
+      return CorruptionError("truncated page reply");
+    }
+    if (n > kMaxChecksums || n != ChunkCount(h.data_length) ||
+        uint64_t{h.data_offset} + h.data_length > kMaxPageSize) {
+      return CorruptionError("page reply range or checksum count is inconsistent");
+    }
+    h.checksums.resize(n);
+    for (uint32_t i = 0; i < n; ++i) {
+      if (!r.U64(&h.checksums[i])) return CorruptionError("truncated page reply checksums");
+    }
+  }
+  if (r.remaining() != 0) return CorruptionError("trailing bytes in page reply metadata");
+  return h;
+}
+
+StatusOr<PageReplyMeta> DecodePageReply(std::span<const char> payload,
+                                        std::span<const char>* data) {
+  if (payload.size() < kPageReplyPrefixSize || payload.size() > kMaxPayload) {
+    return CorruptionError("page reply too short or too long");
+  }
+  CAIRN_ASSIGN_OR_RETURN(
+      uint32_t meta_length,
+      DecodePageReplyMetaLength(payload.first<kPageReplyPrefixSize>(),
+                                static_cast<uint32_t>(payload.size())));
+  CAIRN_ASSIGN_OR_RETURN(PageReplyMeta meta, DecodePageReplyMeta(payload.subspan(
+                                                  kPageReplyPrefixSize, meta_length)));
+  *data = payload.subspan(kPageReplyPrefixSize + meta_length);
+  if (data->size() != (meta.status == StatusCode::kOk ? meta.data_length : 0)) {
+    return CorruptionError("page reply data length does not match its metadata");
+  }
+  return meta;
+}
+
+std::string EncodeControlReply(const ControlReply& reply) {
+  ByteWriter w;
+  PutOutcome(w, reply.status, reply.source, reply.error_message);
+  return w.Take();
+}
+
+StatusOr<ControlReply> DecodeControlReply(std::span<const char> payload) {
+  ByteReader r(payload);
+  ControlReply c;
+  CAIRN_RETURN_IF_ERROR(GetOutcome(r, &c.status, &c.source, &c.error_message));
+  if (r.remaining() != 0) return CorruptionError("trailing bytes in control reply");
+  return c;
 }
 
 std::string EncodeHelloReply(const HelloReply& reply) {

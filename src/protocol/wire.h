@@ -1,5 +1,6 @@
-// Cairn worker protocol, version 1: framing and message codecs (pure code, no I/O).
-// The byte layout is specified in docs/protocol.md; keep the two in step.
+// Cairn worker protocol, version 2: framing and one typed message per operation (pure code,
+// no I/O). Only this module knows the byte layout; docs/protocol.md specifies it (keep the two
+// in step).
 //
 // Every message is a 24-byte frame header followed by `payload_length` bytes. All integers are
 // little-endian. Strings are a u16 length followed by that many bytes (no terminator).
@@ -11,6 +12,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <variant>
 #include <vector>
 
 #include "common/status.h"
@@ -18,94 +20,171 @@
 namespace cairn::protocol {
 
 inline constexpr uint32_t kMagic = 0x4E524143;  // "CARN" in little-endian byte order.
-inline constexpr uint8_t kVersion = 1;
+// The frame header's layout (magic, version, type, ...) is the same in every version, so any
+// version can read another's header and answer a mismatch with kVersionMismatch.
+inline constexpr uint8_t kVersion = 2;
+inline constexpr uint8_t kMinVersion = 2;  // Oldest version this build still speaks.
 inline constexpr size_t kFrameHeaderSize = 24;
 // Largest payload accepted (a page of at most 16 MiB plus metadata); bigger frames are rejected.
 inline constexpr uint32_t kMaxPayload = (16u << 20) + (64u << 10);
 inline constexpr uint32_t kMaxPageSize = 16u << 20;
 
 enum class MessageType : uint8_t {
-  kHello = 1,
+  kHello = 1,          // client -> worker: the versions the client speaks (HelloRequest).
   kHelloReply = 2,
-  kReadPage = 3,
-  kReadPageReply = 4,
+  kReadPage = 3,       // -> kPageReply with data.
+  kPageReply = 4,
   kPing = 5,
   kPong = 6,
+  kLookupPage = 7,     // -> kPageReply: data if cached, else no data ("not here").
+  kPeerRead = 8,       // worker -> worker: a cached page for a fill -> kPageReply.
+  kLoadPage = 9,       // -> kControlReply.
+  kCopyFromPeer = 10,  // -> kControlReply.
+  kProbePage = 11,     // -> kControlReply.
+  kDropPage = 12,      // -> kControlReply.
+  kControlReply = 13,
+  kVersionMismatch = 14,  // The sender cannot speak the version of a frame it received.
+  // 15 is kept for WritePage (the write path).
 };
 
 struct FrameHeader {
   MessageType type = MessageType::kPing;
-  uint16_t flags = 0;
+  uint16_t flags = 0;  // Reserved; 0.
   uint64_t request_id = 0;
   uint32_t payload_length = 0;
 };
 
 // Writes the 24-byte header into `out` (must hold kFrameHeaderSize bytes).
 void EncodeFrameHeader(const FrameHeader& header, char* out);
-// Parses and validates a header: Corruption on bad magic, version, header checksum, unknown
-// type or an oversized payload (the connection must then be closed).
+// Parses and validates a header. Corruption on bad magic, header checksum, unknown type or an
+// oversized payload; FailedPrecondition ("protocol version mismatch ...") when the magic is ours
+// but the version is not one this build speaks. Either way the connection must be closed (after
+// a kVersionMismatch reply for the second).
 StatusOr<FrameHeader> DecodeFrameHeader(std::span<const char, kFrameHeaderSize> bytes);
+// The version byte of a header (for messages about a mismatch).
+uint8_t FrameVersion(std::span<const char, kFrameHeaderSize> bytes);
 
-// Request flags (ReadPageRequest::flags).
-inline constexpr uint32_t kFlagRefetch = 1u << 0;  // Drop any cached copy; read from the UFS.
-inline constexpr uint32_t kFlagNoCache = 1u << 1;  // Serve without storing (one-pass scans).
-// Serve only from the cache: on a miss the reply is OK with no data (data_length 0, source
-// kUnderStorage) instead of a source read. Clients use it to look for a page on the other
-// replicas before paying for the source.
-inline constexpr uint32_t kFlagCacheOnly = 1u << 5;
-// The request ends with one more string, `peer`: the id of a worker that has just cached the
-// page. On a miss the worker first asks that peer (a cache-only read of the whole page, checksums
-// verified) and reads the source only if the peer cannot serve it, so filling the other replicas
-// of a page costs one source read, not one per replica. A worker that does not know the id (not
-// in its membership view) reads the source.
-inline constexpr uint32_t kFlagPeer = 1u << 6;
-// The request comes from a worker filling its copy from this one (with kFlagCacheOnly), not from
-// a reader: counted as a page sent to a peer, not as a cache hit.
-inline constexpr uint32_t kFlagForPeer = 1u << 7;
-// Control requests (cache management): the reply carries no data (data_length 0) and its
-// `source` says whether the page WAS cached when the request arrived (kCache) or not
-// (kUnderStorage). offset/length are ignored. At most one of these may be set.
-inline constexpr uint32_t kFlagLoad = 1u << 2;   // Make sure the page is cached (preload).
-inline constexpr uint32_t kFlagProbe = 1u << 3;  // Only report whether it is cached.
-inline constexpr uint32_t kFlagDrop = 1u << 4;   // Drop the cached copy (free).
-inline constexpr uint32_t kControlFlags = kFlagLoad | kFlagProbe | kFlagDrop;
+// kHello payload: the range of versions the client speaks.
+struct HelloRequest {
+  uint32_t min_version = kMinVersion;
+  uint32_t max_version = kVersion;
+};
+std::string EncodeHelloRequest(const HelloRequest& hello);
+StatusOr<HelloRequest> DecodeHelloRequest(std::span<const char> payload);
 
-struct ReadPageRequest {
-  uint32_t deadline_ms = 0;  // Relative deadline; 0 = none. The worker drops late work.
-  uint32_t flags = 0;
-  uint32_t page_size = 0;    // The client's page size; must equal the worker's.
-  uint32_t offset = 0;       // Wanted range within the page...
-  uint32_t length = 0;       // ...(the reply covers the 64 KiB chunks holding it).
-  uint64_t page_index = 0;
+// kVersionMismatch payload: what the sender speaks, and a sentence for the log.
+struct VersionMismatch {
+  uint32_t min_version = kMinVersion;
+  uint32_t max_version = kVersion;
+  std::string message;
+};
+std::string EncodeVersionMismatch(const VersionMismatch& mismatch);
+StatusOr<VersionMismatch> DecodeVersionMismatch(std::span<const char> payload);
+
+// The page a request is about. Validated on decode: the page size is a multiple of 64 KiB up to
+// kMaxPageSize and the page lies inside the object (no arithmetic before that check).
+struct PageRef {
+  std::string mount;     // Namespace mount path ("/bucket_a").
+  std::string key;       // Object key relative to the mount root.
+  std::string version;   // Object version the client pinned at open.
   uint64_t object_size = 0;
-  std::string mount;         // Namespace mount path ("/bucket_a").
-  std::string key;           // Object key relative to the mount root.
-  std::string version;       // Object version the client pinned at open.
-  std::string peer;          // With kFlagPeer only: a worker id that holds the page (non-empty).
+  uint64_t page_index = 0;
+  uint32_t page_size = 0;  // The client's page size; must equal the worker's.
 };
 
-std::string EncodeReadPageRequest(const ReadPageRequest& request);
-StatusOr<ReadPageRequest> DecodeReadPageRequest(std::span<const char> payload);
+// Fields every request has.
+struct RequestBase {
+  uint32_t deadline_ms = 0;  // Relative deadline; 0 = none. The worker drops late work.
+  PageRef page;
+};
 
-// Where a page came from. kPeer: it was not cached here and was copied from the peer worker a
-// PEER request named (only in replies to requests with kFlagPeer, or reads that joined one).
+// Bytes of a page: the 64 KiB chunks holding [offset, offset + length). From the cache, else
+// from the source (then cached, unless no_cache).
+struct ReadPageRequest : RequestBase {
+  uint32_t offset = 0;
+  uint32_t length = 0;
+  bool refetch = false;   // The client found the cached copy corrupt: drop it, read the source.
+  bool no_cache = false;  // Serve without storing (one-pass scans).
+};
+// As ReadPage, but only from the cache: a reply without data means "not cached here". Clients
+// look for a page on the other replicas with it before paying for the source.
+struct LookupPageRequest : RequestBase {
+  uint32_t offset = 0;
+  uint32_t length = 0;
+};
+// A worker filling its copy from this one: the whole page if cached (or fetched a moment ago and
+// still being written), else no data. Counted as a page sent to a peer, not a cache hit.
+struct PeerReadRequest : RequestBase {};
+// Make sure the page is cached (preload); waits until it is on disk.
+struct LoadPageRequest : RequestBase {};
+// As LoadPage, but a missing page is first copied from the worker `peer` (a replica that has
+// just cached it), and read from the source only if that fails: R replicas, one source read.
+struct CopyFromPeerRequest : RequestBase {
+  std::string peer;  // A worker id (non-empty), resolved by the receiver's own membership view.
+};
+// Whether the page is cached.
+struct ProbePageRequest : RequestBase {};
+// Drop the cached copy (cairn free).
+struct DropPageRequest : RequestBase {};
+
+using Request = std::variant<ReadPageRequest, LookupPageRequest, PeerReadRequest,
+                             LoadPageRequest, CopyFromPeerRequest, ProbePageRequest,
+                             DropPageRequest>;
+
+MessageType TypeOf(const Request& request);
+const RequestBase& BaseOf(const Request& request);
+RequestBase& BaseOf(Request& request);
+// True for the requests answered by kPageReply with data (ReadPage, LookupPage, PeerRead).
+bool WantsData(const Request& request);
+
+// The payload of `request` (its type is TypeOf(request)).
+std::string EncodeRequest(const Request& request);
+// Decodes and validates the payload of a request of `type`. Corruption for a truncated payload,
+// trailing bytes or a type that is not a request (the connection must close); InvalidArgument
+// for a well-formed request that makes no sense (bad page size, range outside the page, ...):
+// answered with an error reply.
+StatusOr<Request> DecodeRequest(MessageType type, std::span<const char> payload);
+
+// Where a page came from. kPeer: it was not cached here and was copied from a peer worker.
 enum class PageSource : uint8_t { kCache = 0, kUnderStorage = 1, kPeer = 2 };
 
-// Metadata of a ReadPageReply; on success the payload continues with data_length bytes.
-struct ReadPageReplyHeader {
+// kPageReply payload: u32 meta_length, the metadata (below), then data_length data bytes. The
+// length prefix lets a reader take the metadata whole and hand it to DecodePageReplyMeta
+// without knowing its layout.
+inline constexpr size_t kPageReplyPrefixSize = 4;
+inline constexpr uint32_t kMaxPageReplyMeta = 70000;
+struct PageReplyMeta {
   StatusCode status = StatusCode::kOk;
   PageSource source = PageSource::kCache;
   std::string error_message;          // Only when status != kOk.
   uint32_t data_offset = 0;           // Offset within the page of the first data byte.
-  uint32_t data_length = 0;
+  uint32_t data_length = 0;           // 0 with status OK: no data (a lookup that missed).
   std::vector<uint64_t> checksums;    // One per 64 KiB chunk of the returned data.
 };
+// The prefix and metadata of a kPageReply (the data bytes follow them on the wire).
+std::string EncodePageReplyMeta(const PageReplyMeta& reply);
+// The metadata length from the first kPageReplyPrefixSize bytes of a payload; Corruption if it
+// is larger than kMaxPageReplyMeta or than the payload.
+StatusOr<uint32_t> DecodePageReplyMetaLength(std::span<const char, kPageReplyPrefixSize> prefix,
+                                             uint32_t payload_length);
+// Decodes the metadata (the bytes after the prefix). Corruption if malformed.
+StatusOr<PageReplyMeta> DecodePageReplyMeta(std::span<const char> meta);
 
-// Encodes the reply metadata (without the data bytes).
-std::string EncodeReadPageReplyHeader(const ReadPageReplyHeader& reply);
-// Decodes the metadata; *consumed is set to its encoded size (data follows).
-StatusOr<ReadPageReplyHeader> DecodeReadPageReplyHeader(std::span<const char> payload,
-                                                        size_t* consumed);
+// Decodes a whole kPageReply payload held in memory (tools and tests; the client streams the
+// data into place instead): the metadata, and `*data` set to the data bytes. Corruption if
+// malformed or if the data length disagrees with the metadata.
+StatusOr<PageReplyMeta> DecodePageReply(std::span<const char> payload,
+                                        std::span<const char>* data);
+
+// kControlReply payload: the outcome, and whether the page WAS cached when the request arrived
+// (kCache), was not (kUnderStorage), or (CopyFromPeer) was copied from the peer (kPeer).
+struct ControlReply {
+  StatusCode status = StatusCode::kOk;
+  PageSource source = PageSource::kCache;
+  std::string error_message;  // Only when status != kOk.
+};
+std::string EncodeControlReply(const ControlReply& reply);
+StatusOr<ControlReply> DecodeControlReply(std::span<const char> payload);
 
 struct HelloReply {
   uint32_t protocol_version = kVersion;
@@ -132,6 +211,9 @@ ByteRange AlignedRange(uint32_t offset, uint32_t length, uint32_t page_length);
 // Bytes held by page `page_index` of an object of `object_size` bytes (0 past the end, for any
 // index: never overflows).
 uint32_t PageLength(uint64_t object_size, uint64_t page_index, uint32_t page_size);
+inline uint32_t PageLengthOf(const PageRef& page) {
+  return PageLength(page.object_size, page.page_index, page.page_size);
+}
 
 }  // namespace cairn::protocol
 

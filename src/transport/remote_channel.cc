@@ -18,7 +18,6 @@ using protocol::FrameHeader;
 using protocol::MessageType;
 
 namespace {
-int64_t NowUs() { return Clock::Real()->NowMicros(); }
 }  // namespace
 
 // One TCP connection with its reader thread and the requests waiting on it.
@@ -32,9 +31,11 @@ class RemoteChannel::Conn : public std::enable_shared_from_this<Conn> {
 
   static StatusOr<std::shared_ptr<Conn>> Open(const RemoteChannelOptions& options,
                                               protocol::HelloReply* hello) {
-    auto stream = net::ConnectTcp(options.address, options.connect_timeout);
+    auto stream = options.connect ? options.connect(options.address, options.connect_timeout)
+                                  : net::ConnectTcp(options.address, options.connect_timeout);
     if (!stream.ok()) return stream.status();
-    auto conn = std::shared_ptr<Conn>(new Conn(std::move(stream).value()));
+    auto conn = std::shared_ptr<Conn>(
+        new Conn(std::move(stream).value(), options.clock->NowMicros()));
     conn->stream_->SetReadTimeout(options.request_timeout);
     CAIRN_ASSIGN_OR_RETURN(*hello, conn->Handshake(options.page_size));
     conn->stream_->SetReadTimeout(std::chrono::milliseconds(0));  // The sweeper bounds waits.
@@ -54,7 +55,7 @@ class RemoteChannel::Conn : public std::enable_shared_from_this<Conn> {
 
   // Sends the request; `done` runs once with the reply or an error. Returns false (and does
   // not call `done`) if the connection was already closed: the caller may use another one.
-  [[nodiscard]] bool Send(uint64_t id, const protocol::ReadPageRequest& request,
+  [[nodiscard]] bool Send(uint64_t id, const protocol::Request& request,
                           std::span<char> dest, Callback& done, int64_t deadline_us,
                           int64_t now_us) {
     {
@@ -65,9 +66,9 @@ class RemoteChannel::Conn : public std::enable_shared_from_this<Conn> {
       pending_.emplace(id, Pending{dest, std::move(done), deadline_us});
       last_used_us_ = now_us;
     }
-    std::string payload = protocol::EncodeReadPageRequest(request);
+    std::string payload = protocol::EncodeRequest(request);
     std::array<char, protocol::kFrameHeaderSize> raw;
-    protocol::EncodeFrameHeader({MessageType::kReadPage, 0, id,
+    protocol::EncodeFrameHeader({protocol::TypeOf(request), 0, id,
                                  static_cast<uint32_t>(payload.size())},
                                 raw.data());
     std::array<std::span<const char>, 2> bufs{std::span<const char>(raw),
@@ -126,23 +127,39 @@ class RemoteChannel::Conn : public std::enable_shared_from_this<Conn> {
   }
 
  private:
-  explicit Conn(std::unique_ptr<net::Stream> stream) : stream_(std::move(stream)) {}
+  Conn(std::unique_ptr<net::Stream> stream, int64_t now_us)
+      : stream_(std::move(stream)), last_used_us_(now_us) {}
 
   StatusOr<protocol::HelloReply> Handshake(uint32_t page_size) {
     std::array<char, protocol::kFrameHeaderSize> raw;
-    protocol::EncodeFrameHeader({MessageType::kHello, 0, 0, 0}, raw.data());
-    std::array<std::span<const char>, 1> bufs{std::span<const char>(raw)};
+    std::string asked = protocol::EncodeHelloRequest({});
+    protocol::EncodeFrameHeader(
+        {MessageType::kHello, 0, 0, static_cast<uint32_t>(asked.size())}, raw.data());
+    std::array<std::span<const char>, 2> bufs{std::span<const char>(raw),
+                                              std::span<const char>(asked)};
     CAIRN_RETURN_IF_ERROR(stream_->WriteAll(bufs));
     CAIRN_RETURN_IF_ERROR(stream_->ReadFull(raw));
-    CAIRN_ASSIGN_OR_RETURN(FrameHeader h, protocol::DecodeFrameHeader(raw));
-    if (h.type != MessageType::kHelloReply || h.payload_length > 4096) {
+    StatusOr<FrameHeader> decoded = protocol::DecodeFrameHeader(raw);
+    if (!decoded.ok()) {
+      return Status(decoded.status().code(),
+                    "worker " + stream_->PeerName() + ": " + decoded.status().message());
+    }
+    FrameHeader h = *decoded;
+    if ((h.type != MessageType::kHelloReply && h.type != MessageType::kVersionMismatch) ||
+        h.payload_length > 65536) {
       return UnavailableError("unexpected handshake reply from " + stream_->PeerName());
     }
     std::string payload(h.payload_length, '\0');
     CAIRN_RETURN_IF_ERROR(stream_->ReadFull(payload));
+    if (h.type == MessageType::kVersionMismatch) {
+      auto mismatch = protocol::DecodeVersionMismatch(payload);
+      return FailedPreconditionError(
+          mismatch.ok() ? mismatch->message
+                        : "worker " + stream_->PeerName() + " refused this protocol version");
+    }
     CAIRN_ASSIGN_OR_RETURN(protocol::HelloReply hello, protocol::DecodeHelloReply(payload));
     if (hello.page_size != page_size) {
-      return InvalidArgumentError("worker " + stream_->PeerName() + " uses page size " +
+      return FailedPreconditionError("worker " + stream_->PeerName() + " uses page size " +
                                   std::to_string(hello.page_size) + ", this client " +
                                   std::to_string(page_size));
     }
@@ -161,70 +178,93 @@ class RemoteChannel::Conn : public std::enable_shared_from_this<Conn> {
     while (true) {
       CAIRN_RETURN_IF_ERROR(stream_->ReadFull(raw));
       CAIRN_ASSIGN_OR_RETURN(FrameHeader h, protocol::DecodeFrameHeader(raw));
-      if (h.type == MessageType::kPong) continue;
-      if (h.type != MessageType::kReadPageReply) {
-        return CorruptionError("unexpected message type from worker");
+      switch (h.type) {
+        case MessageType::kPong:
+          CAIRN_RETURN_IF_ERROR(Skip(h.payload_length, &scratch));
+          break;
+        case MessageType::kControlReply:
+          CAIRN_RETURN_IF_ERROR(ReadControlReply(h, &scratch));
+          break;
+        case MessageType::kPageReply:
+          CAIRN_RETURN_IF_ERROR(ReadPageReply(h, &meta, &scratch));
+          break;
+        case MessageType::kVersionMismatch: {
+          if (h.payload_length > 65536) return CorruptionError("oversized version mismatch");
+          scratch.resize(h.payload_length);
+          CAIRN_RETURN_IF_ERROR(stream_->ReadFull(scratch));
+          auto mismatch = protocol::DecodeVersionMismatch(scratch);
+          return FailedPreconditionError(mismatch.ok() ? mismatch->message
+                                                       : "worker refused this protocol version");
+        }
+        default:
+          return CorruptionError("unexpected message type from worker");
       }
-      CAIRN_RETURN_IF_ERROR(ReadMeta(h.payload_length, &meta));
-      size_t consumed = 0;
-      CAIRN_ASSIGN_OR_RETURN(protocol::ReadPageReplyHeader reply,
-                             protocol::DecodeReadPageReplyHeader(meta, &consumed));
-      uint64_t data_length = h.payload_length - consumed;
-      if (reply.status == StatusCode::kOk ? data_length != reply.data_length : data_length != 0) {
-        return CorruptionError("reply length does not match its header");
-      }
-      std::optional<Pending> pending = Claim(h.request_id);
-      if (!pending) {  // Timed out already: drain the bytes.
-        scratch.resize(data_length);
-        CAIRN_RETURN_IF_ERROR(stream_->ReadFull(scratch));
-        continue;
-      }
-      if (reply.status != StatusCode::kOk) {
-        pending->done(Status(reply.status, reply.error_message));
-        continue;
-      }
-      // No data is a complete answer too: a control reply, or a cache-only miss ("not here").
-      if (data_length != 0 && pending->dest.size() != data_length) {
-        scratch.resize(data_length);
-        Status r = stream_->ReadFull(scratch);
-        pending->done(CorruptionError("worker returned an unexpected range"));
-        CAIRN_RETURN_IF_ERROR(r);
-        continue;
-      }
-      Status r = stream_->ReadFull(pending->dest.first(data_length));
-      if (!r.ok()) {
-        pending->done(UnavailableError(r.message()));
-        return r;
-      }
-      protocol::PageReply out;
-      out.source = reply.source;
-      out.data_offset = reply.data_offset;
-      out.data_length = reply.data_length;
-      out.checksums = std::move(reply.checksums);
-      pending->done(std::move(out));
     }
   }
 
-  // Reads the reply metadata (everything before the data bytes) into *meta.
-  Status ReadMeta(uint32_t payload_length, std::string* meta) {
-    if (payload_length < 4) return CorruptionError("reply too short");
-    meta->resize(4);
+  Status Skip(uint32_t length, std::string* scratch) {
+    scratch->resize(length);
+    return stream_->ReadFull(*scratch);
+  }
+
+  Status ReadControlReply(const FrameHeader& h, std::string* scratch) {
+    if (h.payload_length > protocol::kMaxPageReplyMeta) {
+      return CorruptionError("oversized control reply");
+    }
+    scratch->resize(h.payload_length);
+    CAIRN_RETURN_IF_ERROR(stream_->ReadFull(*scratch));
+    CAIRN_ASSIGN_OR_RETURN(protocol::ControlReply reply, protocol::DecodeControlReply(*scratch));
+    std::optional<Pending> pending = Claim(h.request_id);
+    if (!pending) return Status::Ok();  // Timed out already.
+    if (reply.status != StatusCode::kOk) {
+      pending->done(Status(reply.status, reply.error_message));
+      return Status::Ok();
+    }
+    protocol::PageReply out;
+    out.source = reply.source;
+    pending->done(std::move(out));
+    return Status::Ok();
+  }
+
+  Status ReadPageReply(const FrameHeader& h, std::string* meta, std::string* scratch) {
+    if (h.payload_length < protocol::kPageReplyPrefixSize) {
+      return CorruptionError("page reply too short");
+    }
+    std::array<char, protocol::kPageReplyPrefixSize> prefix;
+    CAIRN_RETURN_IF_ERROR(stream_->ReadFull(prefix));
+    CAIRN_ASSIGN_OR_RETURN(uint32_t meta_length,
+                           protocol::DecodePageReplyMetaLength(prefix, h.payload_length));
+    meta->resize(meta_length);
     CAIRN_RETURN_IF_ERROR(stream_->ReadFull(*meta));
-    if ((*meta)[0] != 0) {  // Error reply: the rest is the message.
-      if (payload_length > 70000) return CorruptionError("error reply too long");
-      meta->resize(payload_length);
-      return stream_->ReadFull(std::span<char>(meta->data() + 4, payload_length - 4));
+    CAIRN_ASSIGN_OR_RETURN(protocol::PageReplyMeta reply, protocol::DecodePageReplyMeta(*meta));
+    uint64_t data_length = h.payload_length - protocol::kPageReplyPrefixSize - meta_length;
+    if (reply.status == StatusCode::kOk ? data_length != reply.data_length : data_length != 0) {
+      return CorruptionError("reply length does not match its header");
     }
-    if (payload_length < 16) return CorruptionError("reply too short");
-    meta->resize(16);
-    CAIRN_RETURN_IF_ERROR(stream_->ReadFull(std::span<char>(meta->data() + 4, 12)));
-    uint32_t n = 0;
-    std::memcpy(&n, meta->data() + 12, 4);
-    if (n > protocol::kMaxPageSize / kChecksumChunkSize + 1 || 16 + 8ull * n > payload_length) {
-      return CorruptionError("bad checksum count in reply");
+    std::optional<Pending> pending = Claim(h.request_id);
+    if (!pending) return Skip(static_cast<uint32_t>(data_length), scratch);  // Timed out.
+    if (reply.status != StatusCode::kOk) {
+      pending->done(Status(reply.status, reply.error_message));
+      return Status::Ok();
     }
-    meta->resize(16 + 8 * n);
-    return stream_->ReadFull(std::span<char>(meta->data() + 16, 8 * n));
+    // No data is a complete answer too: a lookup or peer read of a page not cached there.
+    if (data_length != 0 && pending->dest.size() != data_length) {
+      Status r = Skip(static_cast<uint32_t>(data_length), scratch);
+      pending->done(CorruptionError("worker returned an unexpected range"));
+      return r;
+    }
+    Status r = stream_->ReadFull(pending->dest.first(data_length));
+    if (!r.ok()) {
+      pending->done(UnavailableError(r.message()));
+      return r;
+    }
+    protocol::PageReply out;
+    out.source = reply.source;
+    out.data_offset = reply.data_offset;
+    out.data_length = reply.data_length;
+    out.checksums = std::move(reply.checksums);
+    pending->done(std::move(out));
+    return Status::Ok();
   }
 
   std::optional<Pending> Claim(uint64_t id) {
@@ -242,7 +282,7 @@ class RemoteChannel::Conn : public std::enable_shared_from_this<Conn> {
   Mutex write_mu_;
   Mutex mu_;
   std::unordered_map<uint64_t, Pending> pending_ GUARDED_BY(mu_);
-  int64_t last_used_us_ GUARDED_BY(mu_) = NowUs();
+  int64_t last_used_us_ GUARDED_BY(mu_);
 };
 
 RemoteChannel::RemoteChannel(RemoteChannelOptions options) : options_(std::move(options)) {
@@ -292,10 +332,10 @@ std::shared_ptr<const std::vector<std::string>> RemoteChannel::ShortCircuitDirs(
   return short_circuit_dirs_;
 }
 
-bool RemoteChannel::suspect() const { return NowUs() < suspect_until_us_.load(); }
+bool RemoteChannel::suspect() const { return options_.clock->NowMicros() < suspect_until_us_.load(); }
 
 void RemoteChannel::MarkSuspect() {
-  suspect_until_us_.store(NowUs() + options_.suspect_backoff.count() * 1000);
+  suspect_until_us_.store(options_.clock->NowMicros() + options_.suspect_backoff.count() * 1000);
 }
 
 std::shared_ptr<RemoteChannel::Conn> RemoteChannel::GetConnection() {
@@ -308,7 +348,12 @@ std::shared_ptr<RemoteChannel::Conn> RemoteChannel::GetConnection() {
   protocol::HelloReply hello;
   auto opened = Conn::Open(options_, &hello);
   if (!opened.ok()) {
-    spdlog::warn("cannot reach worker {}: {}", options_.address, opened.status().ToString());
+    if (opened.status().code() == StatusCode::kFailedPrecondition) {
+      // An incompatible protocol version or page size: no retry will fix it, say so loudly.
+      spdlog::error("worker {} cannot be used: {}", options_.address, opened.status().message());
+    } else {
+      spdlog::warn("cannot reach worker {}: {}", options_.address, opened.status().ToString());
+    }
     MarkSuspect();
     return nullptr;
   }
@@ -330,24 +375,23 @@ std::shared_ptr<RemoteChannel::Conn> RemoteChannel::GetConnection() {
   return winner;
 }
 
-void RemoteChannel::ReadPage(const protocol::ReadPageRequest& request, std::span<char> dest,
-                             Callback done) {
+void RemoteChannel::Call(const protocol::Request& request, std::span<char> dest,
+                         Callback done) {
   if (suspect()) {
     done(UnavailableError("worker " + options_.address + " is suspect (recently unreachable)"));
     return;
   }
-  protocol::ReadPageRequest sent = request;
+  protocol::Request sent = request;
   // A caller-set deadline wins (a preload waits for a source read and a disk write); reads use
   // the channel's.
-  if (sent.deadline_ms == 0) {
-    sent.deadline_ms = static_cast<uint32_t>(options_.request_timeout.count());
-  }
+  uint32_t& deadline_ms = protocol::BaseOf(sent).deadline_ms;
+  if (deadline_ms == 0) deadline_ms = static_cast<uint32_t>(options_.request_timeout.count());
   // A connection closed a moment ago (idle, or by the worker) is replaced once.
   for (int attempt = 0; attempt < 2; ++attempt) {
     std::shared_ptr<Conn> conn = GetConnection();
     if (!conn) break;
-    int64_t now = NowUs();
-    int64_t deadline = now + int64_t{sent.deadline_ms} * 1000;
+    int64_t now = options_.clock->NowMicros();
+    int64_t deadline = now + int64_t{deadline_ms} * 1000;
     if (conn->Send(next_id_.fetch_add(1), sent, dest, done, deadline, now)) return;
   }
   done(UnavailableError("worker " + options_.address + " is unreachable"));
@@ -361,7 +405,7 @@ void RemoteChannel::SweepLoop() {
     if (stopping_) break;
     std::vector<std::shared_ptr<Conn>> conns = conns_;
     mu_.Unlock();
-    int64_t now = NowUs();
+    int64_t now = options_.clock->NowMicros();
     for (auto& c : conns) {
       if (c && options_.idle_close.count() > 0) {
         c->CloseIfIdle(now - options_.idle_close.count() * 1000);

@@ -13,12 +13,15 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "common/clock.h"
 #include "common/thread_annotations.h"
+#include "net/stream.h"
 #include "protocol/page_channel.h"
 
 namespace cairn::transport {
@@ -36,6 +39,13 @@ struct RemoteChannelOptions {
   std::chrono::milliseconds idle_close{60000};
   // Read cached pages straight from the worker's files when it shares this machine.
   bool short_circuit = true;
+  // The time source of deadlines, suspect periods and idle closes (a FakeClock in tests). Not
+  // owned. The sweeper still wakes on real time (every request_timeout / 20, at least 5 ms).
+  Clock* clock = Clock::Real();
+  // Opens a stream to `address` (tests: one end of net::StreamPair()); empty = TCP.
+  std::function<StatusOr<std::unique_ptr<net::Stream>>(const std::string& address,
+                                                       std::chrono::milliseconds timeout)>
+      connect;
 };
 
 class RemoteChannel : public protocol::PageChannel {
@@ -43,8 +53,7 @@ class RemoteChannel : public protocol::PageChannel {
   explicit RemoteChannel(RemoteChannelOptions options);
   ~RemoteChannel() override;
 
-  void ReadPage(const protocol::ReadPageRequest& request, std::span<char> dest,
-                Callback done) override;
+  void Call(const protocol::Request& request, std::span<char> dest, Callback done) override;
   std::string Describe() const override { return options_.address; }
   std::shared_ptr<const std::vector<std::string>> ShortCircuitDirs() override;
 

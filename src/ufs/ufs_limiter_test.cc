@@ -280,11 +280,17 @@ TEST(UfsLimiterTest, WaitersAreServedInArrivalOrder) {
   std::vector<int> order;
   std::vector<std::thread> threads;
   bool enqueued_one_by_one = true;
+  // Waiters keep their permit until the newcomer has tried: otherwise, on a loaded machine, all
+  // four could be served and gone before the newcomer arrives, leaving nothing to barge past.
+  std::atomic<bool> newcomer_tried{false};
   for (int i = 0; i < 4 && enqueued_one_by_one; ++i) {
     threads.emplace_back([&, i] {
       auto p = limiter->Acquire(0, std::chrono::seconds(30));
-      std::lock_guard<std::mutex> lock(order_mu);
-      order.push_back(p.ok() ? i : -1);
+      {
+        std::lock_guard<std::mutex> lock(order_mu);
+        order.push_back(p.ok() ? i : -1);
+      }
+      while (!newcomer_tried.load()) std::this_thread::sleep_for(milliseconds(1));
     });
     // Enqueue one at a time so that the arrival order is known.
     enqueued_one_by_one = Eventually([&] { return limiter->stats().queued == i + 1; });
@@ -296,6 +302,7 @@ TEST(UfsLimiterTest, WaitersAreServedInArrivalOrder) {
   EXPECT_EQ(newcomer.status().code(), StatusCode::kDeadlineExceeded);
   EXPECT_NE(newcomer.status().message().find("still behind"), std::string::npos)
       << newcomer.status().ToString();
+  newcomer_tried = true;
   for (auto& t : threads) t.join();
   ASSERT_TRUE(enqueued_one_by_one);
   EXPECT_EQ(order, (std::vector<int>{0, 1, 2, 3}));

@@ -2,45 +2,37 @@
 
 namespace cairn::worker {
 
-void LocalChannel::ReadPage(const protocol::ReadPageRequest& request, std::span<char> dest,
-                            Callback done) {
-  if (request.flags & protocol::kControlFlags) {
-    auto source = service_->ControlPage(request);
-    if (!source.ok()) {
-      done(source.status());
-      return;
-    }
-    protocol::PageReply reply;
-    reply.source = *source;
-    done(std::move(reply));
-    return;
-  }
-  auto result = service_->ReadPage(request);
-  if (!result.ok()) {
-    done(result.status());
-    return;
-  }
-  if (result->range.size() == 0) {  // A cache-only read that missed: no data.
-    protocol::PageReply reply;
-    reply.source = result->source;
-    done(std::move(reply));
-    return;
-  }
-  if (dest.size() != result->range.size()) {
-    done(InternalError("destination does not match the aligned page range"));
-    return;
-  }
-  Status s = result->CopyTo(dest);
-  if (!s.ok()) {
-    if (result->reader) service_->DropCachedPage(request);
-    done(s);
+void LocalChannel::Call(const protocol::Request& request, std::span<char> dest, Callback done) {
+  auto served = service_->Serve(request);
+  if (!served.ok()) {
+    done(served.status());
     return;
   }
   protocol::PageReply reply;
-  reply.source = result->source;
-  reply.data_offset = result->range.begin;
-  reply.data_length = result->range.size();
-  reply.checksums = std::move(result->checksums);
+  if (served->control) {
+    reply.source = *served->control;
+    done(std::move(reply));
+    return;
+  }
+  PageResult& result = served->data;
+  reply.source = result.source;
+  if (result.range.size() == 0) {  // A lookup or peer read that missed: no data.
+    done(std::move(reply));
+    return;
+  }
+  if (dest.size() != result.range.size()) {
+    done(InternalError("destination does not match the aligned page range"));
+    return;
+  }
+  Status s = result.CopyTo(dest);
+  if (!s.ok()) {
+    if (result.reader) service_->DropCachedPage(protocol::BaseOf(request).page);
+    done(s);
+    return;
+  }
+  reply.data_offset = result.range.begin;
+  reply.data_length = result.range.size();
+  reply.checksums = std::move(result.checksums);
   done(std::move(reply));
 }
 

@@ -1,6 +1,6 @@
 // LocalChannel: a PageChannel that calls an in-process PageService directly (cairn up), so the
 // embedded client reads cached pages with one pread and no network hop or extra thread.
-// Thread-safety: thread-safe; ReadPage runs the request on the calling thread and calls `done`
+// Thread-safety: thread-safe; Call runs the request on the calling thread and calls `done`
 // before returning.
 #ifndef CAIRN_WORKER_LOCAL_CHANNEL_H_
 #define CAIRN_WORKER_LOCAL_CHANNEL_H_
@@ -13,8 +13,7 @@ namespace cairn::worker {
 class LocalChannel : public protocol::PageChannel {
  public:
   explicit LocalChannel(PageService* service) : service_(service) {}  // Not owned.
-  void ReadPage(const protocol::ReadPageRequest& request, std::span<char> dest,
-                Callback done) override;
+  void Call(const protocol::Request& request, std::span<char> dest, Callback done) override;
   std::string Describe() const override { return "in-process worker"; }
 
  private:

@@ -13,7 +13,7 @@ namespace cairn::worker {
 
 using protocol::ByteRange;
 using protocol::PageSource;
-using protocol::ReadPageRequest;
+using protocol::PageRef;
 
 // One UFS fetch of a page, shared by every request that misses on it while it runs and while
 // its bytes are being written to the page store.
@@ -233,69 +233,121 @@ std::shared_ptr<const mount::MountTable> PageService::mount_table() const {
   return mounts_;
 }
 
-bool PageService::LikelyCached(const ReadPageRequest& request) {
+bool PageService::LikelyCached(const PageRef& page) {
   std::shared_ptr<const mount::MountTable> mounts = mount_table();
-  auto mount = mounts->FindByPath(request.mount);
+  auto mount = mounts->FindByPath(page.mount);
   if (!mount.ok()) return false;
-  return store_->Contains({(*mount)->ObjectId(request.key), request.version, request.page_index});
+  return store_->Contains({(*mount)->ObjectId(page.key), page.version, page.page_index});
 }
 
 bool PageService::KnowsMount(const std::string& mount_path) const {
   return mount_table()->FindByPath(mount_path).ok();
 }
 
-void PageService::DropCachedPage(const ReadPageRequest& request) {
+void PageService::DropCachedPage(const PageRef& page) {
   std::shared_ptr<const mount::MountTable> mounts = mount_table();
-  auto mount = mounts->FindByPath(request.mount);
+  auto mount = mounts->FindByPath(page.mount);
   if (!mount.ok()) return;
-  spdlog::warn("cached page {} of {} failed while being read; dropping it", request.page_index,
-               (*mount)->ObjectId(request.key));
-  store_->Remove({(*mount)->ObjectId(request.key), request.version, request.page_index},
+  spdlog::warn("cached page {} of {} failed while being read; dropping it", page.page_index,
+               (*mount)->ObjectId(page.key));
+  store_->Remove({(*mount)->ObjectId(page.key), page.version, page.page_index},
                  pagestore::RemoveReason::kCorrupt)
       .IgnoreError();
 }
 
-StatusOr<PageSource> PageService::ControlPage(const ReadPageRequest& request) {
-  uint32_t control = request.flags & protocol::kControlFlags;
-  if (control != protocol::kFlagLoad && control != protocol::kFlagProbe &&
-      control != protocol::kFlagDrop) {
-    return InvalidArgumentError("a control request needs exactly one of load, probe, drop");
-  }
-  if (request.page_size != options_.page_size) {
-    return InvalidArgumentError("page size mismatch: client uses " +
-                                std::to_string(request.page_size) + ", worker " +
-                                std::to_string(options_.page_size));
-  }
-  std::shared_ptr<const mount::MountTable> mounts;
-  auto mount = FindMount(request.mount, &mounts);
+Status PageService::CheckPageSize(const PageRef& page) const {
+  if (page.page_size == options_.page_size) return Status::Ok();
+  return InvalidArgumentError("page size mismatch: client uses " +
+                              std::to_string(page.page_size) + ", worker " +
+                              std::to_string(options_.page_size));
+}
+
+StatusOr<PageService::Resolved> PageService::Resolve(const PageRef& page) {
+  CAIRN_RETURN_IF_ERROR(CheckPageSize(page));
+  Resolved r;
+  auto mount = FindMount(page.mount, &r.table);
   if (!mount.ok()) return mount.status();
-  uint32_t page_length = protocol::PageLength(request.object_size, request.page_index,
-                                              request.page_size);
-  if (page_length == 0) return InvalidArgumentError("page past end of object");
-  pagestore::PageKey key{(*mount)->ObjectId(request.key), request.version, request.page_index};
-  bool cached = store_->Contains(key);
-  const PageSource was = cached ? PageSource::kCache : PageSource::kUnderStorage;
-  if (control == protocol::kFlagProbe) return was;
-  if (control == protocol::kFlagDrop) {
-    if (!cached) return was;
-    Status removed = store_->Remove(key, pagestore::RemoveReason::kFreed);
-    if (removed.code() == StatusCode::kNotFound) return PageSource::kUnderStorage;  // Evicted.
-    CAIRN_RETURN_IF_ERROR(removed);
-    metrics_->freed->Increment();
-    metrics_->ForMount(request.mount)->freed->Increment();
-    return PageSource::kCache;
-  }
+  r.mount = *mount;
+  r.page_length = protocol::PageLengthOf(page);
+  if (r.page_length == 0) return InvalidArgumentError("page past end of object");
+  r.key = {r.mount->ObjectId(page.key), page.version, page.page_index};
+  return r;
+}
+
+StatusOr<PageService::Served> PageService::Serve(const protocol::Request& request) {
+  Served served;
+  auto as_data = [&](StatusOr<PageResult> r) -> StatusOr<Served> {
+    if (!r.ok()) return r.status();
+    served.data = std::move(r).value();
+    return std::move(served);
+  };
+  auto as_control = [&](StatusOr<PageSource> r) -> StatusOr<Served> {
+    if (!r.ok()) return r.status();
+    served.control = *r;
+    return std::move(served);
+  };
+  struct Visitor {
+    PageService* self;
+    decltype(as_data)& data;
+    decltype(as_control)& control;
+    StatusOr<Served> operator()(const protocol::ReadPageRequest& q) {
+      return data(self->ReadPage(q));
+    }
+    StatusOr<Served> operator()(const protocol::LookupPageRequest& q) {
+      return data(self->LookupPage(q));
+    }
+    StatusOr<Served> operator()(const protocol::PeerReadRequest& q) {
+      return data(self->PeerRead(q));
+    }
+    StatusOr<Served> operator()(const protocol::LoadPageRequest& q) {
+      return control(self->LoadPage(q));
+    }
+    StatusOr<Served> operator()(const protocol::CopyFromPeerRequest& q) {
+      return control(self->CopyFromPeer(q));
+    }
+    StatusOr<Served> operator()(const protocol::ProbePageRequest& q) {
+      return control(self->ProbePage(q));
+    }
+    StatusOr<Served> operator()(const protocol::DropPageRequest& q) {
+      return control(self->DropPage(q));
+    }
+  };
+  return std::visit(Visitor{this, as_data, as_control}, request);
+}
+
+StatusOr<PageSource> PageService::ProbePage(const protocol::ProbePageRequest& request) {
+  CAIRN_ASSIGN_OR_RETURN(Resolved r, Resolve(request.page));
+  return store_->Contains(r.key) ? PageSource::kCache : PageSource::kUnderStorage;
+}
+
+StatusOr<PageSource> PageService::DropPage(const protocol::DropPageRequest& request) {
+  CAIRN_ASSIGN_OR_RETURN(Resolved r, Resolve(request.page));
+  if (!store_->Contains(r.key)) return PageSource::kUnderStorage;
+  Status removed = store_->Remove(r.key, pagestore::RemoveReason::kFreed);
+  if (removed.code() == StatusCode::kNotFound) return PageSource::kUnderStorage;  // Evicted.
+  CAIRN_RETURN_IF_ERROR(removed);
+  metrics_->freed->Increment();
+  metrics_->ForMount(request.page.mount)->freed->Increment();
+  return PageSource::kCache;
+}
+
+StatusOr<PageSource> PageService::LoadPage(const protocol::LoadPageRequest& request) {
+  return Load(request.page, "");
+}
+
+StatusOr<PageSource> PageService::CopyFromPeer(const protocol::CopyFromPeerRequest& request) {
+  return Load(request.page, request.peer);
+}
+
+StatusOr<PageSource> PageService::Load(const PageRef& page, const std::string& peer) {
+  CAIRN_ASSIGN_OR_RETURN(Resolved r, Resolve(page));
   metrics_->load_requests->Increment();
-  if (cached) {
+  if (store_->Contains(r.key)) {
     // Opening counts as a use: a page preloaded again right before a job is fresh, not the
     // next victim.
-    if (store_->Open(key).ok()) return PageSource::kCache;
+    if (store_->Open(r.key).ok()) return PageSource::kCache;
   }
-  ReadPageRequest load = request;
-  load.flags = request.flags & protocol::kFlagPeer;  // Keep the peer hint, drop the control.
-  load.offset = 0;
-  load.length = 1;
-  auto fetch = FetchPage(**mount, key, load, page_length);
+  auto fetch = FetchPage(*r.mount, r.key, page, r.page_length, FetchOptions{false, peer});
   if (!fetch.ok()) return fetch.status();
   metrics_->loaded->Increment();
   // A load is done when the page is on disk: wait for the background write to finish.
@@ -305,49 +357,57 @@ StatusOr<PageSource> PageService::ControlPage(const ReadPageRequest& request) {
   }
   // The write can fail (a folder full of pinned pages, a mount over its quota, a disk error):
   // then the page is not cached and the load must say so.
-  if (!store_->Contains(key)) {
-    return ResourceExhaustedError("page " + std::to_string(request.page_index) + " of " +
-                                  request.key + " was read but could not be cached on worker " +
+  if (!store_->Contains(r.key)) {
+    return ResourceExhaustedError("page " + std::to_string(page.page_index) + " of " + page.key +
+                                  " was read but could not be cached on worker " +
                                   options_.worker_id + " (full of pinned pages, over quota, or "
                                   "a disk error: see its log)");
   }
   return (*fetch)->origin;
 }
 
-StatusOr<PageResult> PageService::ReadPage(const ReadPageRequest& request) {
+StatusOr<PageResult> PageService::ReadPage(const protocol::ReadPageRequest& request) {
+  return Read(request.page, request.offset, request.length, Reader::kClient, request.refetch,
+              request.no_cache);
+}
+
+StatusOr<PageResult> PageService::LookupPage(const protocol::LookupPageRequest& request) {
+  return Read(request.page, request.offset, request.length, Reader::kLookup, false, false);
+}
+
+StatusOr<PageResult> PageService::PeerRead(const protocol::PeerReadRequest& request) {
+  uint32_t page_length = protocol::PageLengthOf(request.page);
+  if (page_length == 0) return InvalidArgumentError("page past end of object");
+  return Read(request.page, 0, page_length, Reader::kPeer, false, false);
+}
+
+StatusOr<PageResult> PageService::Read(const PageRef& page, uint32_t offset, uint32_t length,
+                                       Reader reader, bool refetch, bool no_cache) {
   int64_t start = options_.clock->NowMicros();
   // A peer copying a page it was asked to cache is not a reader: kept out of the hit ratio.
-  const bool for_peer = (request.flags & protocol::kFlagForPeer) != 0;
+  const bool for_peer = reader == Reader::kPeer;
   if (!for_peer) metrics_->requests->Increment();
-  if (request.page_size != options_.page_size) {
-    metrics_->errors->Increment();
-    return InvalidArgumentError("page size mismatch: client uses " +
-                                std::to_string(request.page_size) + ", worker " +
-                                std::to_string(options_.page_size));
-  }
   // Held for the whole request: the fetch below uses the mount's under-storage.
-  std::shared_ptr<const mount::MountTable> mounts;
-  auto mount = FindMount(request.mount, &mounts);
-  if (!mount.ok()) {
+  StatusOr<Resolved> resolved = Resolve(page);
+  if (!resolved.ok()) {
+    // Not "no such file" for an unknown mount: in a cluster this worker may not have seen a
+    // new mount yet (Unavailable: the client goes elsewhere).
     metrics_->errors->Increment();
-    // Not "no such file": in a cluster this worker may not have seen a new mount yet.
-    return mount.status();
+    return resolved.status();
   }
-  MountMetrics* per_mount = metrics_->ForMount(request.mount);
+  const Resolved& r = *resolved;
+  MountMetrics* per_mount = metrics_->ForMount(page.mount);
   if (!for_peer) per_mount->requests->Increment();
-  uint32_t page_length = protocol::PageLength(request.object_size, request.page_index,
-                                              request.page_size);
-  if (page_length == 0 || request.offset >= page_length) {
+  if (length == 0 || offset >= r.page_length) {
     metrics_->errors->Increment();
     return InvalidArgumentError("page range past end of object");
   }
-  pagestore::PageKey key{(*mount)->ObjectId(request.key), request.version, request.page_index};
 
-  if (request.flags & protocol::kFlagRefetch) {
+  if (refetch) {
     metrics_->checksum_failures->Increment();
-    store_->Remove(key, pagestore::RemoveReason::kCorrupt).IgnoreError();
+    store_->Remove(r.key, pagestore::RemoveReason::kCorrupt).IgnoreError();
   } else {
-    auto cached = ServeFromCache(key, page_length, request);
+    auto cached = ServeFromCache(r.key, r.page_length, offset, length);
     if (cached.ok()) {
       CountHit(per_mount, for_peer, cached->range.size());
       if (!for_peer) metrics_->hit_latency->Observe((options_.clock->NowMicros() - start) / 1e6);
@@ -355,15 +415,15 @@ StatusOr<PageResult> PageService::ReadPage(const ReadPageRequest& request) {
     }
   }
 
-  if (request.flags & protocol::kFlagCacheOnly) {
+  if (reader != Reader::kClient) {
     // A replica lookup or a peer fill. A page read from the source a moment ago may still be
     // on its way to disk: serve its bytes from memory (that is what a peer fill right after the
     // read needs).
-    if (std::shared_ptr<Fetch> fetch = FinishedFetch({key.Id(), page_length})) {
-      CAIRN_RETURN_IF_ERROR(CheckFetchedLength(*fetch, page_length, request));
+    if (std::shared_ptr<Fetch> fetch = FinishedFetch({r.key.Id(), r.page_length})) {
+      CAIRN_RETURN_IF_ERROR(CheckFetchedLength(*fetch, r.page_length, page));
       PageResult result;
       result.source = PageSource::kCache;
-      result.range = protocol::AlignedRange(request.offset, request.length, page_length);
+      result.range = protocol::AlignedRange(offset, length, r.page_length);
       result.checksums = ChecksumsOf(fetch->checksums, result.range);
       result.page = fetch->page;
       CountHit(per_mount, for_peer, result.range.size());
@@ -377,20 +437,19 @@ StatusOr<PageResult> PageService::ReadPage(const ReadPageRequest& request) {
   }
   metrics_->misses->Increment();
   per_mount->misses->Increment();
-  ReadPageRequest admitted = request;
-  if (options_.rules != nullptr &&
-      options_.rules->AdmissionFor(request.mount, request.key) == policy::Admission::kBypass) {
-    admitted.flags |= protocol::kFlagNoCache;  // A one-pass path: serve, do not keep.
+  if (!no_cache && options_.rules != nullptr &&
+      options_.rules->AdmissionFor(page.mount, page.key) == policy::Admission::kBypass) {
+    no_cache = true;  // A one-pass path: serve, do not keep.
     metrics_->bypassed->Increment();
   }
-  auto fetch = FetchPage(**mount, key, admitted, page_length);
+  auto fetch = FetchPage(*r.mount, r.key, page, r.page_length, FetchOptions{no_cache, ""});
   if (!fetch.ok()) {
     metrics_->errors->Increment();
     return fetch.status();
   }
   PageResult result;
   result.source = (*fetch)->origin;
-  result.range = protocol::AlignedRange(request.offset, request.length, page_length);
+  result.range = protocol::AlignedRange(offset, length, r.page_length);
   result.checksums = ChecksumsOf((*fetch)->checksums, result.range);
   result.page = (*fetch)->page;
   metrics_->miss_latency->Observe((options_.clock->NowMicros() - start) / 1e6);
@@ -398,8 +457,8 @@ StatusOr<PageResult> PageService::ReadPage(const ReadPageRequest& request) {
 }
 
 StatusOr<PageResult> PageService::ServeFromCache(const pagestore::PageKey& key,
-                                                 uint32_t page_length,
-                                                 const ReadPageRequest& request) {
+                                                 uint32_t page_length, uint32_t offset,
+                                                 uint32_t length) {
   auto reader = store_->Open(key);
   if (!reader.ok()) return reader.status();
   if ((*reader)->data_length() != page_length) {
@@ -411,15 +470,15 @@ StatusOr<PageResult> PageService::ServeFromCache(const pagestore::PageKey& key,
   }
   PageResult result;
   result.source = PageSource::kCache;
-  result.range = protocol::AlignedRange(request.offset, request.length, page_length);
+  result.range = protocol::AlignedRange(offset, length, page_length);
   result.checksums = ChecksumsOf((*reader)->chunk_checksums(), result.range);
   result.reader = std::move(reader).value();
   return result;
 }
 
 StatusOr<std::shared_ptr<PageService::Fetch>> PageService::FetchPage(
-    const mount::Mount& mount, const pagestore::PageKey& key, const ReadPageRequest& request,
-    uint32_t page_length) {
+    const mount::Mount& mount, const pagestore::PageKey& key, const PageRef& page,
+    uint32_t page_length, const FetchOptions& options) {
   const FetchKey id{key.Id(), page_length};
   std::shared_ptr<Fetch> fetch;
   bool leader = false;
@@ -443,14 +502,14 @@ StatusOr<std::shared_ptr<PageService::Fetch>> PageService::FetchPage(
     }
     // The leader's request may have named another object size than ours: the bytes that exist
     // are the leader's page, checked against the source, and a range outside them is refused.
-    CAIRN_RETURN_IF_ERROR(CheckFetchedLength(*fetch, page_length, request));
+    CAIRN_RETURN_IF_ERROR(CheckFetchedLength(*fetch, page_length, page));
     return fetch;
   }
 
   Status status;
   std::shared_ptr<PageBytes> from_peer;
-  if ((request.flags & protocol::kFlagPeer) && options_.peers != nullptr) {
-    from_peer = ReadFromPeer(request, page_length, &fetch->checksums);
+  if (!options.peer.empty() && options_.peers != nullptr) {
+    from_peer = ReadFromPeer(page, options.peer, page_length, &fetch->checksums);
   }
   if (from_peer != nullptr) {
     metrics_->peer_fills->Increment();
@@ -461,23 +520,22 @@ StatusOr<std::shared_ptr<PageService::Fetch>> PageService::FetchPage(
     // The object size comes from the peer. A short (last) page is read with one byte more, so
     // the source itself confirms that the object ends where the request says: the page stored
     // and shared with joiners always holds exactly the bytes that exist.
-    const bool last_page = page_length < request.page_size;
-    auto bytes = std::make_shared<PageBytes>(page_length, page_length + (last_page ? 1 : 0));
+    const uint32_t probe = page_length < page.page_size ? 1 : 0;
+    auto bytes = std::make_shared<PageBytes>(page_length, page_length + probe);
     metrics_->ufs_requests->Increment();
     MountMetrics* per_mount = metrics_->ForMount(mount.spec.path);
     per_mount->ufs_requests->Increment();
     // No overflow: PageLength returned non-zero, so page_index * page_size < object_size.
-    uint64_t offset = request.page_index * request.page_size;
-    auto n = mount.ufs->Read(request.key, request.version, offset,
-                             std::span<char>(bytes->data.get(), page_length + (last_page ? 1 : 0)));
+    uint64_t offset = page.page_index * page.page_size;
+    auto n = mount.ufs->Read(page.key, page.version, offset,
+                             std::span<char>(bytes->data.get(), page_length + probe));
     if (!n.ok()) {
       status = n.status();
     } else if (*n < page_length) {
-      status =
-          FailedPreconditionError("object " + request.key + " is shorter than its size at open");
+      status = FailedPreconditionError("object " + page.key + " is shorter than its size at open");
     } else if (*n > page_length) {
-      status = FailedPreconditionError("object " + request.key + " is longer than the size " +
-                                       std::to_string(request.object_size) + " the request named");
+      status = FailedPreconditionError("object " + page.key + " is longer than the size " +
+                                       std::to_string(page.object_size) + " the request named");
     }
     if (status.ok()) {
       metrics_->bytes_from_ufs->Increment(page_length);
@@ -488,8 +546,8 @@ StatusOr<std::shared_ptr<PageService::Fetch>> PageService::FetchPage(
   }
   if (!status.ok()) {
     metrics_->ufs_errors->Increment();
-    spdlog::warn("UFS read of {} page {} failed: {}", mount.ObjectId(request.key),
-                 request.page_index, status.ToString());
+    spdlog::warn("UFS read of {} page {} failed: {}", mount.ObjectId(page.key), page.page_index,
+                 status.ToString());
   }
   {
     MutexLock l(&fetch->mu);
@@ -501,7 +559,7 @@ StatusOr<std::shared_ptr<PageService::Fetch>> PageService::FetchPage(
     Retire(id);
     return status;
   }
-  if (request.flags & protocol::kFlagNoCache) {
+  if (options.no_cache) {
     Retire(id);
   } else if (pending_stores_.fetch_add(1) < options_.max_pending_stores) {
     store_pool_->Submit([this, key, id, fetch] {
@@ -515,21 +573,19 @@ StatusOr<std::shared_ptr<PageService::Fetch>> PageService::FetchPage(
   return fetch;
 }
 
-std::shared_ptr<PageBytes> PageService::ReadFromPeer(const ReadPageRequest& request,
+std::shared_ptr<PageBytes> PageService::ReadFromPeer(const PageRef& page,
+                                                    const std::string& peer,
                                                     uint32_t page_length,
                                                     std::vector<uint64_t>* checksums) {
-  std::shared_ptr<protocol::PageChannel> channel = options_.peers->Get(request.peer);
+  std::shared_ptr<protocol::PageChannel> channel = options_.peers->Get(peer);
   if (channel == nullptr) {
     metrics_->peer_fill_failures->Increment();
-    spdlog::debug("peer fill: no peer {}; reading the source", request.peer);
+    spdlog::debug("peer fill: no peer {}; reading the source", peer);
     return nullptr;
   }
-  ReadPageRequest ask = request;
-  // Never PEER again (fills do not chain); FOR_PEER keeps it out of the peer's hit ratio.
-  ask.flags = protocol::kFlagCacheOnly | protocol::kFlagForPeer;
-  ask.peer.clear();
-  ask.offset = 0;
-  ask.length = page_length;
+  // Fills do not chain: the peer serves what it has, or nothing.
+  protocol::PeerReadRequest ask;
+  ask.page = page;
   ask.deadline_ms = static_cast<uint32_t>(options_.peer_timeout.count());
   // Shared with the callback, which may run after a timeout here: the buffer must stay alive
   // until the channel is done with it.
@@ -540,7 +596,7 @@ std::shared_ptr<PageBytes> PageService::ReadFromPeer(const ReadPageRequest& requ
   auto call = std::make_shared<Call>();
   call->bytes = std::make_shared<PageBytes>(page_length);
   std::future<StatusOr<protocol::PageReply>> future = call->promise.get_future();
-  channel->ReadPage(ask, call->bytes->span(), [call](StatusOr<protocol::PageReply> reply) {
+  channel->Call(ask, call->bytes->span(), [call](StatusOr<protocol::PageReply> reply) {
     call->promise.set_value(std::move(reply));
   });
   Status why;
@@ -559,18 +615,18 @@ std::shared_ptr<PageBytes> PageService::ReadFromPeer(const ReadPageRequest& requ
   }
   metrics_->peer_fill_failures->Increment();
   spdlog::debug("peer fill of page {} of {} from {} failed ({}); reading the source",
-                request.page_index, request.key, request.peer, why.ToString());
+                page.page_index, page.key, peer, why.ToString());
   return nullptr;
 }
 
 Status PageService::CheckFetchedLength(const Fetch& fetch, uint32_t page_length,
-                                       const ReadPageRequest& request) {
+                                       const PageRef& page) {
   if (fetch.page->size == page_length) return Status::Ok();
   metrics_->errors->Increment();
   return FailedPreconditionError(
-      "page " + std::to_string(request.page_index) + " of " + request.key + " holds " +
+      "page " + std::to_string(page.page_index) + " of " + page.key + " holds " +
       std::to_string(fetch.page->size) + " bytes, not the " + std::to_string(page_length) +
-      " that an object of " + std::to_string(request.object_size) + " bytes would have");
+      " that an object of " + std::to_string(page.object_size) + " bytes would have");
 }
 
 void PageService::CountHit(MountMetrics* per_mount, bool for_peer, uint64_t bytes) {

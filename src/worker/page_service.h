@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 
@@ -45,8 +46,8 @@ struct PageServiceOptions {
   // How long a request naming an unknown mount waits for the mount table to change before
   // failing with Unavailable (cluster mode: the table follows etcd). 0 = fail at once.
   std::chrono::milliseconds unknown_mount_wait{0};
-  // The other workers, for requests with the PEER flag (copy the page from the named peer
-  // instead of reading the source). Not owned; may be null (PEER hints are then ignored).
+  // The other workers, for CopyFromPeer requests (copy the page from the named peer instead of
+  // reading the source). Not owned; may be null (the source is read then).
   const PeerSet* peers = nullptr;
   // How long a peer fill waits for the peer before reading the source instead.
   std::chrono::milliseconds peer_timeout{2000};
@@ -99,32 +100,49 @@ class PageService {
               metrics::Registry* registry, PageServiceOptions options);
   ~PageService();
 
-  // Errors: InvalidArgument (bad request: page size mismatch, range), Unavailable (no such mount
-  // here: this worker has not seen the mount yet, the client should go elsewhere), NotFound (no
-  // such object), FailedPrecondition (the object no longer has the requested version),
-  // Unavailable (UFS unreachable), Internal.
+  // Errors of every request: InvalidArgument (bad request: page size mismatch, range),
+  // Unavailable (no such mount here: this worker has not seen the mount yet, the client should
+  // go elsewhere), NotFound (no such object), FailedPrecondition (the object no longer has the
+  // requested version, or is not the size the request names), Unavailable (UFS unreachable),
+  // Internal.
+
+  // The chunks of the page holding the range: from the cache (a hit), else from the source (a
+  // miss, then cached unless no_cache or a bypass admission rule).
   StatusOr<PageResult> ReadPage(const protocol::ReadPageRequest& request);
+  // As ReadPage from the cache only; a result with an empty range means "not cached here".
+  StatusOr<PageResult> LookupPage(const protocol::LookupPageRequest& request);
+  // The whole page for a peer filling its copy (cache only; not counted as a hit).
+  StatusOr<PageResult> PeerRead(const protocol::PeerReadRequest& request);
 
-  // A control request (request.flags has exactly one of kFlagLoad, kFlagProbe, kFlagDrop; see
-  // protocol/wire.h). Returns kCache if the page was cached when the request arrived, else
-  // kUnderStorage, or (a load with kFlagPeer) kPeer if the page was copied from the peer. Load
-  // fetches and stores a missing page (waiting until it is written, so a finished preload is
-  // really cached); Drop removes the page. Errors as ReadPage, plus InvalidArgument for a bad
-  // flag mix.
-  StatusOr<protocol::PageSource> ControlPage(const protocol::ReadPageRequest& request);
+  // Control requests. Each returns kCache if the page was cached when the request arrived, else
+  // kUnderStorage, or (CopyFromPeer) kPeer if the page was copied from the peer. Load and
+  // CopyFromPeer fetch and store a missing page, waiting until it is written (so a finished
+  // preload is really cached): ResourceExhausted if it could not be cached. Drop removes it.
+  StatusOr<protocol::PageSource> LoadPage(const protocol::LoadPageRequest& request);
+  StatusOr<protocol::PageSource> CopyFromPeer(const protocol::CopyFromPeerRequest& request);
+  StatusOr<protocol::PageSource> ProbePage(const protocol::ProbePageRequest& request);
+  StatusOr<protocol::PageSource> DropPage(const protocol::DropPageRequest& request);
 
-  // True if the page holding the request is cached now (cheap; no disk I/O). The TCP server
-  // serves such requests inline instead of handing them to a pool thread.
-  bool LikelyCached(const protocol::ReadPageRequest& request);
+  // Any request, dispatched to the calls above: `data` for the data requests, `control` for the
+  // others. One place maps message types to operations, for the server and the local channel.
+  struct Served {
+    PageResult data;
+    std::optional<protocol::PageSource> control;
+  };
+  StatusOr<Served> Serve(const protocol::Request& request);
+
+  // True if the page is cached now (cheap; no disk I/O). The TCP server serves such requests
+  // inline instead of handing them to a pool thread.
+  bool LikelyCached(const protocol::PageRef& page);
 
   // True if the current mount table has the request's mount (cheap). A request for a mount
   // not known yet may wait for the table (options.unknown_mount_wait): the server runs those
   // on their own threads.
   bool KnowsMount(const std::string& mount_path) const EXCLUDES(mounts_mu_);
 
-  // Drops the cached copy of the request's page after its file failed mid-read (truncated
-  // under us), so the next request refetches it. Counted as a corrupt page.
-  void DropCachedPage(const protocol::ReadPageRequest& request);
+  // Drops the cached copy of the page after its file failed mid-read (truncated under us), so
+  // the next request refetches it. Counted as a corrupt page.
+  void DropCachedPage(const protocol::PageRef& page);
 
   ServiceStats Stats() const;
 
@@ -154,17 +172,34 @@ class PageService {
     size_t operator()(const FetchKey& k) const { return Hash128Hasher()(k.id) ^ k.length; }
   };
 
+  enum class Reader { kClient, kLookup, kPeer };
+  struct FetchOptions {
+    bool no_cache = false;
+    std::string peer;  // Non-empty: copy the page from this worker before trying the source.
+  };
+  // A request's page, resolved against this worker: its mount (kept alive by `table`), length
+  // and store key.
+  struct Resolved {
+    std::shared_ptr<const mount::MountTable> table;
+    const mount::Mount* mount = nullptr;
+    uint32_t page_length = 0;
+    pagestore::PageKey key;
+  };
+  Status CheckPageSize(const protocol::PageRef& page) const;
+  StatusOr<Resolved> Resolve(const protocol::PageRef& page);
+  StatusOr<PageResult> Read(const protocol::PageRef& page, uint32_t offset, uint32_t length,
+                            Reader reader, bool refetch, bool no_cache);
+  StatusOr<protocol::PageSource> Load(const protocol::PageRef& page, const std::string& peer);
   StatusOr<PageResult> ServeFromCache(const pagestore::PageKey& key, uint32_t page_length,
-                                      const protocol::ReadPageRequest& request);
+                                      uint32_t offset, uint32_t length);
   StatusOr<std::shared_ptr<Fetch>> FetchPage(const mount::Mount& mount,
                                              const pagestore::PageKey& key,
-                                             const protocol::ReadPageRequest& request,
-                                             uint32_t page_length);
-  // Reads the whole page from the worker `request.peer` names (a cache-only read; needs
-  // options_.peers) and sets
+                                             const protocol::PageRef& page, uint32_t page_length,
+                                             const FetchOptions& options);
+  // Reads the whole page from the worker `peer` (a PeerRead; needs options_.peers) and sets
   // `checksums`; null if the peer is unknown, fails, is slower than options_.peer_timeout, does
   // not have the page or sends bytes that do not match its checksums.
-  std::shared_ptr<PageBytes> ReadFromPeer(const protocol::ReadPageRequest& request,
+  std::shared_ptr<PageBytes> ReadFromPeer(const protocol::PageRef& page, const std::string& peer,
                                           uint32_t page_length,
                                           std::vector<uint64_t>* checksums);
   // A fetch of `id` whose source read has finished successfully (its bytes are in memory, maybe
@@ -174,7 +209,7 @@ class PageService {
   // size gives); FailedPrecondition otherwise. A request's range is only ever cut from bytes
   // that exist: a joiner naming another object size than the fetch's leader is refused.
   Status CheckFetchedLength(const Fetch& fetch, uint32_t page_length,
-                            const protocol::ReadPageRequest& request);
+                            const protocol::PageRef& page);
   // Counts a request served without a source read: a hit, or a page sent to a peer.
   void CountHit(MountMetrics* per_mount, bool for_peer, uint64_t bytes);
   void StoreAndRetire(const pagestore::PageKey& key, const FetchKey& id,

@@ -63,12 +63,12 @@ class PageServiceTest : public ::testing::Test {
     auto info = memory_->Stat(key);
     EXPECT_TRUE(info.ok());
     protocol::ReadPageRequest r;
-    r.page_size = kPage;
-    r.mount = "/lake";
-    r.key = key;
-    r.version = info->version;
-    r.object_size = info->size;
-    r.page_index = page;
+    r.page.page_size = kPage;
+    r.page.mount = "/lake";
+    r.page.key = key;
+    r.page.version = info->version;
+    r.page.object_size = info->size;
+    r.page.page_index = page;
     r.offset = offset;
     r.length = length;
     return r;
@@ -138,7 +138,7 @@ TEST_F(PageServiceTest, ARequestNeverJoinsAFetchForAnotherObjectSize) {
   auto gate = std::make_shared<testing::Gate>();
   gated_->set_gate(gate);
   protocol::ReadPageRequest liar = Request("obj", 0, 0, 1);
-  liar.object_size = 1;
+  liar.page.object_size = 1;
   protocol::ReadPageRequest honest = Request("obj", 0, 0, kPage);
   StatusOr<PageResult> lied = InternalError("not run");
   StatusOr<PageResult> told = InternalError("not run");
@@ -166,7 +166,7 @@ TEST_F(PageServiceTest, AWrongObjectSizeIsRefutedByTheSourceAndDoesNotDropTheCac
   std::string data = RandomBytes(kPage + 5000, 12);
   memory_->Put("obj", data);
   protocol::ReadPageRequest shorter = Request("obj", 1, 0, 100);
-  shorter.object_size = kPage + 4000;
+  shorter.page.object_size = kPage + 4000;
   auto refused = service_->ReadPage(shorter);
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.status().code(), StatusCode::kFailedPrecondition);
@@ -177,7 +177,7 @@ TEST_F(PageServiceTest, AWrongObjectSizeIsRefutedByTheSourceAndDoesNotDropTheCac
   WaitCached(key);
   for (uint64_t size : {uint64_t{kPage} + 1, uint64_t{kPage} + 4999, uint64_t{kPage} + 6000}) {
     protocol::ReadPageRequest wrong = Request("obj", 1, 0, 1);
-    wrong.object_size = size;
+    wrong.page.object_size = size;
     auto r = service_->ReadPage(wrong);
     EXPECT_FALSE(r.ok()) << size;
     EXPECT_TRUE(store_->Contains(key)) << size;
@@ -192,12 +192,12 @@ TEST_F(PageServiceTest, HugePageIndexesAreRefusedNotWrapped) {
   memory_->Put("obj", RandomBytes(kPage * 2, 13));
   for (uint64_t index : {uint64_t{1} << 46, uint64_t{1} << 63, UINT64_MAX}) {
     protocol::ReadPageRequest r = Request("obj", 0, 0, 100);
-    r.page_index = index;
-    r.object_size = UINT64_MAX;
+    r.page.page_index = index;
+    r.page.object_size = UINT64_MAX;
     auto result = service_->ReadPage(r);
     ASSERT_FALSE(result.ok());
     EXPECT_EQ(result.status().code(), StatusCode::kInvalidArgument);
-    r.object_size = kPage * 2;
+    r.page.object_size = kPage * 2;
     result = service_->ReadPage(r);
     ASSERT_FALSE(result.ok());
     EXPECT_EQ(result.status().code(), StatusCode::kInvalidArgument);
@@ -229,12 +229,12 @@ TEST_F(PageServiceTest, ChangedObjectIsNeverServedFromOldVersion) {
   ASSERT_TRUE(service_->ReadPage(old_request).ok());
   memory_->Put("obj", RandomBytes(1000, 4));
   auto new_request = Request("obj", 0, 0, 1000);
-  EXPECT_NE(new_request.version, old_request.version);
+  EXPECT_NE(new_request.page.version, old_request.page.version);
   std::string fresh = ReadBytes(new_request, nullptr);
   EXPECT_EQ(fresh, *memory_->Get("obj"));
   // Asking for the old version once it left the source: FailedPrecondition, not wrong bytes
   // (unless the old version's page is still cached, which is then the old version's bytes).
-  pagestore::PageKey old_key{"mem://lake/obj", old_request.version, 0};
+  pagestore::PageKey old_key{"mem://lake/obj", old_request.page.version, 0};
   WaitCached(old_key);
   ASSERT_TRUE(store_->Remove(old_key, pagestore::RemoveReason::kInvalidated).ok());
   auto stale = service_->ReadPage(old_request);
@@ -244,10 +244,10 @@ TEST_F(PageServiceTest, ChangedObjectIsNeverServedFromOldVersion) {
 TEST_F(PageServiceTest, RejectsBadRequests) {
   memory_->Put("x", "12345");
   auto r = Request("x", 0, 0, 5);
-  r.page_size = kPage * 2;
+  r.page.page_size = kPage * 2;
   EXPECT_EQ(service_->ReadPage(r).status().code(), StatusCode::kInvalidArgument);
   r = Request("x", 0, 0, 5);
-  r.mount = "/nope";  // Unknown mount: maybe not seen yet here, so the client goes elsewhere.
+  r.page.mount = "/nope";  // Unknown mount: maybe not seen yet here, so the client goes elsewhere.
   EXPECT_EQ(service_->ReadPage(r).status().code(), StatusCode::kUnavailable);
   r = Request("x", 0, 0, 5);
   r.offset = 10;
@@ -271,7 +271,7 @@ namespace {
 TEST_F(PageServiceTest, SwappedMountTableServesNewMountsAndDropsOldOnes) {
   memory_->Put("x", "12345");
   auto r = Request("x", 0, 0, 5);
-  r.mount = "/moved";
+  r.page.mount = "/moved";
   EXPECT_EQ(service_->ReadPage(r).status().code(), StatusCode::kUnavailable);
   MountSpec spec;
   spec.path = "/moved";
@@ -282,7 +282,7 @@ TEST_F(PageServiceTest, SwappedMountTableServesNewMountsAndDropsOldOnes) {
   std::string out(page->range.size(), '\0');
   ASSERT_TRUE(page->CopyTo(out).ok());
   EXPECT_EQ(out.substr(0, 5), "12345");
-  r.mount = "/lake";  // Gone from the new table.
+  r.page.mount = "/lake";  // Gone from the new table.
   EXPECT_EQ(service_->ReadPage(r).status().code(), StatusCode::kUnavailable);
 }
 
@@ -290,10 +290,9 @@ TEST_F(PageServiceTest, SwappedMountTableServesNewMountsAndDropsOldOnes) {
 class Relay : public protocol::PageChannel {
  public:
   Relay(protocol::PageChannel* next, bool corrupt) : next_(next), corrupt_(corrupt) {}
-  void ReadPage(const protocol::ReadPageRequest& request, std::span<char> dest,
-                Callback done) override {
+  void Call(const protocol::Request& request, std::span<char> dest, Callback done) override {
     ++calls_;
-    next_->ReadPage(request, dest, [this, dest, done](StatusOr<protocol::PageReply> reply) {
+    next_->Call(request, dest, [this, dest, done](StatusOr<protocol::PageReply> reply) {
       if (reply.ok() && corrupt_ && reply->data_length > 0) dest[reply->data_length / 2] ^= 1;
       done(std::move(reply));
     });
@@ -307,7 +306,7 @@ class Relay : public protocol::PageChannel {
   std::atomic<int> calls_{0};
 };
 
-// Peer fills (protocol PEER): worker b, asked to cache a page worker a has just read, copies it
+// Peer fills (CopyFromPeer): worker b, asked to cache a page worker a has just read, copies it
 // from a instead of the source. `service_` (the base fixture's) is worker a.
 class PeerFillTest : public PageServiceTest {
  protected:
@@ -340,13 +339,13 @@ class PeerFillTest : public PageServiceTest {
     PageServiceTest::TearDown();
   }
 
-  protocol::ReadPageRequest PeerRequest(uint64_t page, const std::string& peer) {
-    protocol::ReadPageRequest r =
-        Request("obj", page, 0, protocol::PageLength(data_.size(), page, kPage));
-    if (!peer.empty()) {
-      r.flags = protocol::kFlagPeer;
-      r.peer = peer;
-    }
+  protocol::ReadPageRequest Read(uint64_t page) {
+    return Request("obj", page, 0, protocol::PageLength(data_.size(), page, kPage));
+  }
+  protocol::CopyFromPeerRequest Copy(uint64_t page, const std::string& peer) {
+    protocol::CopyFromPeerRequest r;
+    r.page = Read(page).page;
+    r.peer = peer;
     return r;
   }
   bool CachedOnB(uint64_t page) {
@@ -369,16 +368,13 @@ class PeerFillTest : public PageServiceTest {
   std::string data_;
 };
 
-TEST_F(PeerFillTest, AFillCopiesThePageFromThePeerInsteadOfTheSource) {
-  EXPECT_EQ(ReadOn(service_.get(), PeerRequest(0, "")), data_.substr(0, kPage));
+TEST_F(PeerFillTest, ACopyTakesThePageFromThePeerInsteadOfTheSource) {
+  EXPECT_EQ(ReadOn(service_.get(), Read(0)), data_.substr(0, kPage));
   EXPECT_EQ(SourceReads(), 1u);
   // Right away: a's copy may still be on its way to disk; it is served from memory then.
-  auto copied = b_->ReadPage(PeerRequest(0, "a"));
+  auto copied = b_->CopyFromPeer(Copy(0, "a"));
   ASSERT_TRUE(copied.ok()) << copied.status().ToString();
-  EXPECT_EQ(copied->source, protocol::PageSource::kPeer);
-  std::string bytes(copied->range.size(), '\0');
-  ASSERT_TRUE(copied->CopyTo(bytes).ok());
-  EXPECT_EQ(bytes, data_.substr(0, kPage));
+  EXPECT_EQ(*copied, protocol::PageSource::kPeer);
   EXPECT_EQ(SourceReads(), 1u);
   EXPECT_EQ(b_->Stats().peer_fills, 1u);
   EXPECT_EQ(b_->Stats().ufs_requests, 0u);
@@ -388,36 +384,39 @@ TEST_F(PeerFillTest, AFillCopiesThePageFromThePeerInsteadOfTheSource) {
   EXPECT_EQ(service_->Stats().requests, 1u);
   EXPECT_TRUE(CachedOnB(0));
   // b now serves it from its own cache.
-  EXPECT_EQ(ReadOn(b_.get(), PeerRequest(0, "")), data_.substr(0, kPage));
+  EXPECT_EQ(ReadOn(b_.get(), Read(0)), data_.substr(0, kPage));
   EXPECT_EQ(b_->Stats().hits, 1u);
   EXPECT_EQ(SourceReads(), 1u);
 }
 
-TEST_F(PeerFillTest, ALoadWithAPeerCopiesItToo) {
-  EXPECT_EQ(ReadOn(service_.get(), PeerRequest(1, "")), data_.substr(kPage));
+TEST_F(PeerFillTest, ACopyOfAPageOnThePeersDiskToo) {
+  EXPECT_EQ(ReadOn(service_.get(), Read(1)), data_.substr(kPage));
   WaitCached({"mem://lake/obj", memory_->Stat("obj")->version, 1});
-  protocol::ReadPageRequest load = PeerRequest(1, "a");
-  load.flags |= protocol::kFlagLoad;
-  auto source = b_->ControlPage(load);
+  auto source = b_->CopyFromPeer(Copy(1, "a"));
   ASSERT_TRUE(source.ok()) << source.status().ToString();
   EXPECT_EQ(*source, protocol::PageSource::kPeer);
   EXPECT_TRUE(CachedOnB(1));
   EXPECT_EQ(SourceReads(), 1u);
   EXPECT_EQ(b_->Stats().peer_fills, 1u);
+  // Asked again: b has it now.
+  EXPECT_EQ(*b_->CopyFromPeer(Copy(1, "a")), protocol::PageSource::kCache);
 }
 
 TEST_F(PeerFillTest, APeerWithoutThePageMeansOneSourceRead) {
-  EXPECT_EQ(ReadOn(b_.get(), PeerRequest(0, "a")), data_.substr(0, kPage));
+  auto source = b_->CopyFromPeer(Copy(0, "a"));
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  EXPECT_EQ(*source, protocol::PageSource::kUnderStorage);
   EXPECT_EQ(SourceReads(), 1u);  // b's own; a was only asked what it had.
   EXPECT_EQ(good_->calls(), 1);
   EXPECT_EQ(service_->Stats().misses, 0u);
   EXPECT_EQ(b_->Stats().peer_fill_failures, 1u);
   EXPECT_EQ(b_->Stats().peer_fills, 0u);
+  EXPECT_EQ(ReadOn(b_.get(), Read(0)), data_.substr(0, kPage));
 }
 
 TEST_F(PeerFillTest, UnknownOrSelfPeersAreNotAsked) {
-  EXPECT_EQ(ReadOn(service_.get(), PeerRequest(0, "")), data_.substr(0, kPage));
-  EXPECT_EQ(ReadOn(b_.get(), PeerRequest(0, "nobody")), data_.substr(0, kPage));
+  EXPECT_EQ(ReadOn(service_.get(), Read(0)), data_.substr(0, kPage));
+  EXPECT_TRUE(b_->CopyFromPeer(Copy(0, "nobody")).ok());
   EXPECT_EQ(SourceReads(), 2u);
   EXPECT_EQ(good_->calls(), 0);
   EXPECT_EQ(peers_->Get("b"), nullptr);  // Never its own peer.
@@ -425,27 +424,56 @@ TEST_F(PeerFillTest, UnknownOrSelfPeersAreNotAsked) {
 }
 
 TEST_F(PeerFillTest, BytesThatDoNotMatchThePeersChecksumsAreNotKept) {
-  EXPECT_EQ(ReadOn(service_.get(), PeerRequest(0, "")), data_.substr(0, kPage));
-  EXPECT_EQ(ReadOn(b_.get(), PeerRequest(0, "liar")), data_.substr(0, kPage));
+  EXPECT_EQ(ReadOn(service_.get(), Read(0)), data_.substr(0, kPage));
+  auto source = b_->CopyFromPeer(Copy(0, "liar"));
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  EXPECT_EQ(*source, protocol::PageSource::kUnderStorage);
   EXPECT_EQ(bad_->calls(), 1);
   EXPECT_EQ(SourceReads(), 2u);
   EXPECT_EQ(b_->Stats().peer_fill_failures, 1u);
   ASSERT_TRUE(CachedOnB(0));
-  EXPECT_EQ(ReadOn(b_.get(), PeerRequest(0, "")), data_.substr(0, kPage));  // The source's bytes.
+  EXPECT_EQ(ReadOn(b_.get(), Read(0)), data_.substr(0, kPage));  // The source's bytes.
 }
 
 TEST_F(PeerFillTest, AChangedObjectIsNotCopiedFromAnOldVersion) {
-  EXPECT_EQ(ReadOn(service_.get(), PeerRequest(0, "")), data_.substr(0, kPage));
-  auto old_request = PeerRequest(0, "a");
+  EXPECT_EQ(ReadOn(service_.get(), Read(0)), data_.substr(0, kPage));
+  auto old_copy = Copy(0, "a");
   data_ = RandomBytes(data_.size(), 12);
   memory_->Put("obj", data_);
   // The new version: a has nothing for it, so b reads the source.
-  EXPECT_EQ(ReadOn(b_.get(), PeerRequest(0, "a")), data_.substr(0, kPage));
+  EXPECT_EQ(*b_->CopyFromPeer(Copy(0, "a")), protocol::PageSource::kUnderStorage);
   EXPECT_EQ(b_->Stats().peer_fills, 0u);
+  EXPECT_EQ(ReadOn(b_.get(), Read(0)), data_.substr(0, kPage));
   // The old version is still a's to give (same version key): b copies it, never mixing them.
-  auto old = b_->ReadPage(old_request);
+  auto old = b_->CopyFromPeer(old_copy);
   ASSERT_TRUE(old.ok()) << old.status().ToString();
+  EXPECT_EQ(*old, protocol::PageSource::kPeer);
   EXPECT_EQ(b_->Stats().peer_fills, 1u);
+}
+
+// A lookup serves only what is cached (or fetched a moment ago), never reads the source.
+TEST_F(PeerFillTest, LookupsAndPeerReadsNeverReadTheSource) {
+  protocol::LookupPageRequest lookup;
+  lookup.page = Read(0).page;
+  lookup.offset = 0;
+  lookup.length = 100;
+  auto missing = service_->LookupPage(lookup);
+  ASSERT_TRUE(missing.ok());
+  EXPECT_EQ(missing->range.size(), 0u);
+  protocol::PeerReadRequest peer;
+  peer.page = lookup.page;
+  auto none = service_->PeerRead(peer);
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(none->range.size(), 0u);
+  EXPECT_EQ(SourceReads(), 0u);
+  EXPECT_EQ(ReadOn(service_.get(), Read(0)), data_.substr(0, kPage));
+  auto found = service_->LookupPage(lookup);
+  ASSERT_TRUE(found.ok());
+  EXPECT_EQ(found->range.size(), 65536u);
+  auto whole = service_->PeerRead(peer);
+  ASSERT_TRUE(whole.ok());
+  EXPECT_EQ(whole->range.size(), kPage);
+  EXPECT_EQ(SourceReads(), 1u);
 }
 
 TEST(PeerSetTest, KeepsChannelsOfUnchangedPeersAndDropsTheOthers) {

@@ -43,10 +43,10 @@ struct WorkerServer::Counters {
 // (inline hits, errors) or the connection's writer (everything from the pools).
 struct Reply {
   uint64_t id = 0;
+  bool data = false;                             // A kPageReply (else a kControlReply).
   Status error;                                  // Not OK: an error reply.
-  std::optional<protocol::PageSource> control;   // Set: a control reply (no data).
-  PageResult page;                               // Otherwise: a data reply.
-  protocol::ReadPageRequest request;             // To drop a page file found truncated.
+  PageService::Served served;                    // When OK.
+  protocol::PageRef page;                        // To drop a page file found truncated.
 };
 
 class WorkerServer::Connection : public std::enable_shared_from_this<Connection> {
@@ -108,7 +108,11 @@ class WorkerServer::Connection : public std::enable_shared_from_this<Connection>
       }
       CAIRN_RETURN_IF_ERROR(header_read);
       SteadyTime received = std::chrono::steady_clock::now();
-      CAIRN_ASSIGN_OR_RETURN(FrameHeader header, protocol::DecodeFrameHeader(raw));
+      StatusOr<FrameHeader> decoded = protocol::DecodeFrameHeader(raw);
+      if (decoded.status().code() == StatusCode::kFailedPrecondition) {
+        return RefuseVersion(decoded.status());
+      }
+      CAIRN_ASSIGN_OR_RETURN(FrameHeader header, std::move(decoded));
       if (header.payload_length > kMaxRequestPayload) {
         return CorruptionError("request payload too large: " +
                                std::to_string(header.payload_length));
@@ -119,6 +123,14 @@ class WorkerServer::Connection : public std::enable_shared_from_this<Connection>
       if (!greeted_.exchange(true)) stream_->SetReadTimeout(options_.idle_timeout);
       switch (header.type) {
         case MessageType::kHello: {
+          CAIRN_ASSIGN_OR_RETURN(protocol::HelloRequest asked,
+                                 protocol::DecodeHelloRequest(payload));
+          if (asked.max_version < protocol::kVersion || asked.min_version > protocol::kVersion) {
+            return RefuseVersion(FailedPreconditionError(
+                "protocol version mismatch: the client speaks Cairn protocol v" +
+                std::to_string(asked.min_version) + "-v" + std::to_string(asked.max_version) +
+                ", this worker v" + std::to_string(protocol::kVersion)));
+          }
           protocol::HelloReply hello;
           hello.page_size = service_->page_size();
           hello.worker_id = service_->worker_id();
@@ -131,11 +143,9 @@ class WorkerServer::Connection : public std::enable_shared_from_this<Connection>
         case MessageType::kPing:
           CAIRN_RETURN_IF_ERROR(Send(MessageType::kPong, header.request_id, ""));
           break;
-        case MessageType::kReadPage:
-          CAIRN_RETURN_IF_ERROR(Dispatch(header.request_id, payload, received));
-          break;
         default:
-          return CorruptionError("unexpected message type from a client");
+          CAIRN_RETURN_IF_ERROR(Dispatch(header, payload, received));
+          break;
       }
     }
   }
@@ -150,18 +160,31 @@ class WorkerServer::Connection : public std::enable_shared_from_this<Connection>
     return Status::Ok();
   }
 
-  Status Dispatch(uint64_t id, const std::string& payload, SteadyTime received) {
-    auto request = protocol::DecodeReadPageRequest(payload);
+  // Tells a peer that speaks another protocol version which ones this worker speaks (in a
+  // frame any version can read), then closes.
+  Status RefuseVersion(Status why) {
+    protocol::VersionMismatch mismatch;
+    mismatch.message = "worker " + service_->worker_id() + ": " + why.message();
+    Send(MessageType::kVersionMismatch, 0, protocol::EncodeVersionMismatch(mismatch))
+        .IgnoreError();
+    return why;
+  }
+
+  Status Dispatch(const FrameHeader& header, const std::string& payload, SteadyTime received) {
+    const uint64_t id = header.request_id;
+    auto request = protocol::DecodeRequest(header.type, payload);
     if (!request.ok()) {
       if (request.status().code() == StatusCode::kCorruption) return request.status();
       Reply reply;
       reply.id = id;
+      reply.data = IsDataRequest(header.type);
       reply.error = request.status();
       return Write(reply);
     }
-    if (service_->LikelyCached(*request)) return Write(Handle(id, *request, received));
-    FairPool* pool = service_->KnowsMount(request->mount) ? server_->miss_pool_.get()
-                                                          : server_->mount_wait_pool_.get();
+    const protocol::PageRef& page = protocol::BaseOf(*request).page;
+    if (service_->LikelyCached(page)) return Write(Handle(id, *request, received));
+    FairPool* pool = service_->KnowsMount(page.mount) ? server_->miss_pool_.get()
+                                                      : server_->mount_wait_pool_.get();
     {
       MutexLock l(&mu_);
       ++outstanding_;
@@ -175,30 +198,28 @@ class WorkerServer::Connection : public std::enable_shared_from_this<Connection>
     return Status::Ok();
   }
 
-  Reply Handle(uint64_t id, const protocol::ReadPageRequest& request, SteadyTime received) {
+  static bool IsDataRequest(MessageType type) {
+    return type == MessageType::kReadPage || type == MessageType::kLookupPage ||
+           type == MessageType::kPeerRead;
+  }
+
+  Reply Handle(uint64_t id, const protocol::Request& request, SteadyTime received) {
     Reply reply;
     reply.id = id;
-    if (request.deadline_ms > 0 && std::chrono::steady_clock::now() - received >
-                                       std::chrono::milliseconds(request.deadline_ms)) {
+    reply.data = protocol::WantsData(request);
+    const protocol::RequestBase& base = protocol::BaseOf(request);
+    if (base.deadline_ms > 0 && std::chrono::steady_clock::now() - received >
+                                    std::chrono::milliseconds(base.deadline_ms)) {
       reply.error = DeadlineExceededError("request expired in the worker queue");
       return reply;
     }
-    if (request.flags & protocol::kControlFlags) {
-      auto source = service_->ControlPage(request);
-      if (!source.ok()) {
-        reply.error = source.status();
-      } else {
-        reply.control = *source;
-      }
+    auto served = service_->Serve(request);
+    if (!served.ok()) {
+      reply.error = served.status();
       return reply;
     }
-    auto result = service_->ReadPage(request);
-    if (!result.ok()) {
-      reply.error = result.status();
-      return reply;
-    }
-    reply.page = std::move(result).value();
-    if (reply.page.reader) reply.request = request;
+    reply.served = std::move(served).value();
+    if (reply.served.data.reader) reply.page = base.page;
     return reply;
   }
 
@@ -250,21 +271,25 @@ class WorkerServer::Connection : public std::enable_shared_from_this<Connection>
   }
 
   Status Write(const Reply& reply) {
-    if (!reply.error.ok()) return SendError(reply.id, reply.error);
-    if (reply.control) {
-      protocol::ReadPageReplyHeader control;
-      control.source = *reply.control;
-      return Send(MessageType::kReadPageReply, reply.id,
-                  protocol::EncodeReadPageReplyHeader(control));
+    if (!reply.data) {
+      protocol::ControlReply control;
+      if (!reply.error.ok()) {
+        control.status = reply.error.code();
+        control.error_message = reply.error.message();
+      } else {
+        control.source = *reply.served.control;
+      }
+      return Send(MessageType::kControlReply, reply.id, protocol::EncodeControlReply(control));
     }
-    const PageResult& result = reply.page;
-    protocol::ReadPageReplyHeader header;
+    if (!reply.error.ok()) return SendError(reply.id, reply.error);
+    const PageResult& result = reply.served.data;
+    protocol::PageReplyMeta header;
     header.source = result.source;
     header.data_offset = result.range.begin;
     header.data_length = result.range.size();
     header.checksums = result.checksums;
-    std::string meta = protocol::EncodeReadPageReplyHeader(header);
-    FrameHeader frame{MessageType::kReadPageReply, 0, reply.id,
+    std::string meta = protocol::EncodePageReplyMeta(header);
+    FrameHeader frame{MessageType::kPageReply, 0, reply.id,
                       static_cast<uint32_t>(meta.size() + header.data_length)};
     std::array<char, protocol::kFrameHeaderSize> raw;
     protocol::EncodeFrameHeader(frame, raw.data());
@@ -279,7 +304,7 @@ class WorkerServer::Connection : public std::enable_shared_from_this<Connection>
       Status sent = stream_->SendFile(result.reader->native_fd(),
                                       result.reader->data_file_offset() + result.range.begin,
                                       result.range.size());
-      if (sent.code() == StatusCode::kIoError) service_->DropCachedPage(reply.request);
+      if (sent.code() == StatusCode::kIoError) service_->DropCachedPage(reply.page);
       return sent;
     }
     std::span<const char> data;
@@ -297,10 +322,10 @@ class WorkerServer::Connection : public std::enable_shared_from_this<Connection>
   }
 
   Status SendError(uint64_t id, const Status& error) {
-    protocol::ReadPageReplyHeader reply;
+    protocol::PageReplyMeta reply;
     reply.status = error.code();
     reply.error_message = error.message();
-    return Send(MessageType::kReadPageReply, id, protocol::EncodeReadPageReplyHeader(reply));
+    return Send(MessageType::kPageReply, id, protocol::EncodePageReplyMeta(reply));
   }
 
   Status Send(MessageType type, uint64_t id, const std::string& payload) {

@@ -98,12 +98,12 @@ class ServerLimitsTest : public ::testing::Test {
                                     const std::string& mount = "/lake") {
     auto info = memory_->Stat(key);
     protocol::ReadPageRequest r;
-    r.page_size = kPage;
-    r.mount = mount;
-    r.key = key;
-    r.version = info.ok() ? info->version : "v";
-    r.object_size = info.ok() ? info->size : kPage;
-    r.page_index = page;
+    r.page.page_size = kPage;
+    r.page.mount = mount;
+    r.page.key = key;
+    r.page.version = info.ok() ? info->version : "v";
+    r.page.object_size = info.ok() ? info->size : kPage;
+    r.page.page_index = page;
     r.offset = 0;
     r.length = length;
     return r;
@@ -111,7 +111,7 @@ class ServerLimitsTest : public ::testing::Test {
 
   struct Answer {
     uint64_t id = 0;
-    protocol::ReadPageReplyHeader meta;
+    protocol::PageReplyMeta meta;
     std::string data;
   };
   static StatusOr<Answer> ReadReply(net::Stream* s) {
@@ -120,11 +120,11 @@ class ServerLimitsTest : public ::testing::Test {
     CAIRN_ASSIGN_OR_RETURN(protocol::FrameHeader h, protocol::DecodeFrameHeader(raw));
     std::string payload(h.payload_length, '\0');
     CAIRN_RETURN_IF_ERROR(s->ReadFull(payload));
-    size_t consumed = 0;
     Answer a;
     a.id = h.request_id;
-    CAIRN_ASSIGN_OR_RETURN(a.meta, protocol::DecodeReadPageReplyHeader(payload, &consumed));
-    a.data = payload.substr(consumed);
+    std::span<const char> data;
+    CAIRN_ASSIGN_OR_RETURN(a.meta, protocol::DecodePageReply(payload, &data));
+    a.data.assign(data.begin(), data.end());
     return a;
   }
 
@@ -134,7 +134,7 @@ class ServerLimitsTest : public ::testing::Test {
     auto s = Connect();
     if (s == nullptr) return UnavailableError("no connection");
     CAIRN_RETURN_IF_ERROR(
-        SendFrame(s.get(), protocol::MessageType::kReadPage, 1, EncodeReadPageRequest(r)));
+        SendFrame(s.get(), protocol::MessageType::kReadPage, 1, EncodeRequest(r)));
     auto answer = ReadReply(s.get());
     if (took) {
       *took = std::chrono::duration_cast<milliseconds>(std::chrono::steady_clock::now() - start);
@@ -169,7 +169,7 @@ TEST_F(ServerLimitsTest, AClientThatDoesNotReadItsRepliesDoesNotStallOthers) {
   auto a = Connect();
   for (int i = 0; i < kPages; ++i) {
     ASSERT_TRUE(SendFrame(a.get(), protocol::MessageType::kReadPage, i + 1,
-                          EncodeReadPageRequest(Request("big", i, kPage)))
+                          EncodeRequest(Request("big", i, kPage)))
                     .ok());
   }
   // Let A's replies fill every socket buffer between the worker and A.
@@ -188,7 +188,7 @@ TEST_F(ServerLimitsTest, AClientThatStopsReadingIsDisconnectedAfterTheSendTimeou
   auto a = Connect();
   for (int i = 0; i < kPages; ++i) {
     ASSERT_TRUE(SendFrame(a.get(), protocol::MessageType::kReadPage, i + 1,
-                          EncodeReadPageRequest(Request("big", i, kPage)))
+                          EncodeRequest(Request("big", i, kPage)))
                     .ok());
   }
   for (int i = 0; i < 200 && server_->Stats().timed_out == 0; ++i) {
@@ -212,7 +212,7 @@ TEST_F(ServerLimitsTest, PipelinedMissesAreBoundedPerConnection) {
     // which the close below releases).
     for (int i = 0; i < 3000; ++i) {
       if (!SendFrame(a.get(), protocol::MessageType::kReadPage, i + 1,
-                     EncodeReadPageRequest(Request("big", i % kPages, 1)))
+                     EncodeRequest(Request("big", i % kPages, 1)))
                .ok()) {
         return;
       }
@@ -271,7 +271,7 @@ TEST_F(ServerLimitsTest, AtTheCapWithEveryConnectionInUseANewOneIsRefused) {
   // The two in use still work.
   for (auto& c : clients) {
     ASSERT_TRUE(SendFrame(c.get(), protocol::MessageType::kReadPage, 2,
-                          EncodeReadPageRequest(Request("other", 0, 100)))
+                          EncodeRequest(Request("other", 0, 100)))
                     .ok());
     auto reply = ReadReply(c.get());
     ASSERT_TRUE(reply.ok()) << reply.status().ToString();
@@ -309,7 +309,7 @@ TEST_F(ServerLimitsTest, ReadsAfterIdleClosesOnEitherSideSucceed) {
     for (int round = 0; round < 3; ++round) {
       std::string buf(kPage, '\0');
       std::promise<StatusOr<protocol::PageReply>> p;
-      channel.ReadPage(Request("other", 0, kPage), buf,
+      channel.Call(Request("other", 0, kPage), buf,
                        [&p](StatusOr<protocol::PageReply> r) { p.set_value(std::move(r)); });
       auto reply = p.get_future().get();
       ASSERT_TRUE(reply.ok()) << reply.status().ToString();
@@ -330,7 +330,7 @@ TEST_F(ServerLimitsTest, RequestsForUnknownMountsDoNotHoldMissThreads) {
   auto a = Connect();
   for (int i = 0; i < 5; ++i) {
     ASSERT_TRUE(SendFrame(a.get(), protocol::MessageType::kReadPage, i + 1,
-                          EncodeReadPageRequest(Request("other", 0, 100, "/nope")))
+                          EncodeRequest(Request("other", 0, 100, "/nope")))
                     .ok());
   }
   std::this_thread::sleep_for(milliseconds(100));
@@ -351,13 +351,13 @@ TEST_F(ServerLimitsTest, PipelinedRequestsNamingOtherSizesGetOnlyBytesThatExist)
   HoldSourceReads();
   auto s = Connect();
   protocol::ReadPageRequest liar = Request("other", 0, 1);
-  liar.object_size = 1;
+  liar.page.object_size = 1;
   protocol::ReadPageRequest honest = Request("other", 0, kPage);
   ASSERT_TRUE(SendFrame(s.get(), protocol::MessageType::kReadPage, 1,
-                        EncodeReadPageRequest(liar)).ok());
+                        EncodeRequest(liar)).ok());
   ASSERT_TRUE(gate_->WaitForArrivals(1));
   ASSERT_TRUE(SendFrame(s.get(), protocol::MessageType::kReadPage, 2,
-                        EncodeReadPageRequest(honest)).ok());
+                        EncodeRequest(honest)).ok());
   ASSERT_TRUE(gate_->WaitForArrivals(2));
   gate_->Open();
   for (int i = 0; i < 2; ++i) {

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <cstring>
 #include <filesystem>
 #include <future>
 #include <thread>
@@ -71,12 +72,12 @@ class ServerTest : public ::testing::Test {
 
   protocol::ReadPageRequest Request(uint64_t page, uint32_t offset, uint32_t length) {
     protocol::ReadPageRequest r;
-    r.page_size = kPage;
-    r.mount = "/lake";
-    r.key = "file.bin";
-    r.version = memory_->Stat("file.bin")->version;
-    r.object_size = kPage + 4096;
-    r.page_index = page;
+    r.page.page_size = kPage;
+    r.page.mount = "/lake";
+    r.page.key = "file.bin";
+    r.page.version = memory_->Stat("file.bin")->version;
+    r.page.object_size = kPage + 4096;
+    r.page.page_index = page;
     r.offset = offset;
     r.length = length;
     return r;
@@ -89,7 +90,8 @@ class ServerTest : public ::testing::Test {
 
 TEST_F(ServerTest, AnswersHelloPingAndPipelinedReads) {
   auto s = Connect();
-  ASSERT_TRUE(SendFrame(s.get(), protocol::MessageType::kHello, 1, "").ok());
+  ASSERT_TRUE(SendFrame(s.get(), protocol::MessageType::kHello, 1,
+                        protocol::EncodeHelloRequest({})).ok());
   auto hello = ReadFrame(s.get());
   ASSERT_TRUE(hello.ok());
   auto decoded = protocol::DecodeHelloReply(hello->second);
@@ -98,18 +100,18 @@ TEST_F(ServerTest, AnswersHelloPingAndPipelinedReads) {
 
   // Two requests back to back; replies carry their ids.
   ASSERT_TRUE(SendFrame(s.get(), protocol::MessageType::kReadPage, 7,
-                        protocol::EncodeReadPageRequest(Request(0, 0, 4096))).ok());
+                        protocol::EncodeRequest(Request(0, 0, 4096))).ok());
   ASSERT_TRUE(SendFrame(s.get(), protocol::MessageType::kReadPage, 8,
-                        protocol::EncodeReadPageRequest(Request(1, 0, 4096))).ok());
+                        protocol::EncodeRequest(Request(1, 0, 4096))).ok());
   std::set<uint64_t> ids;
   for (int i = 0; i < 2; ++i) {
     auto reply = ReadFrame(s.get());
     ASSERT_TRUE(reply.ok()) << reply.status().ToString();
-    size_t consumed = 0;
-    auto meta = protocol::DecodeReadPageReplyHeader(reply->second, &consumed);
-    ASSERT_TRUE(meta.ok());
+    std::span<const char> view;
+    auto meta = protocol::DecodePageReply(reply->second, &view);
+    ASSERT_TRUE(meta.ok()) << meta.status().ToString();
     ASSERT_EQ(meta->status, StatusCode::kOk) << meta->error_message;
-    std::string data = reply->second.substr(consumed);
+    std::string data(view.begin(), view.end());
     EXPECT_EQ(data.size(), meta->data_length);
     EXPECT_EQ(ChunkChecksums(data), meta->checksums);
     EXPECT_EQ(data, std::string(data.size(), 'z'));
@@ -125,13 +127,13 @@ TEST_F(ServerTest, AnswersHelloPingAndPipelinedReads) {
 TEST_F(ServerTest, ErrorsAreRepliesNotDisconnects) {
   auto s = Connect();
   auto r = Request(0, 0, 10);
-  r.mount = "/missing";
+  r.page.mount = "/missing";
   ASSERT_TRUE(SendFrame(s.get(), protocol::MessageType::kReadPage, 3,
-                        protocol::EncodeReadPageRequest(r)).ok());
+                        protocol::EncodeRequest(r)).ok());
   auto reply = ReadFrame(s.get());
   ASSERT_TRUE(reply.ok());
-  size_t consumed = 0;
-  auto meta = protocol::DecodeReadPageReplyHeader(reply->second, &consumed);
+  std::span<const char> view;
+  auto meta = protocol::DecodePageReply(reply->second, &view);
   ASSERT_TRUE(meta.ok());
   EXPECT_EQ(meta->status, StatusCode::kUnavailable);  // Unknown mount: try elsewhere.
   ASSERT_TRUE(SendFrame(s.get(), protocol::MessageType::kPing, 4, "").ok());
@@ -157,35 +159,36 @@ TEST_F(ServerTest, GarbageFrameClosesOnlyThatConnection) {
   EXPECT_TRUE(ReadFrame(good.get()).ok());
 }
 
-// Over TCP, a cache-only read of a page the worker does not have is a clean "not here" (OK, no
-// data), not an error: replica lookups and peer fills rely on telling the two apart.
-TEST_F(ServerTest, RemoteChannelGetsACacheOnlyMissAsAnEmptyAnswer) {
+// Over TCP, a lookup of a page the worker does not have is a clean "not here" (OK, no data), not
+// an error: replica lookups and peer fills rely on telling the two apart.
+TEST_F(ServerTest, RemoteChannelGetsALookupMissAsAnEmptyAnswer) {
   transport::RemoteChannelOptions ro;
   ro.address = "127.0.0.1:" + std::to_string(worker_->port());
   ro.page_size = kPage;
   ro.short_circuit = false;
   transport::RemoteChannel channel(ro);
-  auto read = [&](uint32_t flags, std::string* out) {
+  auto read = [&](bool lookup, std::string* out) {
     protocol::ReadPageRequest r = Request(0, 0, 4096);
-    r.flags = flags;
+    protocol::Request request = r;
+    if (lookup) request = protocol::LookupPageRequest{{r.deadline_ms, r.page}, r.offset, r.length};
     out->assign(protocol::AlignedRange(0, 4096, kPage).size(), '\0');
     std::promise<StatusOr<protocol::PageReply>> done;
-    channel.ReadPage(r, *out, [&done](StatusOr<protocol::PageReply> reply) {
+    channel.Call(request, *out, [&done](StatusOr<protocol::PageReply> reply) {
       done.set_value(std::move(reply));
     });
     return done.get_future().get();
   };
   std::string bytes;
-  auto miss = read(protocol::kFlagCacheOnly, &bytes);
+  auto miss = read(true, &bytes);
   ASSERT_TRUE(miss.ok()) << miss.status().ToString();
   EXPECT_EQ(miss->data_length, 0u);
   EXPECT_EQ(miss->source, protocol::PageSource::kUnderStorage);
-  auto fetched = read(0, &bytes);  // A plain read caches it.
+  auto fetched = read(false, &bytes);  // A plain read caches it.
   ASSERT_TRUE(fetched.ok()) << fetched.status().ToString();
   EXPECT_EQ(bytes, std::string(bytes.size(), 'z'));
   StatusOr<protocol::PageReply> hit = UnavailableError("not tried");
   for (int i = 0; i < 500; ++i) {  // The page is written in the background.
-    hit = read(protocol::kFlagCacheOnly, &bytes);
+    hit = read(true, &bytes);
     if (!hit.ok() || hit->data_length != 0) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
@@ -193,6 +196,79 @@ TEST_F(ServerTest, RemoteChannelGetsACacheOnlyMissAsAnEmptyAnswer) {
   EXPECT_EQ(hit->source, protocol::PageSource::kCache);
   EXPECT_EQ(hit->data_length, bytes.size());
   EXPECT_EQ(bytes, std::string(bytes.size(), 'z'));
+}
+
+// A peer of another protocol version gets a kVersionMismatch frame naming both versions, then
+// the connection closes; other connections are unaffected.
+TEST_F(ServerTest, AnotherProtocolVersionIsRefusedWithAClearMessage) {
+  for (bool old_frame : {true, false}) {
+    auto s = Connect();
+    std::array<char, protocol::kFrameHeaderSize> raw;
+    std::string hello = protocol::EncodeHelloRequest({1, 1});
+    protocol::EncodeFrameHeader(
+        {protocol::MessageType::kHello, 0, 1, static_cast<uint32_t>(hello.size())}, raw.data());
+    if (old_frame) {  // A v1 client: its frames carry version 1.
+      raw[4] = 1;
+      uint32_t check = static_cast<uint32_t>(Hash64(std::string_view(raw.data(), 20)));
+      std::memcpy(raw.data() + 20, &check, 4);
+    }
+    std::array<std::span<const char>, 2> bufs{std::span<const char>(raw),
+                                              std::span<const char>(hello)};
+    ASSERT_TRUE(s->WriteAll(bufs).ok());
+    auto reply = ReadFrame(s.get());
+    ASSERT_TRUE(reply.ok()) << reply.status().ToString();
+    ASSERT_EQ(reply->first.type, protocol::MessageType::kVersionMismatch);
+    auto mismatch = protocol::DecodeVersionMismatch(reply->second);
+    ASSERT_TRUE(mismatch.ok());
+    EXPECT_EQ(mismatch->max_version, protocol::kVersion);
+    EXPECT_NE(mismatch->message.find("v1"), std::string::npos) << mismatch->message;
+    EXPECT_NE(mismatch->message.find("v2"), std::string::npos) << mismatch->message;
+    char c;
+    EXPECT_FALSE(s->ReadFull(std::span<char>(&c, 1)).ok());  // Closed.
+  }
+  auto good = Connect();
+  ASSERT_TRUE(SendFrame(good.get(), protocol::MessageType::kPing, 1, "").ok());
+  EXPECT_TRUE(ReadFrame(good.get()).ok());
+}
+
+// The client side: a worker that speaks another version makes every call fail with a message
+// that says so (and the reader falls back to the source), instead of garbage or a hang.
+TEST(RemoteChannelVersionTest, AWorkerOfAnotherVersionIsReportedClearly) {
+  auto listener = net::Listener::Bind("127.0.0.1", 0);
+  ASSERT_TRUE(listener.ok());
+  std::thread fake_worker([&] {
+    auto conn = (*listener)->Accept();
+    if (!conn.ok()) return;
+    std::array<char, protocol::kFrameHeaderSize> raw;
+    if (!(*conn)->ReadFull(raw).ok()) return;
+    protocol::VersionMismatch m{3, 3, "worker w9 speaks Cairn protocol v3"};
+    std::string payload = protocol::EncodeVersionMismatch(m);
+    protocol::EncodeFrameHeader({protocol::MessageType::kVersionMismatch, 0, 0,
+                                 static_cast<uint32_t>(payload.size())},
+                                raw.data());
+    std::array<std::span<const char>, 2> bufs{std::span<const char>(raw),
+                                              std::span<const char>(payload)};
+    (*conn)->WriteAll(bufs).IgnoreError();
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  });
+  transport::RemoteChannelOptions ro;
+  ro.address = "127.0.0.1:" + std::to_string((*listener)->port());
+  ro.page_size = kPage;
+  ro.short_circuit = false;
+  transport::RemoteChannel channel(ro);
+  protocol::ProbePageRequest probe;
+  probe.page.page_size = kPage;
+  probe.page.mount = "/lake";
+  probe.page.key = "k";
+  probe.page.object_size = 1;
+  std::promise<StatusOr<protocol::PageReply>> done;
+  channel.Call(probe, {}, [&done](StatusOr<protocol::PageReply> r) {
+    done.set_value(std::move(r));
+  });
+  auto reply = done.get_future().get();
+  EXPECT_FALSE(reply.ok());
+  fake_worker.join();
+  EXPECT_TRUE(channel.suspect());
 }
 
 }  // namespace

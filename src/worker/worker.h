@@ -38,7 +38,7 @@ struct WorkerOptions {
   // wildcard host replaced by this machine's host name.
   std::string advertise_address;
   std::chrono::seconds lease_ttl{5};
-  // Cluster mode: copy a replica fill from the worker the request names (protocol PEER) instead
+  // Cluster mode: copy a replica fill from the worker the request names (CopyFromPeer) instead
   // of reading the source. Off: every missing page comes from the source (the old behaviour;
   // for comparison and as a way out).
   bool peer_fill = true;
