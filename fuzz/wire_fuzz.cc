@@ -33,8 +33,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   std::span<const char> view;
   auto reply = DecodePageReply(bytes, &view);
-  if (reply.ok() && (view.data() < bytes.data() || view.data() + view.size() >
-                                                       bytes.data() + bytes.size())) {
+  if (reply.ok() &&
+      (view.data() < bytes.data() || view.data() + view.size() > bytes.data() + bytes.size())) {
     std::abort();
   }
   (void)DecodePageReplyMeta(bytes);

@@ -46,9 +46,9 @@ struct ClientOptions {
   // When set, page reads go to this channel (an in-process worker, cairn up) instead of TCP
   // connections to `workers`; not owned, must outlive the client.
   protocol::PageChannel* local_channel = nullptr;
-  uint32_t page_size = 1 << 20;       // Must match the workers' page size.
+  uint32_t page_size = 1 << 20;                    // Must match the workers' page size.
   std::chrono::milliseconds worker_timeout{5000};  // Per page request deadline.
-  uint32_t max_readahead_pages = 16;  // Upper bound of the adaptive sequential readahead window.
+  uint32_t max_readahead_pages = 16;     // Upper bound of the adaptive sequential readahead window.
   uint64_t buffer_bytes = 256ull << 20;  // Client-side page buffer (readahead results).
   int connections_per_worker = 4;
   // Read cached pages straight from the page files of a worker on the same machine
@@ -84,11 +84,11 @@ class FileReader {
 };
 
 struct ClientStats {
-  uint64_t page_reads = 0;          // Page requests sent to workers.
-  uint64_t page_read_failures = 0;  // Worker failures that fell back to the under-storage.
-  uint64_t fallback_bytes = 0;      // Bytes read from the under-storage directly.
-  uint64_t checksum_failures = 0;   // Pages that failed end-to-end verification.
-  uint64_t buffer_hits = 0;         // Reads served from the client page buffer (readahead).
+  uint64_t page_reads = 0;           // Page requests sent to workers.
+  uint64_t page_read_failures = 0;   // Worker failures that fell back to the under-storage.
+  uint64_t fallback_bytes = 0;       // Bytes read from the under-storage directly.
+  uint64_t checksum_failures = 0;    // Pages that failed end-to-end verification.
+  uint64_t buffer_hits = 0;          // Reads served from the client page buffer (readahead).
   uint64_t short_circuit_reads = 0;  // Page reads served from a local worker's files directly.
   uint64_t metadata_hits = 0;
   uint64_t metadata_misses = 0;

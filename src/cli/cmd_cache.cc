@@ -54,9 +54,9 @@ std::string ProgressLine(const LoadProgress& p, bool verify) {
                 "%5.1f%%%s %" PRIu64 "/%" PRIu64 "%s files  %s/%s  %s/s  ETA %s  %s %" PRIu64,
                 100 * fraction, p.listing_done ? "" : "+", p.files_done, p.files_total,
                 p.listing_done ? "" : "+", FormatBytes(p.bytes_done).c_str(),
-                FormatBytes(p.bytes_total).c_str(), FormatBytes(static_cast<uint64_t>(rate)).c_str(),
-                FormatEta(eta).c_str(), verify ? "missing" : "from source",
-                verify ? p.pages_missing : p.pages_loaded);
+                FormatBytes(p.bytes_total).c_str(),
+                FormatBytes(static_cast<uint64_t>(rate)).c_str(), FormatEta(eta).c_str(),
+                verify ? "missing" : "from source", verify ? p.pages_missing : p.pages_loaded);
   return line;
 }
 
@@ -90,7 +90,8 @@ int RunLoad(const CacheFlags& f) {
   LoadOptions options;
   if (!f.bandwidth.empty()) {
     auto bw = ParseBytes(f.bandwidth);
-    if (!bw.ok()) return Fail(bw.status().WithContext("--bandwidth (bytes per second, e.g. 200MiB)"));
+    if (!bw.ok())
+      return Fail(bw.status().WithContext("--bandwidth (bytes per second, e.g. 200MiB)"));
     if (*bw == 0) return Fail(InvalidArgumentError("--bandwidth must be greater than 0"));
     options.max_bytes_per_second = *bw;
   }
@@ -129,10 +130,12 @@ int RunLoad(const CacheFlags& f) {
     std::printf("%s\n", ToJson(p).dump(2).c_str());
   } else if (f.verify) {
     std::printf("%" PRIu64 " files, %" PRIu64 " pages, %" PRIu64 " not cached%s\n", p.files_total,
-                p.pages_total, p.pages_missing, p.pages_failed ? " (some workers did not answer)" : "");
+                p.pages_total, p.pages_missing,
+                p.pages_failed ? " (some workers did not answer)" : "");
     for (const std::string& file : p.missing_files) std::printf("not cached: %s\n", file.c_str());
   } else {
-    std::printf("%s %" PRIu64 " files, %s in %.1f s: %" PRIu64 " pages loaded (%s from the source), "
+    std::printf("%s %" PRIu64 " files, %s in %.1f s: %" PRIu64
+                " pages loaded (%s from the source), "
                 "%" PRIu64 " already cached, %" PRIu64 " failed\n",
                 p.cancelled ? "interrupted after" : "loaded", p.files_done,
                 FormatBytes(p.bytes_done).c_str(), p.elapsed_seconds, p.pages_loaded,
@@ -212,7 +215,8 @@ void RegisterCacheCommands(CLI::App* app, std::vector<std::pair<CLI::App*, Runne
       ->check(CLI::Range(1, 8));
   cmd->add_option("--parallelism", load->parallelism, "Page requests in flight (default 32)")
       ->check(CLI::Range(1, 4096));
-  cmd->add_flag("--verify", load->verify, "Load nothing; report what is not cached (exit 1 if any)");
+  cmd->add_flag("--verify", load->verify,
+                "Load nothing; report what is not cached (exit 1 if any)");
   cmd->add_flag("--skip-cached", load->skip_cached,
                 "Leave cached pages untouched (by default they count as just used)");
   cmd->add_flag("--json", load->json, "Print the result as JSON (no progress bar)");

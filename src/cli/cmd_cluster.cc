@@ -229,8 +229,7 @@ void RegisterClusterCommands(CLI::App* app, std::vector<std::pair<CLI::App*, Run
   auto add_flags = std::make_shared<MountCmdFlags>();
   CLI::App* add = mount->add_subcommand("add", "Mount a source at a namespace path, everywhere");
   add->add_option("PATH", add_flags->path, "Namespace path, e.g. /data/bucket_a")->required();
-  add->add_option("URI", add_flags->uri, "Source: s3://bucket/prefix or file:///path")
-      ->required();
+  add->add_option("URI", add_flags->uri, "Source: s3://bucket/prefix or file:///path")->required();
   AddEtcdFlag(add, &add_flags->etcd);
   add->add_option("--option", add_flags->options,
                   "Source option KEY=VALUE (endpoint, region, profile, path_style, "

@@ -37,8 +37,10 @@ std::string FormatTime(int64_t ns) {
 }
 
 nlohmann::json ToJson(const FileInfo& info) {
-  return {{"name", info.name},         {"type", info.is_dir ? "dir" : "file"},
-          {"size", info.size},         {"version", info.version},
+  return {{"name", info.name},
+          {"type", info.is_dir ? "dir" : "file"},
+          {"size", info.size},
+          {"version", info.version},
           {"mtime", FormatTime(info.mtime_ns)}};
 }
 

@@ -3,7 +3,6 @@
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
 
-
 #include <memory>
 #include <thread>
 
@@ -192,8 +191,9 @@ Runner RegisterUp(CLI::App* app) {
     Status s = CheckMountpoint(f->mount.mountpoint);
     if (!s.ok()) return Fail(s);
     if (!f->mount.source.mounts.empty()) {
-      return Fail(InvalidArgumentError("cairn up serves one SOURCE; use `cairn worker` and "
-                                       "`cairn fuse` for several mounts"));
+      return Fail(
+          InvalidArgumentError("cairn up serves one SOURCE; use `cairn worker` and "
+                               "`cairn fuse` for several mounts"));
     }
     config::Config cfg;
     auto wo = BuildUpWorker(*f, &cfg);

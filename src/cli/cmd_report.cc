@@ -1,7 +1,8 @@
 // `cairn report [PATH]`: per mount, across every worker in etcd: cached bytes (and, with
 // --dataset-size, the share of the dataset), hit ratio by requests and by bytes, egress (bytes read
 // from the source) and egress saved (bytes served from cache), source requests and requests saved,
-// and the namespace prefixes the cache evicts most; as a table or --json. Numbers are the workers' counters since they started.
+// and the namespace prefixes the cache evicts most; as a table or --json. Numbers are the workers'
+// counters since they started.
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
@@ -34,8 +35,8 @@ struct MountReport {
   double requests = 0, hits = 0, misses = 0;
   double bytes_from_cache = 0, bytes_from_ufs = 0, ufs_requests = 0;
   double cached_bytes = 0;
-  double dataset_bytes = -1;  // -1: not measured.
-  std::map<std::string, double> evicted;  // Bytes evicted, by namespace prefix.
+  double dataset_bytes = -1;               // -1: not measured.
+  std::map<std::string, double> evicted;   // Bytes evicted, by namespace prefix.
   std::map<std::string, double> removals;  // Pages removed, by reason (capacity, quota, ...).
 
   std::vector<std::pair<std::string, double>> TopEvicted(size_t n) const {
@@ -73,7 +74,8 @@ int RunReport(const ReportFlags& f) {
 
   std::map<std::string, MountReport> report;
   for (const MountSpec& m : *mounts) {
-    if (f.path.empty() || policy::PathCovers(f.path, m.path) || policy::PathCovers(m.path, f.path)) {
+    if (f.path.empty() || policy::PathCovers(f.path, m.path) ||
+        policy::PathCovers(m.path, f.path)) {
       report[m.path];
     }
   }
@@ -129,20 +131,20 @@ int RunReport(const ReportFlags& f) {
   if (f.json) {
     nlohmann::json out = nlohmann::json::array();
     for (const auto& [path, r] : report) {
-      nlohmann::json j = {{"mount", path},
-                          {"cached_bytes", static_cast<uint64_t>(r.cached_bytes)},
-                          {"requests", static_cast<uint64_t>(r.requests)},
-                          {"hits", static_cast<uint64_t>(r.hits)},
-                          {"misses", static_cast<uint64_t>(r.misses)},
-                          {"hit_ratio_requests", r.requests > 0 ? r.hits / r.requests : 0.0},
-                          {"bytes_from_cache", static_cast<uint64_t>(r.bytes_from_cache)},
-                          {"bytes_from_source", static_cast<uint64_t>(r.bytes_from_ufs)},
-                          {"hit_ratio_bytes",
-                           r.bytes_from_cache + r.bytes_from_ufs > 0
-                               ? r.bytes_from_cache / (r.bytes_from_cache + r.bytes_from_ufs)
-                               : 0.0},
-                          {"source_requests", static_cast<uint64_t>(r.ufs_requests)},
-                          {"source_requests_saved", static_cast<uint64_t>(r.hits)}};
+      nlohmann::json j = {
+          {"mount", path},
+          {"cached_bytes", static_cast<uint64_t>(r.cached_bytes)},
+          {"requests", static_cast<uint64_t>(r.requests)},
+          {"hits", static_cast<uint64_t>(r.hits)},
+          {"misses", static_cast<uint64_t>(r.misses)},
+          {"hit_ratio_requests", r.requests > 0 ? r.hits / r.requests : 0.0},
+          {"bytes_from_cache", static_cast<uint64_t>(r.bytes_from_cache)},
+          {"bytes_from_source", static_cast<uint64_t>(r.bytes_from_ufs)},
+          {"hit_ratio_bytes", r.bytes_from_cache + r.bytes_from_ufs > 0
+                                  ? r.bytes_from_cache / (r.bytes_from_cache + r.bytes_from_ufs)
+                                  : 0.0},
+          {"source_requests", static_cast<uint64_t>(r.ufs_requests)},
+          {"source_requests_saved", static_cast<uint64_t>(r.hits)}};
       nlohmann::json top = nlohmann::json::array();
       for (const auto& [prefix, bytes] : r.TopEvicted(5)) {
         top.push_back({{"prefix", prefix}, {"evicted_bytes", static_cast<uint64_t>(bytes)}});
@@ -160,9 +162,9 @@ int RunReport(const ReportFlags& f) {
       }
       out.push_back(j);
     }
-    std::printf("%s\n", nlohmann::json{{"mounts", out}, {"unreachable_workers", unreachable}}
-                            .dump(2)
-                            .c_str());
+    std::printf(
+        "%s\n",
+        nlohmann::json{{"mounts", out}, {"unreachable_workers", unreachable}}.dump(2).c_str());
     return kExitOk;
   }
   std::printf("%-20s %10s %7s %8s %8s %10s %10s %9s %9s\n", "MOUNT", "CACHED", "SHARE", "HIT%REQ",
@@ -184,7 +186,8 @@ int RunReport(const ReportFlags& f) {
     for (const auto& [reason, n] : r.removals) std::printf(" %s %.0f", reason.c_str(), n);
     std::printf("):\n");
     for (const auto& [prefix, bytes] : top) {
-      std::printf("  %-40s %10s\n", prefix.c_str(), FormatBytes(static_cast<uint64_t>(bytes)).c_str());
+      std::printf("  %-40s %10s\n", prefix.c_str(),
+                  FormatBytes(static_cast<uint64_t>(bytes)).c_str());
     }
   }
   if (unreachable > 0) std::printf("(%d worker(s) did not answer)\n", unreachable);

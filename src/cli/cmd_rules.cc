@@ -55,7 +55,7 @@ std::string Describe(const policy::PathRule& r) {
   if (r.priority) add("priority=" + std::string(policy::PriorityName(*r.priority)));
   if (r.ttl_ms) {
     add("ttl=" + (*r.ttl_ms % 1000 == 0 ? std::to_string(*r.ttl_ms / 1000) + "s"
-                                         : std::to_string(*r.ttl_ms) + "ms"));
+                                        : std::to_string(*r.ttl_ms) + "ms"));
   }
   if (r.admission) add("admission=" + std::string(policy::AdmissionName(*r.admission)));
   if (r.quota_bytes) add("quota=" + FormatBytes(*r.quota_bytes));
@@ -70,7 +70,8 @@ int RunList(const RuleFlags& f) {
   std::sort(rules->begin(), rules->end(),
             [](const policy::PathRule& a, const policy::PathRule& b) { return a.path < b.path; });
   if (f.json) {
-    std::printf("%s\n", nlohmann::json::parse(membership::EncodeRules(*rules))["rules"].dump(2).c_str());
+    std::printf("%s\n",
+                nlohmann::json::parse(membership::EncodeRules(*rules))["rules"].dump(2).c_str());
     return kExitOk;
   }
   std::printf("%-40s %s\n", "PATH", "RULES");
@@ -107,62 +108,104 @@ void RegisterRuleCommands(CLI::App* app, std::vector<std::pair<CLI::App*, Runner
   auto constant = [](Edit e) { return [e](const RuleFlags&) -> StatusOr<Edit> { return e; }; };
 
   add(app, "pin", "Never evict the cached pages under PATH", nullptr, nullptr,
-      constant([](policy::PathRule* r) { r->pin = true; return Status::Ok(); }), "pinned", false);
+      constant([](policy::PathRule* r) {
+        r->pin = true;
+        return Status::Ok();
+      }),
+      "pinned", false);
   add(app, "unpin", "Remove a pin (pages under PATH become evictable)", nullptr, nullptr,
-      constant([](policy::PathRule* r) { r->pin.reset(); return Status::Ok(); }), "unpinned",
-      false);
+      constant([](policy::PathRule* r) {
+        r->pin.reset();
+        return Status::Ok();
+      }),
+      "unpinned", false);
 
   CLI::App* ttl = app->add_subcommand("ttl", "Expire cached pages under a path after a time");
   ttl->require_subcommand(1);
-  add(ttl, "set", "Pages under PATH expire DURATION after they are cached", "DURATION",
-      "e.g. 30m, 12h", [](const RuleFlags& f) -> StatusOr<Edit> {
+  add(
+      ttl, "set", "Pages under PATH expire DURATION after they are cached", "DURATION",
+      "e.g. 30m, 12h",
+      [](const RuleFlags& f) -> StatusOr<Edit> {
         CAIRN_ASSIGN_OR_RETURN(auto d, ParseDuration(f.value));
         int64_t ms = std::chrono::duration_cast<std::chrono::milliseconds>(d).count();
-        if (ms <= 0) return InvalidArgumentError("TTL must be at least 1ms (use `ttl rm` to clear)");
+        if (ms <= 0)
+          return InvalidArgumentError("TTL must be at least 1ms (use `ttl rm` to clear)");
         if (ms > policy::kMaxRuleTtlMs) {
           return InvalidArgumentError("TTL must be at most 100 years");
         }
-        return Edit([ms](policy::PathRule* r) { r->ttl_ms = ms; return Status::Ok(); });
-      }, "ttl set on", false);
-  add(ttl, "rm", "Remove the TTL of PATH", nullptr, nullptr,
-      constant([](policy::PathRule* r) { r->ttl_ms.reset(); return Status::Ok(); }),
+        return Edit([ms](policy::PathRule* r) {
+          r->ttl_ms = ms;
+          return Status::Ok();
+        });
+      },
+      "ttl set on", false);
+  add(ttl, "rm", "Remove the TTL of PATH", nullptr, nullptr, constant([](policy::PathRule* r) {
+        r->ttl_ms.reset();
+        return Status::Ok();
+      }),
       "ttl removed from", false);
 
   CLI::App* prio = app->add_subcommand("priority", "Eviction priority class of a path");
   prio->require_subcommand(1);
-  add(prio, "set", "low pages are evicted first, high last", "CLASS", "low, normal or high",
+  add(
+      prio, "set", "low pages are evicted first, high last", "CLASS", "low, normal or high",
       [](const RuleFlags& f) -> StatusOr<Edit> {
         CAIRN_ASSIGN_OR_RETURN(policy::Priority p, policy::ParsePriority(f.value));
-        return Edit([p](policy::PathRule* r) { r->priority = p; return Status::Ok(); });
-      }, "priority set on", false);
+        return Edit([p](policy::PathRule* r) {
+          r->priority = p;
+          return Status::Ok();
+        });
+      },
+      "priority set on", false);
   add(prio, "rm", "Remove the priority of PATH", nullptr, nullptr,
-      constant([](policy::PathRule* r) { r->priority.reset(); return Status::Ok(); }),
+      constant([](policy::PathRule* r) {
+        r->priority.reset();
+        return Status::Ok();
+      }),
       "priority removed from", false);
 
   CLI::App* adm = app->add_subcommand("admission", "How reads under a path enter the cache");
   adm->require_subcommand(1);
-  add(adm, "set", "normal, low (cached at low priority) or bypass (served, not cached)", "MODE",
-      "normal, low or bypass", [](const RuleFlags& f) -> StatusOr<Edit> {
+  add(
+      adm, "set", "normal, low (cached at low priority) or bypass (served, not cached)", "MODE",
+      "normal, low or bypass",
+      [](const RuleFlags& f) -> StatusOr<Edit> {
         CAIRN_ASSIGN_OR_RETURN(policy::Admission a, policy::ParseAdmission(f.value));
-        return Edit([a](policy::PathRule* r) { r->admission = a; return Status::Ok(); });
-      }, "admission set on", false);
+        return Edit([a](policy::PathRule* r) {
+          r->admission = a;
+          return Status::Ok();
+        });
+      },
+      "admission set on", false);
   add(adm, "rm", "Remove the admission rule of PATH", nullptr, nullptr,
-      constant([](policy::PathRule* r) { r->admission.reset(); return Status::Ok(); }),
+      constant([](policy::PathRule* r) {
+        r->admission.reset();
+        return Status::Ok();
+      }),
       "admission rule removed from", false);
 
   CLI::App* quota = app->add_subcommand("quota", "Byte cap of a mount across the cluster");
   quota->require_subcommand(1);
-  add(quota, "set", "Cap the cached bytes of the mount at PATH (best effort, per worker share)",
-      "SIZE", "e.g. 2TiB", [](const RuleFlags& f) -> StatusOr<Edit> {
+  add(
+      quota, "set", "Cap the cached bytes of the mount at PATH (best effort, per worker share)",
+      "SIZE", "e.g. 2TiB",
+      [](const RuleFlags& f) -> StatusOr<Edit> {
         CAIRN_ASSIGN_OR_RETURN(uint64_t bytes, ParseBytes(f.value));
         if (bytes == 0) return InvalidArgumentError("quota must be > 0 (use `quota rm` to clear)");
         if (bytes > policy::kMaxRuleQuotaBytes) {
           return InvalidArgumentError("quota must be at most 4 EiB");
         }
-        return Edit([bytes](policy::PathRule* r) { r->quota_bytes = bytes; return Status::Ok(); });
-      }, "quota set on", true);
+        return Edit([bytes](policy::PathRule* r) {
+          r->quota_bytes = bytes;
+          return Status::Ok();
+        });
+      },
+      "quota set on", true);
   add(quota, "rm", "Remove the quota of the mount at PATH", nullptr, nullptr,
-      constant([](policy::PathRule* r) { r->quota_bytes.reset(); return Status::Ok(); }),
+      constant([](policy::PathRule* r) {
+        r->quota_bytes.reset();
+        return Status::Ok();
+      }),
       "quota removed from", false);
 
   CLI::App* rules = app->add_subcommand("rules", "Show the cache-management rules");

@@ -31,7 +31,8 @@ Status BuildWorkerOptions(const WorkerFlags& f, worker::WorkerOptions* out) {
   CAIRN_ASSIGN_OR_RETURN(config::Config cfg, BuildConfig(f.source));
   config::WorkerConfig& w = cfg.worker;
   if (!f.listen.empty()) w.listen = f.listen;
-  if (!f.metrics_listen.empty()) w.metrics_listen = f.metrics_listen == "off" ? "" : f.metrics_listen;
+  if (!f.metrics_listen.empty())
+    w.metrics_listen = f.metrics_listen == "off" ? "" : f.metrics_listen;
   if (!f.id.empty()) w.id = f.id;
   if (!f.eviction_policy.empty()) w.eviction_policy = f.eviction_policy;
   uint64_t default_capacity = 0;

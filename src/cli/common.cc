@@ -139,9 +139,8 @@ StatusOr<config::Config> BuildConfig(const SourceFlags& f) {
 }
 
 int Fail(const Status& status) {
-  std::fprintf(stderr, "cairn: error: %s\n", status.message().empty()
-                                                 ? status.ToString().c_str()
-                                                 : status.message().c_str());
+  std::fprintf(stderr, "cairn: error: %s\n",
+               status.message().empty() ? status.ToString().c_str() : status.message().c_str());
   return kExitError;
 }
 

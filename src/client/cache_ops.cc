@@ -19,7 +19,9 @@ using Clock = std::chrono::steady_clock;
 class TokenBucket {
  public:
   TokenBucket(uint64_t rate, uint64_t burst)
-      : rate_(static_cast<double>(rate)), burst_(static_cast<double>(burst)), tokens_(burst_),
+      : rate_(static_cast<double>(rate)),
+        burst_(static_cast<double>(burst)),
+        tokens_(burst_),
         last_(Clock::now()) {}
   bool unlimited() const { return rate_ <= 0; }
   // How long until the balance is not negative (0 = now). Refills first.
@@ -134,10 +136,9 @@ StatusOr<LoadProgress> RunLoad(const CacheOpsContext& ctx, std::string_view raw_
         }
         if (wait.count() == 0) {
           // All slots busy: wake as soon as a reply frees one (or to report progress).
-          shared->cv.WaitFor(&shared->mu, std::chrono::milliseconds(250),
-                             [&]() REQUIRES(shared->mu) {
-                               return shared->in_flight < options.parallelism;
-                             });
+          shared->cv.WaitFor(
+              &shared->mu, std::chrono::milliseconds(250),
+              [&]() REQUIRES(shared->mu) { return shared->in_flight < options.parallelism; });
         } else {
           // Over the byte budget: wait for it to refill, or for a refund (a cached page).
           auto step = std::min<std::chrono::microseconds>(wait, std::chrono::milliseconds(250));
@@ -149,8 +150,8 @@ StatusOr<LoadProgress> RunLoad(const CacheOpsContext& ctx, std::string_view raw_
       if (cancelled()) return false;
     }
     if (!options.verify_only) bucket.Charge(double(page_length) * copies);
-    auto finish = [shared, file, page_length, verify = options.verify_only](
-                      const PageFetcher::ControlResult& r) {
+    auto finish = [shared, file, page_length,
+                   verify = options.verify_only](const PageFetcher::ControlResult& r) {
       {
         MutexLock l(&shared->mu);
         LoadProgress& p = shared->progress;
@@ -170,41 +171,43 @@ StatusOr<LoadProgress> RunLoad(const CacheOpsContext& ctx, std::string_view raw_
       fetcher->Control(object, page, PageFetcher::ControlOp::kProbe, copies, finish);
     } else if (options.skip_cached) {
       // Ask first; load only where a copy is missing, so cached pages are not touched.
-      fetcher->Control(object, page, PageFetcher::ControlOp::kProbe, copies,
-                       [fetcher, object, page, copies, finish](const PageFetcher::ControlResult& r) {
-                         if (r.sent > 0 && r.failed == 0 && r.was_cached == r.sent) {
-                           finish(r);
-                           return;
-                         }
-                         fetcher->Control(object, page, PageFetcher::ControlOp::kLoad, copies, finish);
-                       });
+      fetcher->Control(
+          object, page, PageFetcher::ControlOp::kProbe, copies,
+          [fetcher, object, page, copies, finish](const PageFetcher::ControlResult& r) {
+            if (r.sent > 0 && r.failed == 0 && r.was_cached == r.sent) {
+              finish(r);
+              return;
+            }
+            fetcher->Control(object, page, PageFetcher::ControlOp::kLoad, copies, finish);
+          });
     } else {
       fetcher->Control(object, page, PageFetcher::ControlOp::kLoad, copies, finish);
     }
     return true;
   };
 
-  Status walked = WalkFiles(ctx.client, path, [&](const std::string& file_path, const FileInfo& info) {
-    if (cancelled()) return false;
-    auto object = ctx.resolve(file_path, info);
-    if (!object.ok()) return true;  // Vanished or moved meanwhile: skip it.
-    uint64_t pages = (info.size + page_size - 1) / page_size;
-    int copies = options.replicas > 0 ? options.replicas : object->mount->spec.replicas;
-    {
-      MutexLock l(&shared->mu);
-      ++shared->progress.files_total;
-      shared->progress.bytes_total += info.size;
-      shared->progress.pages_total += pages;
-      if (pages == 0) ++shared->progress.files_done;
-    }
-    if (pages == 0) return true;
-    auto file = std::make_shared<FileState>(FileState{file_path, pages});
-    for (uint64_t p = 0; p < pages; ++p) {
-      if (!send_page(*object, p, copies, file)) return false;
-    }
-    report(false);
-    return true;
-  });
+  Status walked =
+      WalkFiles(ctx.client, path, [&](const std::string& file_path, const FileInfo& info) {
+        if (cancelled()) return false;
+        auto object = ctx.resolve(file_path, info);
+        if (!object.ok()) return true;  // Vanished or moved meanwhile: skip it.
+        uint64_t pages = (info.size + page_size - 1) / page_size;
+        int copies = options.replicas > 0 ? options.replicas : object->mount->spec.replicas;
+        {
+          MutexLock l(&shared->mu);
+          ++shared->progress.files_total;
+          shared->progress.bytes_total += info.size;
+          shared->progress.pages_total += pages;
+          if (pages == 0) ++shared->progress.files_done;
+        }
+        if (pages == 0) return true;
+        auto file = std::make_shared<FileState>(FileState{file_path, pages});
+        for (uint64_t p = 0; p < pages; ++p) {
+          if (!send_page(*object, p, copies, file)) return false;
+        }
+        report(false);
+        return true;
+      });
   {
     MutexLock l(&shared->mu);
     shared->progress.listing_done = walked.ok() && !cancelled();
@@ -223,8 +226,7 @@ StatusOr<LoadProgress> RunLoad(const CacheOpsContext& ctx, std::string_view raw_
   if (!walked.ok()) return walked;
   report(true);
   MutexLock l(&shared->mu);
-  shared->progress.elapsed_seconds =
-      std::chrono::duration<double>(Clock::now() - start).count();
+  shared->progress.elapsed_seconds = std::chrono::duration<double>(Clock::now() - start).count();
   return shared->progress;
 }
 
@@ -234,36 +236,36 @@ StatusOr<FreeResult> RunFree(const CacheOpsContext& ctx, std::string_view raw_pa
   constexpr int kInFlight = 64;
   auto shared = std::make_shared<Shared>();
   auto result = std::make_shared<FreeResult>();  // Guarded by shared->mu.
-  Status walked = WalkFiles(ctx.client, path, [&](const std::string& file_path, const FileInfo& info) {
-    auto object = ctx.resolve(file_path, info);
-    if (!object.ok()) return true;
-    {
-      MutexLock l(&shared->mu);
-      ++result->files;
-    }
-    uint64_t pages = (info.size + page_size - 1) / page_size;
-    for (uint64_t p = 0; p < pages; ++p) {
-      {
-        MutexLock l(&shared->mu);
-        shared->cv.Wait(&shared->mu, [&]() REQUIRES(shared->mu) {
-          return shared->in_flight < kInFlight;
-        });
-        ++shared->in_flight;
-      }
-      // Every worker: after ring changes a page may sit on any of them.
-      ctx.fetcher->Control(*object, p, PageFetcher::ControlOp::kDrop, 0,
-                           [shared, result](const PageFetcher::ControlResult& r) {
-                             {
-                               MutexLock l(&shared->mu);
-                               result->pages_dropped += static_cast<uint64_t>(r.was_cached);
-                               result->failures += static_cast<uint64_t>(r.failed);
-                               --shared->in_flight;
-                             }
-                             shared->cv.NotifyAll();
-                           });
-    }
-    return true;
-  });
+  Status walked =
+      WalkFiles(ctx.client, path, [&](const std::string& file_path, const FileInfo& info) {
+        auto object = ctx.resolve(file_path, info);
+        if (!object.ok()) return true;
+        {
+          MutexLock l(&shared->mu);
+          ++result->files;
+        }
+        uint64_t pages = (info.size + page_size - 1) / page_size;
+        for (uint64_t p = 0; p < pages; ++p) {
+          {
+            MutexLock l(&shared->mu);
+            shared->cv.Wait(&shared->mu,
+                            [&]() REQUIRES(shared->mu) { return shared->in_flight < kInFlight; });
+            ++shared->in_flight;
+          }
+          // Every worker: after ring changes a page may sit on any of them.
+          ctx.fetcher->Control(*object, p, PageFetcher::ControlOp::kDrop, 0,
+                               [shared, result](const PageFetcher::ControlResult& r) {
+                                 {
+                                   MutexLock l(&shared->mu);
+                                   result->pages_dropped += static_cast<uint64_t>(r.was_cached);
+                                   result->failures += static_cast<uint64_t>(r.failed);
+                                   --shared->in_flight;
+                                 }
+                                 shared->cv.NotifyAll();
+                               });
+        }
+        return true;
+      });
   {
     MutexLock l(&shared->mu);
     shared->cv.Wait(&shared->mu, [&]() REQUIRES(shared->mu) { return shared->in_flight == 0; });

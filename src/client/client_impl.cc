@@ -245,11 +245,10 @@ StatusOr<DirPage> ClientImpl::ListFromSource(const mount::Mount& mount, const st
   std::sort(page.entries.begin(), page.entries.end(),
             [](const FileInfo& a, const FileInfo& b) { return a.name < b.name; });
   // A key that is both an object and a prefix ("a" and "a/b") shows once, as the object.
-  page.entries.erase(std::unique(page.entries.begin(), page.entries.end(),
-                                 [](const FileInfo& a, const FileInfo& b) {
-                                   return a.name == b.name;
-                                 }),
-                     page.entries.end());
+  page.entries.erase(
+      std::unique(page.entries.begin(), page.entries.end(),
+                  [](const FileInfo& a, const FileInfo& b) { return a.name == b.name; }),
+      page.entries.end());
   metadata_.PutList(path, token, page, ttl);
   return page;
 }
@@ -269,10 +268,9 @@ StatusOr<ObjectRef> ClientImpl::ObjectRefFor(const std::string& path, FileInfo i
 }
 
 CacheOpsContext ClientImpl::OpsContext() {
-  return CacheOpsContext{this, fetcher_.get(),
-                         [this](const std::string& path, const FileInfo& info) {
-                           return ObjectRefFor(path, info);
-                         }};
+  return CacheOpsContext{
+      this, fetcher_.get(),
+      [this](const std::string& path, const FileInfo& info) { return ObjectRefFor(path, info); }};
 }
 
 StatusOr<LoadProgress> ClientImpl::Load(std::string_view path, const LoadOptions& options,
@@ -280,9 +278,7 @@ StatusOr<LoadProgress> ClientImpl::Load(std::string_view path, const LoadOptions
   return RunLoad(OpsContext(), path, options, progress);
 }
 
-StatusOr<FreeResult> ClientImpl::Free(std::string_view path) {
-  return RunFree(OpsContext(), path);
-}
+StatusOr<FreeResult> ClientImpl::Free(std::string_view path) { return RunFree(OpsContext(), path); }
 
 Status ClientImpl::Invalidate(std::string_view raw_path) {
   CAIRN_ASSIGN_OR_RETURN(std::string path, mount::NormalizePath(raw_path));
@@ -337,8 +333,8 @@ StatusOr<std::unique_ptr<Client>> Client::Create(const ClientOptions& options) {
   }
   CAIRN_ASSIGN_OR_RETURN(auto mounts, mount::MountTable::Create(options.mounts));
   CAIRN_ASSIGN_OR_RETURN(auto fetcher, client::MakePageFetcher(options));
-  auto client = std::make_unique<client::ClientImpl>(options, std::move(mounts),
-                                                     std::move(fetcher), Clock::Real());
+  auto client = std::make_unique<client::ClientImpl>(options, std::move(mounts), std::move(fetcher),
+                                                     Clock::Real());
   if (!options.etcd_endpoints.empty()) {
     CAIRN_ASSIGN_OR_RETURN(auto feed,
                            client::ClusterFeed::Start(options.etcd_endpoints, client.get(),

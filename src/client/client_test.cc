@@ -84,8 +84,7 @@ class ClientTest : public ::testing::TestWithParam<Mode> {
     ASSERT_TRUE(mounts.ok());
     auto fetcher = MakePageFetcher(co);
     ASSERT_TRUE(fetcher.ok());
-    client_ = std::make_unique<ClientImpl>(co, *mounts, std::move(fetcher).value(),
-                                           Clock::Real());
+    client_ = std::make_unique<ClientImpl>(co, *mounts, std::move(fetcher).value(), Clock::Real());
   }
 
   std::string ReadAll(const std::string& path, size_t chunk) {
@@ -314,8 +313,8 @@ std::string ModeName(const ::testing::TestParamInfo<Mode>& info) {
   return info.param.short_circuit ? "TcpShortCircuit" : "Tcp";
 }
 
-INSTANTIATE_TEST_SUITE_P(Tcp, ClientTcpTest,
-                         ::testing::Values(Mode{true, false}, Mode{true, true}), ModeName);
+INSTANTIATE_TEST_SUITE_P(Tcp, ClientTcpTest, ::testing::Values(Mode{true, false}, Mode{true, true}),
+                         ModeName);
 INSTANTIATE_TEST_SUITE_P(Transports, ClientTest,
                          ::testing::Values(Mode{false}, Mode{true, false}, Mode{true, true}),
                          ModeName);

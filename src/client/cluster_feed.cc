@@ -38,9 +38,8 @@ StatusOr<std::unique_ptr<ClusterFeed>> ClusterFeed::Start(
   CAIRN_ASSIGN_OR_RETURN(auto etcd, membership::EtcdCoordination::Create(eo));
   std::unique_ptr<ClusterFeed> feed(new ClusterFeed());
   feed->owned_coordination_ = std::move(etcd);
-  CAIRN_RETURN_IF_ERROR(
-      feed->Init(feed->owned_coordination_.get(), client, first_sync_timeout)
-          .WithContext("etcd at " + endpoints));
+  CAIRN_RETURN_IF_ERROR(feed->Init(feed->owned_coordination_.get(), client, first_sync_timeout)
+                            .WithContext("etcd at " + endpoints));
   return feed;
 }
 
@@ -133,8 +132,7 @@ ClusterFeed::~ClusterFeed() {
 }
 
 bool ClusterFeed::connected() const {
-  return workers_ != nullptr && mounts_ != nullptr && workers_->connected() &&
-         mounts_->connected();
+  return workers_ != nullptr && mounts_ != nullptr && workers_->connected() && mounts_->connected();
 }
 
 }  // namespace cairn::client

@@ -40,8 +40,7 @@ class ClusterFeedTest : public ::testing::Test {
     ASSERT_TRUE(mounts.ok()) << mounts.status().ToString();
     auto fetcher = MakePageFetcher(co);
     ASSERT_TRUE(fetcher.ok());
-    client_ = std::make_unique<ClientImpl>(co, *mounts, std::move(fetcher).value(),
-                                           Clock::Real());
+    client_ = std::make_unique<ClientImpl>(co, *mounts, std::move(fetcher).value(), Clock::Real());
     auto feed = ClusterFeed::StartWith(&coord_, client_.get(), std::chrono::seconds(5));
     ASSERT_TRUE(feed.ok()) << feed.status().ToString();
     client_->AttachFeed(std::move(feed).value());
@@ -84,9 +83,9 @@ TEST_F(ClusterFeedTest, EmptyClusterHasAnEmptyRoot) {
 }
 
 TEST_F(ClusterFeedTest, MountAddedInEtcdBecomesReadableAndRemovedDisappears) {
-  ASSERT_TRUE(coord_.Put(membership::kMountTableKey,
-                         membership::EncodeMountTable({LakeSpec("/data/lake")}))
-                  .ok());
+  ASSERT_TRUE(
+      coord_.Put(membership::kMountTableKey, membership::EncodeMountTable({LakeSpec("/data/lake")}))
+          .ok());
   ASSERT_TRUE(WaitFor([&] { return client_->Stat("/data/lake/sub/a.txt").ok(); }));
   EXPECT_EQ(ReadAll("/data/lake/sub/a.txt"), "hello cluster");
   auto root = client_->ListDir("/", "", 100);
@@ -101,9 +100,9 @@ TEST_F(ClusterFeedTest, MountAddedInEtcdBecomesReadableAndRemovedDisappears) {
 }
 
 TEST_F(ClusterFeedTest, OpenFileSurvivesItsMountBeingRemoved) {
-  ASSERT_TRUE(coord_.Put(membership::kMountTableKey,
-                         membership::EncodeMountTable({LakeSpec("/lake")}))
-                  .ok());
+  ASSERT_TRUE(
+      coord_.Put(membership::kMountTableKey, membership::EncodeMountTable({LakeSpec("/lake")}))
+          .ok());
   ASSERT_TRUE(WaitFor([&] { return client_->Stat("/lake/sub/a.txt").ok(); }));
   auto reader = client_->Open("/lake/sub/a.txt");
   ASSERT_TRUE(reader.ok());
@@ -126,9 +125,9 @@ TEST_F(ClusterFeedTest, WorkersJoinAndLeaveTheRing) {
   ASSERT_TRUE(WaitFor([&] { return client_->Stats().workers == 1; }));
 
   // Unreachable workers cost nothing but a fallback: reads still return the bytes.
-  ASSERT_TRUE(coord_.Put(membership::kMountTableKey,
-                         membership::EncodeMountTable({LakeSpec("/lake")}))
-                  .ok());
+  ASSERT_TRUE(
+      coord_.Put(membership::kMountTableKey, membership::EncodeMountTable({LakeSpec("/lake")}))
+          .ok());
   ASSERT_TRUE(WaitFor([&] { return client_->Stat("/lake/sub/a.txt").ok(); }));
   EXPECT_EQ(ReadAll("/lake/sub/a.txt"), "hello cluster");
 }
@@ -136,12 +135,11 @@ TEST_F(ClusterFeedTest, WorkersJoinAndLeaveTheRing) {
 TEST_F(ClusterFeedTest, OutageKeepsTheLastKnownStateAndCatchesUpAfter) {
   membership::WorkerRecord w1{"w1", "127.0.0.1:1", "", 1 << 30, 1};
   ASSERT_TRUE(coord_.Put(membership::WorkerKey("w1"), membership::EncodeWorkerRecord(w1)).ok());
-  ASSERT_TRUE(coord_.Put(membership::kMountTableKey,
-                         membership::EncodeMountTable({LakeSpec("/lake")}))
-                  .ok());
-  ASSERT_TRUE(WaitFor([&] {
-    return client_->Stats().workers == 1 && client_->Stat("/lake/sub/a.txt").ok();
-  }));
+  ASSERT_TRUE(
+      coord_.Put(membership::kMountTableKey, membership::EncodeMountTable({LakeSpec("/lake")}))
+          .ok());
+  ASSERT_TRUE(WaitFor(
+      [&] { return client_->Stats().workers == 1 && client_->Stat("/lake/sub/a.txt").ok(); }));
   coord_.SetUnavailable(true);
   ASSERT_TRUE(WaitFor([&] { return !client_->Stats().etcd_connected; }, 10000));
   EXPECT_EQ(client_->Stats().workers, 1u);

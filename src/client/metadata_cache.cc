@@ -17,8 +17,8 @@ bool IsAtOrBelow(const std::string& key, std::string_view path) {
   size_t nul = k.find('\0');
   if (nul != std::string_view::npos) k = k.substr(0, nul);
   if (path == "/") return true;
-  return k == path || (k.size() > path.size() && k.substr(0, path.size()) == path &&
-                       k[path.size()] == '/');
+  return k == path ||
+         (k.size() > path.size() && k.substr(0, path.size()) == path && k[path.size()] == '/');
 }
 
 }  // namespace

@@ -26,8 +26,8 @@ class MetadataCache {
       EXCLUDES(mu_);
 
   std::optional<DirPage> GetList(const std::string& path, std::string_view token) EXCLUDES(mu_);
-  void PutList(const std::string& path, std::string_view token, const DirPage& page,
-               int64_t ttl_us) EXCLUDES(mu_);
+  void PutList(const std::string& path, std::string_view token, const DirPage& page, int64_t ttl_us)
+      EXCLUDES(mu_);
 
   // Drops everything at `path` and below it, and the listing pages of its parent folder.
   void Invalidate(std::string_view path) EXCLUDES(mu_);

@@ -225,15 +225,15 @@ Status PageFetcher::ReadRange(const ObjectRef& object, uint64_t page_index, uint
   return ReadFromSource(object, page_index, offset, out);
 }
 
-void PageFetcher::Control(const ObjectRef& object, uint64_t page_index, ControlOp op,
-                          int copies, std::function<void(const ControlResult&)> done) {
+void PageFetcher::Control(const ObjectRef& object, uint64_t page_index, ControlOp op, int copies,
+                          std::function<void(const ControlResult&)> done) {
   std::shared_ptr<const Placement> placement = Current();
   std::vector<std::shared_ptr<protocol::PageChannel>> targets;
   std::vector<std::string> ids;
   if (!placement->ring.empty()) {
     uint64_t h = placement::PageKeyHash(object.object_id, object.info.version, page_index);
-    size_t n = copies <= 0 ? placement->ring.size()
-                           : std::min<size_t>(copies, placement->ring.size());
+    size_t n =
+        copies <= 0 ? placement->ring.size() : std::min<size_t>(copies, placement->ring.size());
     for (const placement::WorkerNode* node : placement->ring.Candidates(h, n)) {
       auto it = placement->channels.find(node->id);
       if (it != placement->channels.end()) {
@@ -298,9 +298,7 @@ void PageFetcher::Control(const ObjectRef& object, uint64_t page_index, ControlO
   };
   if (op != ControlOp::kLoad || targets.size() == 1) {
     for (const auto& channel : targets) {
-      channel->Call(request, {}, [answer](StatusOr<protocol::PageReply> reply) {
-        answer(reply);
-      });
+      channel->Call(request, {}, [answer](StatusOr<protocol::PageReply> reply) { answer(reply); });
     }
     return;
   }
@@ -360,8 +358,8 @@ bool PageFetcher::FindOnReplicas(const Plan& plan, const ObjectRef& object, uint
 
 bool PageFetcher::TryShortCircuit(const std::vector<std::string>& dirs, const ObjectRef& object,
                                   uint64_t page_index, ByteRange range, std::span<char> dest) {
-  auto reader = pagestore::OpenPageReadOnly(
-      dirs, {object.object_id, object.info.version, page_index});
+  auto reader =
+      pagestore::OpenPageReadOnly(dirs, {object.object_id, object.info.version, page_index});
   if (!reader.ok()) return false;  // Not cached (or damaged): the worker handles it.
   uint32_t page_length = protocol::PageLength(object.info.size, page_index, page_size_);
   if ((*reader)->data_length() != page_length || !(*reader)->ReadAt(range.begin, dest).ok()) {
@@ -379,8 +377,8 @@ bool PageFetcher::TryShortCircuit(const std::vector<std::string>& dirs, const Ob
   return true;
 }
 
-Status PageFetcher::ReadFromSource(const ObjectRef& object, uint64_t page_index,
-                                   uint32_t offset, std::span<char> out) {
+Status PageFetcher::ReadFromSource(const ObjectRef& object, uint64_t page_index, uint32_t offset,
+                                   std::span<char> out) {
   uint64_t pos = page_index * page_size_ + offset;
   auto n = object.mount->ufs->Read(object.key, object.info.version, pos, out);
   if (!n.ok()) return n.status();

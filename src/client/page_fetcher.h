@@ -55,9 +55,9 @@ struct FetcherCounters {
   std::atomic<uint64_t> fallback_bytes{0};
   std::atomic<uint64_t> checksum_failures{0};
   std::atomic<uint64_t> short_circuit_reads{0};
-  std::atomic<uint64_t> replica_fills{0};  // Background loads sent to the other replicas.
+  std::atomic<uint64_t> replica_fills{0};    // Background loads sent to the other replicas.
   std::atomic<uint64_t> replica_repairs{0};  // Of those, to replicas found without the page.
-  std::atomic<uint64_t> ring_updates{0};   // SetWorkers calls that changed the worker set.
+  std::atomic<uint64_t> ring_updates{0};     // SetWorkers calls that changed the worker set.
 };
 
 // Makes the channel to one worker (a transport::RemoteChannel in production). Must not return null.
@@ -118,7 +118,7 @@ class PageFetcher {
   struct Plan {
     std::vector<std::shared_ptr<protocol::PageChannel>> channels;
     std::vector<std::string> ids;  // The worker id of each channel.
-    size_t replicas = 0;  // channels[0..replicas) hold (or should hold) the page.
+    size_t replicas = 0;           // channels[0..replicas) hold (or should hold) the page.
   };
 
   std::shared_ptr<const Placement> Current() const EXCLUDES(mu_);

@@ -51,9 +51,8 @@ class FakeWorker : public protocol::PageChannel {
       {
         MutexLock l(&mu_);
         ++requests_;
-        reply.source = cached_.insert(ref.page_index).second
-                           ? protocol::PageSource::kUnderStorage
-                           : protocol::PageSource::kCache;
+        reply.source = cached_.insert(ref.page_index).second ? protocol::PageSource::kUnderStorage
+                                                             : protocol::PageSource::kCache;
       }
       done(std::move(reply));  // Not under mu_: the callback may call other workers.
       return;

@@ -1,7 +1,7 @@
 // Checksums and content hashes used end to end (page store, wire protocol, client).
 //
-// Page data is checksummed per chunk of kChecksumChunkSize bytes with XXH3-64, so that a reader of a
-// small range verifies only the chunks it touches, while the worker can still send stored bytes
+// Page data is checksummed per chunk of kChecksumChunkSize bytes with XXH3-64, so that a reader of
+// a small range verifies only the chunks it touches, while the worker can still send stored bytes
 // straight from the page file (sendfile) with the stored checksums alongside.
 #ifndef CAIRN_COMMON_CHECKSUM_H_
 #define CAIRN_COMMON_CHECKSUM_H_

@@ -16,19 +16,32 @@ void DieOnBadStatusOrAccess(const Status& status) {
 
 std::string_view StatusCodeName(StatusCode code) {
   switch (code) {
-    case StatusCode::kOk: return "OK";
-    case StatusCode::kNotFound: return "NotFound";
-    case StatusCode::kInvalidArgument: return "InvalidArgument";
-    case StatusCode::kCorruption: return "Corruption";
-    case StatusCode::kIoError: return "IoError";
-    case StatusCode::kUnavailable: return "Unavailable";
-    case StatusCode::kDeadlineExceeded: return "DeadlineExceeded";
-    case StatusCode::kPermissionDenied: return "PermissionDenied";
-    case StatusCode::kFailedPrecondition: return "FailedPrecondition";
-    case StatusCode::kResourceExhausted: return "ResourceExhausted";
-    case StatusCode::kAlreadyExists: return "AlreadyExists";
-    case StatusCode::kUnimplemented: return "Unimplemented";
-    case StatusCode::kInternal: return "Internal";
+    case StatusCode::kOk:
+      return "OK";
+    case StatusCode::kNotFound:
+      return "NotFound";
+    case StatusCode::kInvalidArgument:
+      return "InvalidArgument";
+    case StatusCode::kCorruption:
+      return "Corruption";
+    case StatusCode::kIoError:
+      return "IoError";
+    case StatusCode::kUnavailable:
+      return "Unavailable";
+    case StatusCode::kDeadlineExceeded:
+      return "DeadlineExceeded";
+    case StatusCode::kPermissionDenied:
+      return "PermissionDenied";
+    case StatusCode::kFailedPrecondition:
+      return "FailedPrecondition";
+    case StatusCode::kResourceExhausted:
+      return "ResourceExhausted";
+    case StatusCode::kAlreadyExists:
+      return "AlreadyExists";
+    case StatusCode::kUnimplemented:
+      return "Unimplemented";
+    case StatusCode::kInternal:
+      return "Internal";
   }
   return "Unknown";
 }
@@ -54,14 +67,20 @@ Status ErrnoToStatus(int err, std::string_view context) {
   m += ": ";
   m += std::strerror(err);
   switch (err) {
-    case ENOENT: return NotFoundError(std::move(m));
+    case ENOENT:
+      return NotFoundError(std::move(m));
     case EACCES:
-    case EPERM: return PermissionDeniedError(std::move(m));
-    case EEXIST: return AlreadyExistsError(std::move(m));
+    case EPERM:
+      return PermissionDeniedError(std::move(m));
+    case EEXIST:
+      return AlreadyExistsError(std::move(m));
     case ENOSPC:
-    case EDQUOT: return ResourceExhaustedError(std::move(m));
-    case EINVAL: return InvalidArgumentError(std::move(m));
-    default: return IoError(std::move(m));
+    case EDQUOT:
+      return ResourceExhaustedError(std::move(m));
+    case EINVAL:
+      return InvalidArgumentError(std::move(m));
+    default:
+      return IoError(std::move(m));
   }
 }
 

@@ -142,7 +142,8 @@ class [[nodiscard]] StatusOr {
 
  private:
   void CheckOk() const {
-    if (!status_.ok()) [[unlikely]] internal::DieOnBadStatusOrAccess(status_);
+    if (!status_.ok()) [[unlikely]]
+      internal::DieOnBadStatusOrAccess(status_);
   }
   Status status_;
   std::optional<T> value_;
@@ -154,10 +155,10 @@ class [[nodiscard]] StatusOr {
 #define CAIRN_STATUS_CONCAT(a, b) CAIRN_STATUS_CONCAT_INNER(a, b)
 
 // Returns from the current function if `expr` (a Status) is not OK.
-#define CAIRN_RETURN_IF_ERROR(expr)            \
-  do {                                         \
-    ::cairn::Status _cairn_st = (expr);        \
-    if (!_cairn_st.ok()) return _cairn_st;     \
+#define CAIRN_RETURN_IF_ERROR(expr)        \
+  do {                                     \
+    ::cairn::Status _cairn_st = (expr);    \
+    if (!_cairn_st.ok()) return _cairn_st; \
   } while (0)
 
 // CAIRN_ASSIGN_OR_RETURN(auto x, StatusOrExpr()): binds the value or returns the error.

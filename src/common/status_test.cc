@@ -45,7 +45,8 @@ TEST(StatusOrTest, AssignOrReturnPropagates) {
 // with NDEBUG set).
 TEST(StatusOrDeathTest, ValueOfAnErrorAbortsWithTheStatus) {
   StatusOr<int> error = NotFoundError("no such page");
-  EXPECT_DEATH({ (void)error.value(); }, "StatusOr::value\\(\\) called on an error: NotFound: no such page");
+  EXPECT_DEATH({ (void)error.value(); },
+               "StatusOr::value\\(\\) called on an error: NotFound: no such page");
   EXPECT_DEATH({ (void)*StatusOr<std::string>(InternalError("x")); }, "Internal: x");
 }
 

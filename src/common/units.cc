@@ -44,11 +44,16 @@ StatusOr<uint64_t> ParseBytes(std::string_view text) {
                                 "' (expected e.g. 4096, 64KiB, 10GiB)");
   }
   uint64_t mult = 0;
-  if (suffix.empty() || suffix == "b") mult = 1;
-  else if (suffix == "k" || suffix == "kb" || suffix == "kib") mult = 1ull << 10;
-  else if (suffix == "m" || suffix == "mb" || suffix == "mib") mult = 1ull << 20;
-  else if (suffix == "g" || suffix == "gb" || suffix == "gib") mult = 1ull << 30;
-  else if (suffix == "t" || suffix == "tb" || suffix == "tib") mult = 1ull << 40;
+  if (suffix.empty() || suffix == "b")
+    mult = 1;
+  else if (suffix == "k" || suffix == "kb" || suffix == "kib")
+    mult = 1ull << 10;
+  else if (suffix == "m" || suffix == "mb" || suffix == "mib")
+    mult = 1ull << 20;
+  else if (suffix == "g" || suffix == "gb" || suffix == "gib")
+    mult = 1ull << 30;
+  else if (suffix == "t" || suffix == "tb" || suffix == "tib")
+    mult = 1ull << 40;
   else {
     return InvalidArgumentError("invalid size unit in '" + std::string(text) +
                                 "' (use B, KiB, MiB, GiB or TiB)");
@@ -67,11 +72,16 @@ StatusOr<std::chrono::microseconds> ParseDuration(std::string_view text) {
                                 "' (expected e.g. 500ms, 30s, 5m)");
   }
   uint64_t mult = 0;
-  if (suffix == "us") mult = 1;
-  else if (suffix == "ms") mult = 1000;
-  else if (suffix.empty() || suffix == "s") mult = 1'000'000;
-  else if (suffix == "m" || suffix == "min") mult = 60'000'000;
-  else if (suffix == "h") mult = 3'600'000'000ull;
+  if (suffix == "us")
+    mult = 1;
+  else if (suffix == "ms")
+    mult = 1000;
+  else if (suffix.empty() || suffix == "s")
+    mult = 1'000'000;
+  else if (suffix == "m" || suffix == "min")
+    mult = 60'000'000;
+  else if (suffix == "h")
+    mult = 3'600'000'000ull;
   else {
     return InvalidArgumentError("invalid duration unit in '" + std::string(text) +
                                 "' (use us, ms, s, m or h)");
@@ -91,8 +101,10 @@ std::string FormatBytes(uint64_t bytes) {
     ++u;
   }
   char buf[32];
-  if (u == 0) std::snprintf(buf, sizeof(buf), "%llu B", static_cast<unsigned long long>(bytes));
-  else std::snprintf(buf, sizeof(buf), "%.1f %s", v, kUnits[u]);
+  if (u == 0)
+    std::snprintf(buf, sizeof(buf), "%llu B", static_cast<unsigned long long>(bytes));
+  else
+    std::snprintf(buf, sizeof(buf), "%.1f %s", v, kUnits[u]);
   return buf;
 }
 

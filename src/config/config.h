@@ -30,7 +30,7 @@ struct CacheDir {
 };
 
 struct WorkerConfig {
-  std::string id;                     // Stable identity; default: hostname + listen port.
+  std::string id;  // Stable identity; default: hostname + listen port.
   std::string listen = "0.0.0.0:7070";
   std::string metrics_listen = "0.0.0.0:9100";  // Empty = no HTTP endpoint.
   std::vector<CacheDir> cache_dirs;

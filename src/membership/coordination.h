@@ -53,8 +53,8 @@ enum class EventType { kPut, kDelete };
 struct WatchEvent {
   EventType type = EventType::kPut;
   std::string key;
-  std::string value;          // Empty for deletes.
-  int64_t mod_revision = 0;   // The revision of the change (for deletes: the deleting revision).
+  std::string value;         // Empty for deletes.
+  int64_t mod_revision = 0;  // The revision of the change (for deletes: the deleting revision).
 };
 
 // One delivery to a watch callback. An OK update carries >= 1 events. A non-OK update is final:

@@ -133,8 +133,8 @@ TEST_P(CoordinationBehaviour, ConcurrentCompareAndSwapIncrementsLoseNoUpdate) {
             ++failures;
             return;
           }
-          StatusOr<int64_t> r = client->CompareAndSwap(Key("counter"), rev,
-                                                       std::to_string(value + 1));
+          StatusOr<int64_t> r =
+              client->CompareAndSwap(Key("counter"), rev, std::to_string(value + 1));
           if (r.ok()) break;
           if (r.status().code() != StatusCode::kFailedPrecondition) {
             ++failures;
@@ -194,8 +194,7 @@ TEST_P(CoordinationBehaviour, KeepAliveHoldsTheLease) {
 }
 
 TEST_P(CoordinationBehaviour, GrantLeaseRejectsSubSecondTtl) {
-  EXPECT_EQ(c_->GrantLease(std::chrono::seconds(0)).status().code(),
-            StatusCode::kInvalidArgument);
+  EXPECT_EQ(c_->GrantLease(std::chrono::seconds(0)).status().code(), StatusCode::kInvalidArgument);
 }
 
 TEST_P(CoordinationBehaviour, WatchSeesPutsAndDeletesFromAnotherClientInOrder) {

@@ -38,8 +38,8 @@ class WatchRecorder {
  public:
   WatchCallback Callback();
   // Waits up to `timeout` until >= n events arrived; returns all events so far.
-  std::vector<WatchEvent> WaitForEvents(size_t n, std::chrono::milliseconds timeout =
-                                                      std::chrono::seconds(10));
+  std::vector<WatchEvent> WaitForEvents(
+      size_t n, std::chrono::milliseconds timeout = std::chrono::seconds(10));
   std::vector<Status> errors();
   size_t updates();
 

@@ -13,9 +13,9 @@
 
 namespace cairn::membership {
 
-using nlohmann::json;
 using etcd::Base64Encode;
 using etcd::Int64Field;
+using nlohmann::json;
 
 namespace {
 
@@ -404,8 +404,8 @@ StatusOr<int64_t> EtcdCoordination::Put(std::string_view key, std::string_view v
 }
 
 StatusOr<KeyValue> EtcdCoordination::Get(std::string_view key) {
-  CAIRN_ASSIGN_OR_RETURN(json reply, Post("/v3/kv/range", {{"key", Base64Encode(key)}},
-                                          "etcd get"));
+  CAIRN_ASSIGN_OR_RETURN(json reply,
+                         Post("/v3/kv/range", {{"key", Base64Encode(key)}}, "etcd get"));
   CAIRN_ASSIGN_OR_RETURN(RangeResult range, Decoded(etcd::DecodeRangeReply(reply), "etcd get"));
   if (range.entries.empty()) return NotFoundError("no key '" + std::string(key) + "'");
   return std::move(range.entries.front());
@@ -419,8 +419,8 @@ StatusOr<RangeResult> EtcdCoordination::GetPrefix(std::string_view prefix) {
 }
 
 StatusOr<bool> EtcdCoordination::Delete(std::string_view key) {
-  CAIRN_ASSIGN_OR_RETURN(json reply, Post("/v3/kv/deleterange", {{"key", Base64Encode(key)}},
-                                          "etcd delete"));
+  CAIRN_ASSIGN_OR_RETURN(json reply,
+                         Post("/v3/kv/deleterange", {{"key", Base64Encode(key)}}, "etcd delete"));
   StatusOr<int64_t> deleted = Int64Field(reply, "deleted");
   if (!deleted.ok()) return InternalError("etcd delete: " + deleted.status().message());
   return *deleted > 0;
@@ -451,8 +451,7 @@ StatusOr<int64_t> EtcdCoordination::CompareAndSwap(std::string_view key,
 
 StatusOr<int64_t> EtcdCoordination::GrantLease(std::chrono::seconds ttl) {
   if (ttl < std::chrono::seconds(1)) return InvalidArgumentError("lease TTL must be >= 1 s");
-  CAIRN_ASSIGN_OR_RETURN(json reply, Post("/v3/lease/grant",
-                                          {{"TTL", std::to_string(ttl.count())}},
+  CAIRN_ASSIGN_OR_RETURN(json reply, Post("/v3/lease/grant", {{"TTL", std::to_string(ttl.count())}},
                                           "etcd lease grant"));
   if (const json* error = JsonMember(reply, "error");
       error != nullptr && error->is_string() && !error->get_ref<const std::string&>().empty()) {
@@ -465,8 +464,7 @@ StatusOr<int64_t> EtcdCoordination::GrantLease(std::chrono::seconds ttl) {
 
 Status EtcdCoordination::KeepAlive(int64_t lease_id) {
   // LeaseKeepAlive is a stream; the gateway answers one request body with one result and closes.
-  CAIRN_ASSIGN_OR_RETURN(json reply, Post("/v3/lease/keepalive",
-                                          {{"ID", std::to_string(lease_id)}},
+  CAIRN_ASSIGN_OR_RETURN(json reply, Post("/v3/lease/keepalive", {{"ID", std::to_string(lease_id)}},
                                           "etcd lease keepalive"));
   if (const json* error = JsonMember(reply, "error")) {
     return UnavailableError("etcd lease keepalive: " +
@@ -482,8 +480,7 @@ Status EtcdCoordination::KeepAlive(int64_t lease_id) {
 }
 
 Status EtcdCoordination::RevokeLease(int64_t lease_id) {
-  CAIRN_ASSIGN_OR_RETURN(json reply, Post("/v3/lease/revoke",
-                                          {{"ID", std::to_string(lease_id)}},
+  CAIRN_ASSIGN_OR_RETURN(json reply, Post("/v3/lease/revoke", {{"ID", std::to_string(lease_id)}},
                                           "etcd lease revoke"));
   return Status::Ok();
 }

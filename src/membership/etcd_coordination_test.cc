@@ -139,9 +139,8 @@ TEST(EtcdCoordinationTest, WatchOfACompactedRevisionFails) {
   StatusOr<int64_t> r2 = c->Put("/compact/k", "2");
   ASSERT_TRUE(r1.ok() && r2.ok());
   // Compaction is not part of Coordination; ask etcd directly with its CLI.
-  const std::string cmd = "ETCDCTL_API=3 /usr/bin/etcdctl --endpoints=" +
-                          SharedEtcd()->endpoint() + " compact " + std::to_string(*r2) +
-                          " >/dev/null 2>&1";
+  const std::string cmd = "ETCDCTL_API=3 /usr/bin/etcdctl --endpoints=" + SharedEtcd()->endpoint() +
+                          " compact " + std::to_string(*r2) + " >/dev/null 2>&1";
   ASSERT_EQ(std::system(cmd.c_str()), 0);
   EXPECT_EQ(c->Watch("/compact/", *r1, [](const WatchUpdate&) {}).status().code(),
             StatusCode::kFailedPrecondition);

@@ -82,15 +82,21 @@ Status ErrorReplyToStatus(int http_status, std::string_view body, std::string_vi
   std::string text =
       std::string(context) + ": " + message + " (HTTP " + std::to_string(http_status) + ")";
   switch (code) {
-    case 3: return InvalidArgumentError(std::move(text));
-    case 5: return NotFoundError(std::move(text));
+    case 3:
+      return InvalidArgumentError(std::move(text));
+    case 5:
+      return NotFoundError(std::move(text));
     case 9:
-    case 11: return FailedPreconditionError(std::move(text));
+    case 11:
+      return FailedPreconditionError(std::move(text));
     case 1:
     case 4:
-    case 14: return UnavailableError(std::move(text));
-    case -1: break;
-    default: return InternalError(std::move(text));
+    case 14:
+      return UnavailableError(std::move(text));
+    case -1:
+      break;
+    default:
+      return InternalError(std::move(text));
   }
   if (http_status >= 500 || http_status == 0) return UnavailableError(std::move(text));
   return InternalError(std::move(text));

@@ -47,9 +47,9 @@ TEST(EtcdJsonTest, Int64FieldAcceptsStringsNumbersAndAbsence) {
 }
 
 TEST(EtcdJsonTest, ErrorRepliesMapToStatusCodes) {
-  EXPECT_EQ(ErrorReplyToStatus(404, R"({"error":"x","code":5,"message":"lease not found"})", "c")
-                .code(),
-            StatusCode::kNotFound);
+  EXPECT_EQ(
+      ErrorReplyToStatus(404, R"({"error":"x","code":5,"message":"lease not found"})", "c").code(),
+      StatusCode::kNotFound);
   EXPECT_EQ(ErrorReplyToStatus(400, R"({"code":11,"message":"compacted"})", "c").code(),
             StatusCode::kFailedPrecondition);
   EXPECT_EQ(ErrorReplyToStatus(503, R"({"code":14,"message":"no leader"})", "c").code(),

@@ -69,15 +69,15 @@ Status EtcdProcess::Launch() {
   const std::string data = dir_ + "/data";
   const std::string cluster = "default=" + peer;
   const std::string log_path = dir_ + "/etcd.log";
-  std::vector<std::string> args = {kEtcdBinary,
-                                   "--data-dir", data,
-                                   "--listen-client-urls", client,
-                                   "--advertise-client-urls", client,
-                                   "--listen-peer-urls", peer,
-                                   "--initial-advertise-peer-urls", peer,
-                                   "--initial-cluster", cluster,
-                                   "--heartbeat-interval", "10",
-                                   "--election-timeout", "100"};
+  std::vector<std::string> args = {kEtcdBinary, "--data-dir",
+                                   data,        "--listen-client-urls",
+                                   client,      "--advertise-client-urls",
+                                   client,      "--listen-peer-urls",
+                                   peer,        "--initial-advertise-peer-urls",
+                                   peer,        "--initial-cluster",
+                                   cluster,     "--heartbeat-interval",
+                                   "10",        "--election-timeout",
+                                   "100"};
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);

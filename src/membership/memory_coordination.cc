@@ -80,8 +80,8 @@ int64_t MemoryCoordination::revision() {
   return revision_;
 }
 
-void MemoryCoordination::PutLocked(const std::string& key, std::string_view value,
-                                   int64_t lease_id, int64_t rev) {
+void MemoryCoordination::PutLocked(const std::string& key, std::string_view value, int64_t lease_id,
+                                   int64_t rev) {
   KeyValue& kv = kvs_[key];
   if (kv.create_revision == 0) kv.create_revision = rev;
   if (kv.lease_id != 0 && kv.lease_id != lease_id) {
@@ -182,10 +182,9 @@ StatusOr<int64_t> MemoryCoordination::CompareAndSwap(std::string_view key,
   auto it = kvs_.find(std::string(key));
   const int64_t current = it == kvs_.end() ? 0 : it->second.mod_revision;
   if (current != expected_mod_revision) {
-    return FailedPreconditionError("compare-and-swap on '" + std::string(key) +
-                                   "': expected mod_revision " +
-                                   std::to_string(expected_mod_revision) + ", found " +
-                                   std::to_string(current));
+    return FailedPreconditionError(
+        "compare-and-swap on '" + std::string(key) + "': expected mod_revision " +
+        std::to_string(expected_mod_revision) + ", found " + std::to_string(current));
   }
   if (lease_id != 0 && !leases_.contains(lease_id)) {
     return NotFoundError("compare-and-swap: lease " + std::to_string(lease_id) + " not found");

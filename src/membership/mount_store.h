@@ -5,9 +5,9 @@
 //
 // Stored mounts follow ValidateMountForStore: credentials are never stored in etcd (refer to
 // them with profile=NAME or the workers' environment), replicas is 1..8, and only read-only
-// mounts exist. Add also validates the whole resulting table with mount::MountTable::Validate (no source is opened),
-// which opens each under-storage locally (no network I/O): a file:// root must exist on the
-// machine that runs the edit, and a named profile must be in its AWS config files.
+// mounts exist. Add also validates the whole resulting table with mount::MountTable::Validate (no
+// source is opened), which opens each under-storage locally (no network I/O): a file:// root must
+// exist on the machine that runs the edit, and a named profile must be in its AWS config files.
 //
 // Workers do not use MountStore: they mirror kMountTableKey with a PrefixMirror and read the
 // table with ParseMountTableSnapshot.

@@ -13,17 +13,23 @@ namespace {
 TEST(RuleStoreTest, EditsRoundTripAndEmptyRulesDisappear) {
   MemoryCoordination coord;
   RuleStore store(&coord);
-  ASSERT_TRUE(store.Edit("/lake/val", [](policy::PathRule* r) {
-    r->pin = true;
-    return Status::Ok();
-  }).ok());
-  ASSERT_TRUE(store.Edit("/lake", [](policy::PathRule* r) {
-    r->ttl_ms = 60000;
-    r->priority = policy::Priority::kLow;
-    r->quota_bytes = 1 << 30;
-    r->admission = policy::Admission::kBypass;
-    return Status::Ok();
-  }).ok());
+  ASSERT_TRUE(store
+                  .Edit("/lake/val",
+                        [](policy::PathRule* r) {
+                          r->pin = true;
+                          return Status::Ok();
+                        })
+                  .ok());
+  ASSERT_TRUE(store
+                  .Edit("/lake",
+                        [](policy::PathRule* r) {
+                          r->ttl_ms = 60000;
+                          r->priority = policy::Priority::kLow;
+                          r->quota_bytes = 1 << 30;
+                          r->admission = policy::Admission::kBypass;
+                          return Status::Ok();
+                        })
+                  .ok());
   auto rules = store.List();
   ASSERT_TRUE(rules.ok());
   ASSERT_EQ(rules->size(), 2u);
@@ -36,10 +42,13 @@ TEST(RuleStoreTest, EditsRoundTripAndEmptyRulesDisappear) {
   EXPECT_EQ(v.admission, policy::Admission::kBypass);
   EXPECT_EQ(set->QuotaOf("/lake"), 1u << 30);
 
-  ASSERT_TRUE(store.Edit("/lake/val/", [](policy::PathRule* r) {  // Normalised path.
-    r->pin.reset();
-    return Status::Ok();
-  }).ok());
+  ASSERT_TRUE(store
+                  .Edit("/lake/val/",
+                        [](policy::PathRule* r) {  // Normalised path.
+                          r->pin.reset();
+                          return Status::Ok();
+                        })
+                  .ok());
   rules = store.List();
   ASSERT_TRUE(rules.ok());
   ASSERT_EQ(rules->size(), 1u);
@@ -49,14 +58,20 @@ TEST(RuleStoreTest, EditsRoundTripAndEmptyRulesDisappear) {
 TEST(RuleStoreTest, BadInputIsRefusedAndNothingWritten) {
   MemoryCoordination coord;
   RuleStore store(&coord);
-  EXPECT_FALSE(store.Edit("relative", [](policy::PathRule* r) {
-    r->pin = true;
-    return Status::Ok();
-  }).ok());
-  EXPECT_FALSE(store.Edit("/a", [](policy::PathRule* r) {
-    r->ttl_ms = -5;
-    return Status::Ok();
-  }).ok());
+  EXPECT_FALSE(store
+                   .Edit("relative",
+                         [](policy::PathRule* r) {
+                           r->pin = true;
+                           return Status::Ok();
+                         })
+                   .ok());
+  EXPECT_FALSE(store
+                   .Edit("/a",
+                         [](policy::PathRule* r) {
+                           r->ttl_ms = -5;
+                           return Status::Ok();
+                         })
+                   .ok());
   EXPECT_EQ(coord.Get(kRulesKey).status().code(), StatusCode::kNotFound);
   ASSERT_TRUE(coord.Put(kRulesKey, "{broken").ok());
   EXPECT_EQ(store.List().status().code(), StatusCode::kCorruption);
@@ -149,11 +164,11 @@ TEST(RuleStoreTest, ConcurrentEditsAllLand) {
   for (int t = 0; t < 8; ++t) {
     threads.emplace_back([&, t] {
       for (int i = 0; i < 10; ++i) {
-        Status s = store.Edit("/d" + std::to_string(t) + "/" + std::to_string(i),
-                              [](policy::PathRule* r) {
-                                r->pin = true;
-                                return Status::Ok();
-                              });
+        Status s =
+            store.Edit("/d" + std::to_string(t) + "/" + std::to_string(i), [](policy::PathRule* r) {
+              r->pin = true;
+              return Status::Ok();
+            });
         EXPECT_TRUE(s.ok()) << s.ToString();
       }
     });

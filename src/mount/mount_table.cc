@@ -19,8 +19,8 @@ Status ParseIntOption(const std::string& name, const std::string& value, int* ou
   int v = 0;
   auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
   if (ec != std::errc() || ptr != value.data() + value.size() || v < 0) {
-    return InvalidArgumentError("option " + name + " needs a non-negative integer, got '" +
-                                value + "'");
+    return InvalidArgumentError("option " + name + " needs a non-negative integer, got '" + value +
+                                "'");
   }
   *out = v;
   return Status::Ok();
@@ -57,12 +57,18 @@ StatusOr<std::string> NormalizePath(std::string_view path) {
 StatusOr<ufs::UfsOptions> UfsOptionsFromSpec(const MountSpec& spec) {
   ufs::UfsOptions o;
   for (const auto& [name, value] : spec.options) {
-    if (name == "endpoint") o.endpoint = value;
-    else if (name == "region") o.region = value;
-    else if (name == "access_key") o.access_key = value;
-    else if (name == "secret_key") o.secret_key = value;
-    else if (name == "session_token") o.session_token = value;
-    else if (name == "profile") o.profile = value;
+    if (name == "endpoint")
+      o.endpoint = value;
+    else if (name == "region")
+      o.region = value;
+    else if (name == "access_key")
+      o.access_key = value;
+    else if (name == "secret_key")
+      o.secret_key = value;
+    else if (name == "session_token")
+      o.session_token = value;
+    else if (name == "profile")
+      o.profile = value;
     else if (name == "path_style") {
       if (value != "true" && value != "false") {
         return InvalidArgumentError("option path_style must be true or false");
@@ -110,8 +116,8 @@ Status MountTable::Validate(const std::vector<MountSpec>& specs) {
     auto uri = ParseUri(spec.uri);
     if (!uri.ok()) return uri.status().WithContext("mount " + spec.path);
     if (uri->scheme != "file" && uri->scheme != "s3") {
-      return InvalidArgumentError("mount " + spec.path + ": unknown source scheme '" +
-                                  uri->scheme + "' (supported: file, s3)");
+      return InvalidArgumentError("mount " + spec.path + ": unknown source scheme '" + uri->scheme +
+                                  "' (supported: file, s3)");
     }
   }
   return CreateWith(specs, std::move(none)).status();

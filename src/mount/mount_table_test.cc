@@ -28,8 +28,8 @@ TEST(MountTableTest, NormalizesPaths) {
 }
 
 TEST(MountTableTest, ResolvesPathsUnderMountsAndVirtualDirs) {
-  auto t = MountTable::CreateWith({Spec("/data/a"), Spec("/data/b/")},
-                                  {Mem("mem://a"), Mem("mem://b")});
+  auto t =
+      MountTable::CreateWith({Spec("/data/a"), Spec("/data/b/")}, {Mem("mem://a"), Mem("mem://b")});
   ASSERT_TRUE(t.ok()) << t.status().ToString();
   auto r = (*t)->Resolve("/data/a/x/y.bin");
   ASSERT_TRUE(r.ok());
@@ -80,7 +80,8 @@ TEST(MountTableTest, EmptyTableHasAnEmptyRoot) {
 
 TEST(MountTableTest, ValidateChecksWithoutOpeningSources) {
   MountSpec a{"/a", "file:///does/not/exist/here", {}, std::chrono::seconds(1)};
-  MountSpec b{"/b", "s3://bucket/prefix", {{"profile", "no-such-profile"}}, std::chrono::seconds(1)};
+  MountSpec b{
+      "/b", "s3://bucket/prefix", {{"profile", "no-such-profile"}}, std::chrono::seconds(1)};
   EXPECT_TRUE(MountTable::Validate({a, b}).ok());
   MountSpec nested{"/a/x", "s3://bucket/x", {}, std::chrono::seconds(1)};
   EXPECT_EQ(MountTable::Validate({a, nested}).code(), StatusCode::kInvalidArgument);

@@ -70,8 +70,8 @@ TEST(StreamTest, ConnectToClosedPortIsUnavailable) {
 TEST(StreamTest, ReadTimeoutIsDeadlineExceeded) {
   auto listener = Listener::Bind("127.0.0.1", 0);
   ASSERT_TRUE(listener.ok());
-  auto client = ConnectTcp("127.0.0.1:" + std::to_string((*listener)->port()),
-                           std::chrono::seconds(1));
+  auto client =
+      ConnectTcp("127.0.0.1:" + std::to_string((*listener)->port()), std::chrono::seconds(1));
   ASSERT_TRUE(client.ok());
   auto server_side = (*listener)->Accept();
   (*client)->SetReadTimeout(std::chrono::milliseconds(50));

@@ -247,9 +247,8 @@ StatusOr<std::unique_ptr<Listener>> Listener::Bind(const std::string& host, uint
   sockaddr_storage ss{};
   socklen_t len = sizeof(ss);
   getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len);
-  uint16_t bound = ss.ss_family == AF_INET
-                       ? ntohs(reinterpret_cast<sockaddr_in*>(&ss)->sin_port)
-                       : ntohs(reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port);
+  uint16_t bound = ss.ss_family == AF_INET ? ntohs(reinterpret_cast<sockaddr_in*>(&ss)->sin_port)
+                                           : ntohs(reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port);
   return std::unique_ptr<Listener>(new Listener(fd, bound));
 }
 

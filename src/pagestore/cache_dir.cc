@@ -97,11 +97,11 @@ Status CacheDir::Reserve(const Incoming& in) {
                 std::to_string(policy_->group_quota(in.group)) + " bytes in cache folder " +
                 layout_.root() + ") and none of its pages can be evicted (pinned, or too few)");
           }
-          return ResourceExhaustedError(
-              "cache folder " + layout_.root() + " is full (" + std::to_string(used_) + " of " +
-              std::to_string(config_.capacity_bytes) + " bytes, " +
-              std::to_string(policy_->pinned_bytes()) +
-              " of them pinned) and nothing can be evicted");
+          return ResourceExhaustedError("cache folder " + layout_.root() + " is full (" +
+                                        std::to_string(used_) + " of " +
+                                        std::to_string(config_.capacity_bytes) + " bytes, " +
+                                        std::to_string(policy_->pinned_bytes()) +
+                                        " of them pinned) and nothing can be evicted");
         }
         // The bound is a safety net only: every change that can make room notifies.
         uint64_t epoch = room_epoch_;
@@ -296,9 +296,7 @@ class SharedPageReader final : public PageReader {
  public:
   explicit SharedPageReader(std::shared_ptr<const FilePageReader> file) : file_(std::move(file)) {}
   uint32_t data_length() const override { return file_->data_length(); }
-  const std::vector<uint64_t>& chunk_checksums() const override {
-    return file_->chunk_checksums();
-  }
+  const std::vector<uint64_t>& chunk_checksums() const override { return file_->chunk_checksums(); }
   Status ReadAt(uint32_t offset, std::span<char> out) const override {
     return file_->ReadAt(offset, out);
   }

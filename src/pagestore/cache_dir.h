@@ -96,8 +96,8 @@ class CacheDir {
 
   // The PageStore operations for pages routed to this folder (same contracts).
   StatusOr<std::unique_ptr<PageReader>> OpenPage(const KeyInfo& key) EXCLUDES(mu_);
-  Status Put(const KeyInfo& key, std::span<const char> data,
-             std::span<const uint64_t> checksums) EXCLUDES(mu_);
+  Status Put(const KeyInfo& key, std::span<const char> data, std::span<const uint64_t> checksums)
+      EXCLUDES(mu_);
   Status Remove(const KeyInfo& key, RemoveReason reason) EXCLUDES(mu_);
   bool Contains(const KeyInfo& key) EXCLUDES(mu_);
   PageStoreStats Stats() const EXCLUDES(mu_);

@@ -242,8 +242,8 @@ void CacheDir::AddRecoveredLocked(const Found& page) {
   }
   std::shared_ptr<const std::string> object;
   if (!page.object_id.empty()) object = object_ids_.Intern(page.object_id);
-  auto [it, inserted] =
-      index_.emplace(id, Entry{page.charge, next_generation_++, /*is_cold=*/true, std::move(object)});
+  auto [it, inserted] = index_.emplace(
+      id, Entry{page.charge, next_generation_++, /*is_cold=*/true, std::move(object)});
   // The file's age is not known without another stat: a restart starts the TTL over.
   if (inserted) it->second.cached_at_us = config_.clock->NowMicros();
   used_ += page.charge;

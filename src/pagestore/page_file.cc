@@ -23,7 +23,8 @@ bool FilePageReader::StillAt(const std::string& path) const {
   if (!size.ok() || *size != header_.file_size()) return false;
   const int fd = file_->native_fd();
   if (fd < 0) return true;  // In-memory disk: names cannot be swapped under an open file.
-  struct stat open_st {}, named_st {};
+  struct stat open_st {
+  }, named_st{};
   if (::fstat(fd, &open_st) != 0 || ::stat(path.c_str(), &named_st) != 0) return false;
   return open_st.st_ino == named_st.st_ino && open_st.st_dev == named_st.st_dev;
 }

@@ -13,9 +13,12 @@ bool PathCovers(std::string_view prefix, std::string_view path) {
 
 std::string_view PriorityName(Priority p) {
   switch (p) {
-    case Priority::kLow: return "low";
-    case Priority::kNormal: return "normal";
-    case Priority::kHigh: return "high";
+    case Priority::kLow:
+      return "low";
+    case Priority::kNormal:
+      return "normal";
+    case Priority::kHigh:
+      return "high";
   }
   return "normal";
 }
@@ -30,9 +33,12 @@ StatusOr<Priority> ParsePriority(std::string_view name) {
 
 std::string_view AdmissionName(Admission a) {
   switch (a) {
-    case Admission::kNormal: return "normal";
-    case Admission::kLow: return "low";
-    case Admission::kBypass: return "bypass";
+    case Admission::kNormal:
+      return "normal";
+    case Admission::kLow:
+      return "low";
+    case Admission::kBypass:
+      return "bypass";
   }
   return "normal";
 }
@@ -41,8 +47,8 @@ StatusOr<Admission> ParseAdmission(std::string_view name) {
   if (name == "normal") return Admission::kNormal;
   if (name == "low") return Admission::kLow;
   if (name == "bypass") return Admission::kBypass;
-  return InvalidArgumentError("admission must be normal, low or bypass, not '" +
-                              std::string(name) + "'");
+  return InvalidArgumentError("admission must be normal, low or bypass, not '" + std::string(name) +
+                              "'");
 }
 
 StatusOr<PathRules> PathRules::Create(std::vector<PathRule> rules) {
@@ -65,8 +71,9 @@ StatusOr<PathRules> PathRules::Create(std::vector<PathRule> rules) {
   }
   PathRules out;
   out.rules_ = std::move(rules);
-  std::stable_sort(out.rules_.begin(), out.rules_.end(),
-                   [](const PathRule& a, const PathRule& b) { return a.path.size() > b.path.size(); });
+  std::stable_sort(out.rules_.begin(), out.rules_.end(), [](const PathRule& a, const PathRule& b) {
+    return a.path.size() > b.path.size();
+  });
   return out;
 }
 
@@ -75,10 +82,22 @@ ResolvedRule PathRules::Resolve(std::string_view path) const {
   bool pin = false, priority = false, ttl = false, admission = false;
   for (const PathRule& r : rules_) {  // Longest first: the first rule setting a field wins.
     if (!PathCovers(r.path, path)) continue;
-    if (!pin && r.pin) { out.pin = *r.pin; pin = true; }
-    if (!priority && r.priority) { out.priority = *r.priority; priority = true; }
-    if (!ttl && r.ttl_ms) { out.ttl_ms = *r.ttl_ms; ttl = true; }
-    if (!admission && r.admission) { out.admission = *r.admission; admission = true; }
+    if (!pin && r.pin) {
+      out.pin = *r.pin;
+      pin = true;
+    }
+    if (!priority && r.priority) {
+      out.priority = *r.priority;
+      priority = true;
+    }
+    if (!ttl && r.ttl_ms) {
+      out.ttl_ms = *r.ttl_ms;
+      ttl = true;
+    }
+    if (!admission && r.admission) {
+      out.admission = *r.admission;
+      admission = true;
+    }
   }
   return out;
 }

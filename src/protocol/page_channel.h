@@ -49,9 +49,7 @@ class PageChannel {
   // The worker's cache folders when this client may read its page files directly (the worker
   // runs on this machine and shares its file system: a short-circuit read), else null.
   // May connect to the worker to find out. Thread-safe.
-  virtual std::shared_ptr<const std::vector<std::string>> ShortCircuitDirs() {
-    return nullptr;
-  }
+  virtual std::shared_ptr<const std::vector<std::string>> ShortCircuitDirs() { return nullptr; }
 };
 
 }  // namespace cairn::protocol

@@ -123,8 +123,8 @@ StatusOr<FrameHeader> DecodeFrameHeader(std::span<const char, kFrameHeaderSize> 
   if (version < kMinVersion || version > kVersion) {
     return FailedPreconditionError("protocol version mismatch: the peer speaks Cairn protocol v" +
                                    std::to_string(version) + ", this build speaks v" +
-                                   std::to_string(kMinVersion) + "-v" +
-                                   std::to_string(kVersion) + " (upgrade the older side)");
+                                   std::to_string(kMinVersion) + "-v" + std::to_string(kVersion) +
+                                   " (upgrade the older side)");
   }
   if (!KnownType(type)) return CorruptionError("unknown message type " + std::to_string(type));
   if (length > kMaxPayload) {
@@ -169,10 +169,10 @@ StatusOr<VersionMismatch> DecodeVersionMismatch(std::span<const char> payload) {
 }
 
 MessageType TypeOf(const Request& request) {
-  static constexpr MessageType kTypes[] = {
-      MessageType::kReadPage,  MessageType::kLookupPage,   MessageType::kPeerRead,
-      MessageType::kLoadPage,  MessageType::kCopyFromPeer, MessageType::kProbePage,
-      MessageType::kDropPage};
+  static constexpr MessageType kTypes[] = {MessageType::kReadPage,     MessageType::kLookupPage,
+                                           MessageType::kPeerRead,     MessageType::kLoadPage,
+                                           MessageType::kCopyFromPeer, MessageType::kProbePage,
+                                           MessageType::kDropPage};
   return kTypes[request.index()];
 }
 
@@ -333,12 +333,11 @@ StatusOr<PageReplyMeta> DecodePageReply(std::span<const char> payload,
   if (payload.size() < kPageReplyPrefixSize || payload.size() > kMaxPayload) {
     return CorruptionError("page reply too short or too long");
   }
-  CAIRN_ASSIGN_OR_RETURN(
-      uint32_t meta_length,
-      DecodePageReplyMetaLength(payload.first<kPageReplyPrefixSize>(),
-                                static_cast<uint32_t>(payload.size())));
-  CAIRN_ASSIGN_OR_RETURN(PageReplyMeta meta, DecodePageReplyMeta(payload.subspan(
-                                                  kPageReplyPrefixSize, meta_length)));
+  CAIRN_ASSIGN_OR_RETURN(uint32_t meta_length,
+                         DecodePageReplyMetaLength(payload.first<kPageReplyPrefixSize>(),
+                                                   static_cast<uint32_t>(payload.size())));
+  CAIRN_ASSIGN_OR_RETURN(PageReplyMeta meta,
+                         DecodePageReplyMeta(payload.subspan(kPageReplyPrefixSize, meta_length)));
   *data = payload.subspan(kPageReplyPrefixSize + meta_length);
   if (data->size() != (meta.status == StatusCode::kOk ? meta.data_length : 0)) {
     return CorruptionError("page reply data length does not match its metadata");

@@ -30,9 +30,9 @@ inline constexpr uint32_t kMaxPayload = (16u << 20) + (64u << 10);
 inline constexpr uint32_t kMaxPageSize = 16u << 20;
 
 enum class MessageType : uint8_t {
-  kHello = 1,          // client -> worker: the versions the client speaks (HelloRequest).
+  kHello = 1,  // client -> worker: the versions the client speaks (HelloRequest).
   kHelloReply = 2,
-  kReadPage = 3,       // -> kPageReply with data.
+  kReadPage = 3,  // -> kPageReply with data.
   kPageReply = 4,
   kPing = 5,
   kPong = 6,
@@ -84,9 +84,9 @@ StatusOr<VersionMismatch> DecodeVersionMismatch(std::span<const char> payload);
 // The page a request is about. Validated on decode: the page size is a multiple of 64 KiB up to
 // kMaxPageSize and the page lies inside the object (no arithmetic before that check).
 struct PageRef {
-  std::string mount;     // Namespace mount path ("/bucket_a").
-  std::string key;       // Object key relative to the mount root.
-  std::string version;   // Object version the client pinned at open.
+  std::string mount;    // Namespace mount path ("/bucket_a").
+  std::string key;      // Object key relative to the mount root.
+  std::string version;  // Object version the client pinned at open.
   uint64_t object_size = 0;
   uint64_t page_index = 0;
   uint32_t page_size = 0;  // The client's page size; must equal the worker's.
@@ -127,9 +127,8 @@ struct ProbePageRequest : RequestBase {};
 // Drop the cached copy (cairn free).
 struct DropPageRequest : RequestBase {};
 
-using Request = std::variant<ReadPageRequest, LookupPageRequest, PeerReadRequest,
-                             LoadPageRequest, CopyFromPeerRequest, ProbePageRequest,
-                             DropPageRequest>;
+using Request = std::variant<ReadPageRequest, LookupPageRequest, PeerReadRequest, LoadPageRequest,
+                             CopyFromPeerRequest, ProbePageRequest, DropPageRequest>;
 
 MessageType TypeOf(const Request& request);
 const RequestBase& BaseOf(const Request& request);
@@ -156,10 +155,10 @@ inline constexpr uint32_t kMaxPageReplyMeta = 70000;
 struct PageReplyMeta {
   StatusCode status = StatusCode::kOk;
   PageSource source = PageSource::kCache;
-  std::string error_message;          // Only when status != kOk.
-  uint32_t data_offset = 0;           // Offset within the page of the first data byte.
-  uint32_t data_length = 0;           // 0 with status OK: no data (a lookup that missed).
-  std::vector<uint64_t> checksums;    // One per 64 KiB chunk of the returned data.
+  std::string error_message;        // Only when status != kOk.
+  uint32_t data_offset = 0;         // Offset within the page of the first data byte.
+  uint32_t data_length = 0;         // 0 with status OK: no data (a lookup that missed).
+  std::vector<uint64_t> checksums;  // One per 64 KiB chunk of the returned data.
 };
 // The prefix and metadata of a kPageReply (the data bytes follow them on the wire).
 std::string EncodePageReplyMeta(const PageReplyMeta& reply);
@@ -173,8 +172,7 @@ StatusOr<PageReplyMeta> DecodePageReplyMeta(std::span<const char> meta);
 // Decodes a whole kPageReply payload held in memory (tools and tests; the client streams the
 // data into place instead): the metadata, and `*data` set to the data bytes. Corruption if
 // malformed or if the data length disagrees with the metadata.
-StatusOr<PageReplyMeta> DecodePageReply(std::span<const char> payload,
-                                        std::span<const char>* data);
+StatusOr<PageReplyMeta> DecodePageReply(std::span<const char> payload, std::span<const char>* data);
 
 // kControlReply payload: the outcome, and whether the page WAS cached when the request arrived
 // (kCache), was not (kUnderStorage), or (CopyFromPeer) was copied from the peer (kPeer).

@@ -126,10 +126,10 @@ TEST(WireTest, EveryRequestRoundTripsAndTruncationsAreRejected) {
   auto d = DecodeRequest(MessageType::kReadPage, EncodeRequest(read));
   EXPECT_TRUE(std::get<ReadPageRequest>(*d).refetch);
   EXPECT_FALSE(std::get<ReadPageRequest>(*d).no_cache);
-  EXPECT_EQ(std::get<CopyFromPeerRequest>(
-                *DecodeRequest(MessageType::kCopyFromPeer, EncodeRequest(copy)))
-                .peer,
-            "worker-2");
+  EXPECT_EQ(
+      std::get<CopyFromPeerRequest>(*DecodeRequest(MessageType::kCopyFromPeer, EncodeRequest(copy)))
+          .peer,
+      "worker-2");
   // Replies and pings are not requests.
   EXPECT_EQ(DecodeRequest(MessageType::kPageReply, EncodeRequest(read)).status().code(),
             StatusCode::kCorruption);
@@ -175,8 +175,7 @@ TEST(WireTest, UnknownReadOptionsAreRejected) {
   read.length = 1;
   std::string bytes = EncodeRequest(read);
   bytes.back() = static_cast<char>(0x80);
-  EXPECT_EQ(DecodeRequest(MessageType::kReadPage, bytes).status().code(),
-            StatusCode::kCorruption);
+  EXPECT_EQ(DecodeRequest(MessageType::kReadPage, bytes).status().code(), StatusCode::kCorruption);
 }
 
 TEST(WireTest, PageRepliesRoundTrip) {

@@ -19,8 +19,9 @@ class Gate {
   // Lets every held and future caller through.
   void Open() EXCLUDES(mu_);
   // Waits until at least `n` callers have reached the gate; false if `timeout` passed first.
-  [[nodiscard]] bool WaitForArrivals(size_t n, std::chrono::milliseconds timeout =
-                                                   std::chrono::seconds(10)) EXCLUDES(mu_);
+  [[nodiscard]] bool WaitForArrivals(size_t n,
+                                     std::chrono::milliseconds timeout = std::chrono::seconds(10))
+      EXCLUDES(mu_);
   size_t arrivals() const EXCLUDES(mu_);
 
  private:

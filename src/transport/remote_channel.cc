@@ -17,8 +17,7 @@ namespace cairn::transport {
 using protocol::FrameHeader;
 using protocol::MessageType;
 
-namespace {
-}  // namespace
+namespace {}  // namespace
 
 // One TCP connection with its reader thread and the requests waiting on it.
 class RemoteChannel::Conn : public std::enable_shared_from_this<Conn> {
@@ -34,8 +33,8 @@ class RemoteChannel::Conn : public std::enable_shared_from_this<Conn> {
     auto stream = options.connect ? options.connect(options.address, options.connect_timeout)
                                   : net::ConnectTcp(options.address, options.connect_timeout);
     if (!stream.ok()) return stream.status();
-    auto conn = std::shared_ptr<Conn>(
-        new Conn(std::move(stream).value(), options.clock->NowMicros()));
+    auto conn =
+        std::shared_ptr<Conn>(new Conn(std::move(stream).value(), options.clock->NowMicros()));
     conn->stream_->SetReadTimeout(options.request_timeout);
     CAIRN_ASSIGN_OR_RETURN(*hello, conn->Handshake(options.page_size));
     conn->stream_->SetReadTimeout(std::chrono::milliseconds(0));  // The sweeper bounds waits.
@@ -46,8 +45,10 @@ class RemoteChannel::Conn : public std::enable_shared_from_this<Conn> {
   ~Conn() {
     stream_->Shutdown();
     if (reader_.joinable()) {
-      if (reader_.get_id() == std::this_thread::get_id()) reader_.detach();
-      else reader_.join();
+      if (reader_.get_id() == std::this_thread::get_id())
+        reader_.detach();
+      else
+        reader_.join();
     }
   }
 
@@ -55,9 +56,8 @@ class RemoteChannel::Conn : public std::enable_shared_from_this<Conn> {
 
   // Sends the request; `done` runs once with the reply or an error. Returns false (and does
   // not call `done`) if the connection was already closed: the caller may use another one.
-  [[nodiscard]] bool Send(uint64_t id, const protocol::Request& request,
-                          std::span<char> dest, Callback& done, int64_t deadline_us,
-                          int64_t now_us) {
+  [[nodiscard]] bool Send(uint64_t id, const protocol::Request& request, std::span<char> dest,
+                          Callback& done, int64_t deadline_us, int64_t now_us) {
     {
       MutexLock l(&mu_);
       // Close() sets dead_ before it takes mu_ to fail pending requests, so a request either
@@ -68,9 +68,8 @@ class RemoteChannel::Conn : public std::enable_shared_from_this<Conn> {
     }
     std::string payload = protocol::EncodeRequest(request);
     std::array<char, protocol::kFrameHeaderSize> raw;
-    protocol::EncodeFrameHeader({protocol::TypeOf(request), 0, id,
-                                 static_cast<uint32_t>(payload.size())},
-                                raw.data());
+    protocol::EncodeFrameHeader(
+        {protocol::TypeOf(request), 0, id, static_cast<uint32_t>(payload.size())}, raw.data());
     std::array<std::span<const char>, 2> bufs{std::span<const char>(raw),
                                               std::span<const char>(payload)};
     Status s;
@@ -133,8 +132,8 @@ class RemoteChannel::Conn : public std::enable_shared_from_this<Conn> {
   StatusOr<protocol::HelloReply> Handshake(uint32_t page_size) {
     std::array<char, protocol::kFrameHeaderSize> raw;
     std::string asked = protocol::EncodeHelloRequest({});
-    protocol::EncodeFrameHeader(
-        {MessageType::kHello, 0, 0, static_cast<uint32_t>(asked.size())}, raw.data());
+    protocol::EncodeFrameHeader({MessageType::kHello, 0, 0, static_cast<uint32_t>(asked.size())},
+                                raw.data());
     std::array<std::span<const char>, 2> bufs{std::span<const char>(raw),
                                               std::span<const char>(asked)};
     CAIRN_RETURN_IF_ERROR(stream_->WriteAll(bufs));
@@ -153,15 +152,15 @@ class RemoteChannel::Conn : public std::enable_shared_from_this<Conn> {
     CAIRN_RETURN_IF_ERROR(stream_->ReadFull(payload));
     if (h.type == MessageType::kVersionMismatch) {
       auto mismatch = protocol::DecodeVersionMismatch(payload);
-      return FailedPreconditionError(
-          mismatch.ok() ? mismatch->message
-                        : "worker " + stream_->PeerName() + " refused this protocol version");
+      return FailedPreconditionError(mismatch.ok() ? mismatch->message
+                                                   : "worker " + stream_->PeerName() +
+                                                         " refused this protocol version");
     }
     CAIRN_ASSIGN_OR_RETURN(protocol::HelloReply hello, protocol::DecodeHelloReply(payload));
     if (hello.page_size != page_size) {
       return FailedPreconditionError("worker " + stream_->PeerName() + " uses page size " +
-                                  std::to_string(hello.page_size) + ", this client " +
-                                  std::to_string(page_size));
+                                     std::to_string(hello.page_size) + ", this client " +
+                                     std::to_string(page_size));
     }
     return hello;
   }
@@ -318,7 +317,7 @@ std::shared_ptr<const std::vector<std::string>> RemoteChannel::CheckShortCircuit
   // Once per channel, not per connection.
   if (!short_circuit_logged_.exchange(true)) {
     spdlog::debug("worker {} shares this machine: reading its cached pages directly",
-               options_.address);
+                  options_.address);
   }
   return std::make_shared<const std::vector<std::string>>(hello.cache_dirs);
 }
@@ -332,7 +331,9 @@ std::shared_ptr<const std::vector<std::string>> RemoteChannel::ShortCircuitDirs(
   return short_circuit_dirs_;
 }
 
-bool RemoteChannel::suspect() const { return options_.clock->NowMicros() < suspect_until_us_.load(); }
+bool RemoteChannel::suspect() const {
+  return options_.clock->NowMicros() < suspect_until_us_.load();
+}
 
 void RemoteChannel::MarkSuspect() {
   suspect_until_us_.store(options_.clock->NowMicros() + options_.suspect_backoff.count() * 1000);
@@ -342,7 +343,8 @@ std::shared_ptr<RemoteChannel::Conn> RemoteChannel::GetConnection() {
   size_t slot = round_robin_.fetch_add(1) % options_.connections;
   {
     MutexLock l(&mu_);
-    if (conns_.size() < static_cast<size_t>(options_.connections)) conns_.resize(options_.connections);
+    if (conns_.size() < static_cast<size_t>(options_.connections))
+      conns_.resize(options_.connections);
     if (conns_[slot] && !conns_[slot]->dead()) return conns_[slot];
   }
   protocol::HelloReply hello;
@@ -375,8 +377,7 @@ std::shared_ptr<RemoteChannel::Conn> RemoteChannel::GetConnection() {
   return winner;
 }
 
-void RemoteChannel::Call(const protocol::Request& request, std::span<char> dest,
-                         Callback done) {
+void RemoteChannel::Call(const protocol::Request& request, std::span<char> dest, Callback done) {
   if (suspect()) {
     done(UnavailableError("worker " + options_.address + " is suspect (recently unreachable)"));
     return;

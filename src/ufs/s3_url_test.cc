@@ -54,8 +54,7 @@ TEST(S3UrlTest, ObjectUrlPathAndVirtualHostedStyles) {
   EXPECT_EQ(ObjectUrl(ep, "bkt", true, "a b/c+d"), "http://127.0.0.1:9000/bkt/a%20b/c%2Bd");
   EXPECT_EQ(ObjectUrl(ep, "bkt", true, "", "list-type=2"), "http://127.0.0.1:9000/bkt?list-type=2");
   Endpoint aws{"https", "s3.us-east-1.amazonaws.com", ""};
-  EXPECT_EQ(ObjectUrl(aws, "bkt", false, "k/ü"),
-            "https://bkt.s3.us-east-1.amazonaws.com/k/%C3%BC");
+  EXPECT_EQ(ObjectUrl(aws, "bkt", false, "k/ü"), "https://bkt.s3.us-east-1.amazonaws.com/k/%C3%BC");
   EXPECT_EQ(ObjectUrl(aws, "bkt", false, "", "list-type=2"),
             "https://bkt.s3.us-east-1.amazonaws.com/?list-type=2");
   Endpoint gw{"https", "gw", "/s3"};

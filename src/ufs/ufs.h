@@ -129,7 +129,8 @@ struct UfsOptions {
 // malformed URI; NotFound if a file root does not exist. Does not contact S3 (see Probe). An S3
 // store comes wrapped in RetryingUnderStorage (options.max_retries); a local one does not (its
 // errors are not transient). With caps or shared limiters, a ThrottledUnderStorage sits under
-// the retrier (so each retry is throttled and SlowDown answers shrink the concurrency). Thread-safe; the caller shares ownership of the result.
+// the retrier (so each retry is throttled and SlowDown answers shrink the concurrency).
+// Thread-safe; the caller shares ownership of the result.
 StatusOr<std::shared_ptr<UnderStorage>> OpenUnderStorage(std::string_view uri,
                                                          const UfsOptions& options);
 

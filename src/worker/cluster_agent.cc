@@ -23,15 +23,14 @@ StatusOr<std::unique_ptr<ClusterAgent>> ClusterAgent::Start(
   if (coordination == nullptr) {
     membership::EtcdOptions eo;
     eo.endpoints = options.etcd_endpoints;
-    CAIRN_ASSIGN_OR_RETURN(agent->owned_coordination_,
-                           membership::EtcdCoordination::Create(eo));
+    CAIRN_ASSIGN_OR_RETURN(agent->owned_coordination_, membership::EtcdCoordination::Create(eo));
     coordination = agent->owned_coordination_.get();
   }
   ClusterAgent* self = agent.get();
   agent->mounts_ = membership::PrefixMirror::Start(
       coordination, std::string(membership::kMountTableKey),
-      [self, service, limiters = options.ufs_limiters](
-          const membership::PrefixMirror::Snapshot& snapshot) {
+      [self, service,
+       limiters = options.ufs_limiters](const membership::PrefixMirror::Snapshot& snapshot) {
         auto specs = membership::ParseMountTableSnapshot(snapshot);
         if (!specs.ok()) {
           spdlog::warn("ignoring a mount table from etcd: {}", specs.status().ToString());
@@ -85,8 +84,8 @@ StatusOr<std::unique_ptr<ClusterAgent>> ClusterAgent::Start(
   }
   membership::WorkerRegistryOptions ro;
   ro.ttl = options.lease_ttl;
-  CAIRN_ASSIGN_OR_RETURN(agent->registry_, membership::WorkerRegistry::Start(
-                                               coordination, options.record, ro));
+  CAIRN_ASSIGN_OR_RETURN(agent->registry_,
+                         membership::WorkerRegistry::Start(coordination, options.record, ro));
   // Registration goes on in the background; wait briefly so a healthy start is registered
   // when Start returns (scripts then see the worker in `cairn status` at once).
   if (!agent->registry_->WaitRegistered(options.first_sync_timeout)) {
@@ -96,19 +95,17 @@ StatusOr<std::unique_ptr<ClusterAgent>> ClusterAgent::Start(
   registry->AddCallback("cairn_etcd_connected", "1 while etcd answers, else 0",
                         metrics::MetricType::kGauge,
                         [self] { return self->connected() ? 1.0 : 0.0; });
-  registry->AddCallback("cairn_worker_registered",
-                        "1 while this worker's record is in etcd (it is in the ring)",
-                        metrics::MetricType::kGauge,
-                        [self] { return self->registered() ? 1.0 : 0.0; });
+  registry->AddCallback(
+      "cairn_worker_registered", "1 while this worker's record is in etcd (it is in the ring)",
+      metrics::MetricType::kGauge, [self] { return self->registered() ? 1.0 : 0.0; });
   registry->AddCallback("cairn_rules_updates_total",
                         "Cache-management rule sets received from etcd and applied",
                         metrics::MetricType::kCounter,
                         [self] { return static_cast<double>(self->rules_updates_.load()); });
   registry->AddCallback("cairn_mount_table_updates_total",
                         "Mount tables received from etcd and applied",
-                        metrics::MetricType::kCounter, [self] {
-                          return static_cast<double>(self->mount_table_updates_.load());
-                        });
+                        metrics::MetricType::kCounter,
+                        [self] { return static_cast<double>(self->mount_table_updates_.load()); });
   return agent;
 }
 

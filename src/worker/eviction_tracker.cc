@@ -9,7 +9,9 @@ constexpr const char* kSeries = "cairn_evicted_bytes_by_prefix_total";
 
 EvictionTracker::EvictionTracker(const PageRules* rules, metrics::Registry* registry,
                                  size_t capacity, int depth)
-    : rules_(rules), registry_(registry), capacity_(std::max<size_t>(1, capacity)),
+    : rules_(rules),
+      registry_(registry),
+      capacity_(std::max<size_t>(1, capacity)),
       depth_(std::max(0, depth)) {}
 
 EvictionTracker::~EvictionTracker() {
@@ -77,9 +79,9 @@ void EvictionTracker::Record(std::string_view object_id, uint64_t bytes,
     }
     uint64_t inherited = 0;
     if (bytes_.size() >= capacity_) {
-      auto smallest = std::min_element(bytes_.begin(), bytes_.end(), [](const auto& a, const auto& b) {
-        return a.second < b.second;
-      });
+      auto smallest =
+          std::min_element(bytes_.begin(), bytes_.end(),
+                           [](const auto& a, const auto& b) { return a.second < b.second; });
       inherited = smallest->second;
       removed = smallest->first;
       bytes_.erase(smallest);
@@ -90,8 +92,8 @@ void EvictionTracker::Record(std::string_view object_id, uint64_t bytes,
   MutexLock r(&registry_mu_);
   if (!removed.empty()) registry_->RemoveCallback(kSeries, {{"prefix", removed}});
   registry_->AddCallback(kSeries, "Bytes evicted to make room, by namespace prefix (top ones)",
-                         metrics::MetricType::kCounter,
-                         [this, added] { return BytesOf(added); }, {{"prefix", added}});
+                         metrics::MetricType::kCounter, [this, added] { return BytesOf(added); },
+                         {{"prefix", added}});
 }
 
 double EvictionTracker::BytesOf(const std::string& prefix) const {
@@ -106,7 +108,8 @@ std::vector<std::pair<std::string, uint64_t>> EvictionTracker::Top(size_t n) con
     MutexLock l(&mu_);
     all.assign(bytes_.begin(), bytes_.end());
   }
-  std::sort(all.begin(), all.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  std::sort(all.begin(), all.end(),
+            [](const auto& a, const auto& b) { return a.second > b.second; });
   if (all.size() > n) all.resize(n);
   return all;
 }

@@ -65,8 +65,8 @@ TEST_F(EvictionTrackerTest, BoundedAndKeepsHeavyHitters) {
   // Only the tracked prefixes are exported.
   std::string text = registry_.ExposeText();
   size_t series = 0;
-  for (size_t at = 0; (at = text.find("cairn_evicted_bytes_by_prefix_total{", at)) != std::string::npos;
-       ++at) {
+  for (size_t at = 0;
+       (at = text.find("cairn_evicted_bytes_by_prefix_total{", at)) != std::string::npos; ++at) {
     ++series;
   }
   EXPECT_EQ(series, 3u);

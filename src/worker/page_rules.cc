@@ -18,10 +18,9 @@ void ExportMountGauges(metrics::Registry* registry, pagestore::PageStore* store,
     now.insert(path);
     if (exported->count(path)) continue;
     uint32_t group = MountGroup(path);
-    registry->AddCallback("cairn_mount_cached_bytes", "Bytes of cached pages, by mount",
-                          metrics::MetricType::kGauge,
-                          [store, group] { return double(store->GroupBytes(group)); },
-                          {{"mount", path}});
+    registry->AddCallback(
+        "cairn_mount_cached_bytes", "Bytes of cached pages, by mount", metrics::MetricType::kGauge,
+        [store, group] { return double(store->GroupBytes(group)); }, {{"mount", path}});
   }
   for (const std::string& old : *exported) {
     if (!now.count(old)) registry->RemoveCallback("cairn_mount_cached_bytes", {{"mount", old}});
@@ -93,12 +92,11 @@ bool PageRules::Locate(std::string_view object_id, std::string* mount_path,
   return false;
 }
 
-policy::Admission PageRules::AdmissionFor(std::string_view mount_path,
-                                          std::string_view key) const {
+policy::Admission PageRules::AdmissionFor(std::string_view mount_path, std::string_view key) const {
   std::shared_ptr<const policy::PathRules> rules = this->rules();
   if (rules->empty()) return policy::Admission::kNormal;
-  std::string path = mount_path == "/" ? "/" + std::string(key)
-                                       : std::string(mount_path) + "/" + std::string(key);
+  std::string path =
+      mount_path == "/" ? "/" + std::string(key) : std::string(mount_path) + "/" + std::string(key);
   return rules->Resolve(path).admission;
 }
 

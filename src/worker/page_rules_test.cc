@@ -40,11 +40,11 @@ TEST_F(PageRulesTest, NoRulesGivesTheMountGroupOnly) {
 }
 
 TEST_F(PageRulesTest, RulesResolveOnTheNamespacePath) {
-  auto rules = policy::PathRules::Create(
-      {{.path = "/lake/val", .pin = true},
-       {.path = "/lake", .ttl_ms = 2000},
-       {.path = "/data/other", .admission = policy::Admission::kLow},
-       {.path = "/lake/tmp", .admission = policy::Admission::kBypass}});
+  auto rules =
+      policy::PathRules::Create({{.path = "/lake/val", .pin = true},
+                                 {.path = "/lake", .ttl_ms = 2000},
+                                 {.path = "/data/other", .admission = policy::Admission::kLow},
+                                 {.path = "/lake/tmp", .admission = policy::Admission::kBypass}});
   ASSERT_TRUE(rules.ok());
   rules_.SetRules(std::make_shared<const policy::PathRules>(*rules));
 

@@ -12,8 +12,8 @@
 namespace cairn::worker {
 
 using protocol::ByteRange;
-using protocol::PageSource;
 using protocol::PageRef;
+using protocol::PageSource;
 
 // One UFS fetch of a page, shared by every request that misses on it while it runs and while
 // its bytes are being written to the page store.
@@ -25,8 +25,8 @@ struct PageService::Fetch {
   // error). Loads wait for it.
   bool stored GUARDED_BY(mu) = false;
   Status status GUARDED_BY(mu);
-  std::shared_ptr<const PageBytes> page;  // Set before done; immutable after.
-  std::vector<uint64_t> checksums;          // Of the whole page; immutable after done.
+  std::shared_ptr<const PageBytes> page;          // Set before done; immutable after.
+  std::vector<uint64_t> checksums;                // Of the whole page; immutable after done.
   PageSource origin = PageSource::kUnderStorage;  // Or kPeer; immutable after done.
 };
 
@@ -37,16 +37,15 @@ struct MountMetrics {
                                {{"mount", mount}})),
         hits(r->AddCounter("cairn_mount_cache_hits_total", "Page reads served from the cache",
                            {{"mount", mount}})),
-        misses(r->AddCounter("cairn_mount_cache_misses_total",
-                             "Page reads that went to the source", {{"mount", mount}})),
+        misses(r->AddCounter("cairn_mount_cache_misses_total", "Page reads that went to the source",
+                             {{"mount", mount}})),
         bytes_from_cache(r->AddCounter("cairn_mount_bytes_from_cache_total",
                                        "Bytes served from cached pages (egress saved)",
                                        {{"mount", mount}})),
         bytes_from_ufs(r->AddCounter("cairn_mount_bytes_from_ufs_total",
                                      "Bytes read from the source (egress)", {{"mount", mount}})),
         ufs_requests(r->AddCounter("cairn_mount_ufs_requests_total",
-                                   "Read requests sent to the source (cost)",
-                                   {{"mount", mount}})),
+                                   "Read requests sent to the source (cost)", {{"mount", mount}})),
         freed(r->AddCounter("cairn_mount_removals_total",
                             "Pages that left the cache, by mount and reason (capacity/quota: "
                             "evicted; ttl: expired; freed: cairn free)",
@@ -69,17 +68,17 @@ struct PageService::Metrics {
         coalesced(r->AddCounter("cairn_worker_coalesced_misses_total",
                                 "Misses that joined an in-flight fetch of the same page")),
         errors(r->AddCounter("cairn_worker_request_errors_total", "Page reads that failed")),
-        bytes_from_cache(r->AddCounter("cairn_worker_bytes_from_cache_total",
-                                       "Bytes served from cached pages")),
+        bytes_from_cache(
+            r->AddCounter("cairn_worker_bytes_from_cache_total", "Bytes served from cached pages")),
         bytes_from_ufs(r->AddCounter("cairn_worker_bytes_from_ufs_total",
                                      "Bytes read from the under-storage")),
         ufs_requests(r->AddCounter("cairn_worker_ufs_requests_total",
                                    "Read requests sent to the under-storage")),
-        ufs_errors(r->AddCounter("cairn_worker_ufs_errors_total",
-                                 "Under-storage reads that failed")),
-        checksum_failures(r->AddCounter(
-            "cairn_worker_checksum_failures_total",
-            "Cached pages reported corrupt by a client's end-to-end checksum check")),
+        ufs_errors(
+            r->AddCounter("cairn_worker_ufs_errors_total", "Under-storage reads that failed")),
+        checksum_failures(
+            r->AddCounter("cairn_worker_checksum_failures_total",
+                          "Cached pages reported corrupt by a client's end-to-end checksum check")),
         store_failures(r->AddCounter("cairn_worker_store_failures_total",
                                      "Fetched pages that could not be written to the cache")),
         hit_latency(r->AddHistogram("cairn_worker_read_latency_seconds",
@@ -89,16 +88,17 @@ struct PageService::Metrics {
                                      "Page read service time in the worker",
                                      metrics::LatencyBucketsSeconds(), {{"result", "miss"}})) {
     registry = r;
-    load_requests = r->AddCounter("cairn_worker_load_requests_total",
-                                  "Preload (load) requests received");
+    load_requests =
+        r->AddCounter("cairn_worker_load_requests_total", "Preload (load) requests received");
     loaded = r->AddCounter("cairn_worker_loaded_pages_total",
                            "Pages fetched from the under-storage by load requests");
-    freed = r->AddCounter("cairn_worker_freed_pages_total", "Cached pages dropped by free requests");
+    freed =
+        r->AddCounter("cairn_worker_freed_pages_total", "Cached pages dropped by free requests");
     bypassed = r->AddCounter("cairn_worker_bypassed_misses_total",
                              "Misses served without caching (admission rule: bypass)");
-    cache_only_misses = r->AddCounter(
-        "cairn_worker_cache_only_misses_total",
-        "Cache-only reads (replica lookups) that found the page missing");
+    cache_only_misses =
+        r->AddCounter("cairn_worker_cache_only_misses_total",
+                      "Cache-only reads (replica lookups) that found the page missing");
     peer_fills = r->AddCounter("cairn_worker_peer_fills_total",
                                "Pages copied from a peer worker instead of the under-storage");
     bytes_from_peers = r->AddCounter("cairn_worker_bytes_from_peers_total",
@@ -250,16 +250,16 @@ void PageService::DropCachedPage(const PageRef& page) {
   if (!mount.ok()) return;
   spdlog::warn("cached page {} of {} failed while being read; dropping it", page.page_index,
                (*mount)->ObjectId(page.key));
-  store_->Remove({(*mount)->ObjectId(page.key), page.version, page.page_index},
-                 pagestore::RemoveReason::kCorrupt)
+  store_
+      ->Remove({(*mount)->ObjectId(page.key), page.version, page.page_index},
+               pagestore::RemoveReason::kCorrupt)
       .IgnoreError();
 }
 
 Status PageService::CheckPageSize(const PageRef& page) const {
   if (page.page_size == options_.page_size) return Status::Ok();
-  return InvalidArgumentError("page size mismatch: client uses " +
-                              std::to_string(page.page_size) + ", worker " +
-                              std::to_string(options_.page_size));
+  return InvalidArgumentError("page size mismatch: client uses " + std::to_string(page.page_size) +
+                              ", worker " + std::to_string(options_.page_size));
 }
 
 StatusOr<PageService::Resolved> PageService::Resolve(const PageRef& page) {
@@ -360,7 +360,8 @@ StatusOr<PageSource> PageService::Load(const PageRef& page, const std::string& p
   if (!store_->Contains(r.key)) {
     return ResourceExhaustedError("page " + std::to_string(page.page_index) + " of " + page.key +
                                   " was read but could not be cached on worker " +
-                                  options_.worker_id + " (full of pinned pages, over quota, or "
+                                  options_.worker_id +
+                                  " (full of pinned pages, over quota, or "
                                   "a disk error: see its log)");
   }
   return (*fetch)->origin;
@@ -476,9 +477,11 @@ StatusOr<PageResult> PageService::ServeFromCache(const pagestore::PageKey& key,
   return result;
 }
 
-StatusOr<std::shared_ptr<PageService::Fetch>> PageService::FetchPage(
-    const mount::Mount& mount, const pagestore::PageKey& key, const PageRef& page,
-    uint32_t page_length, const FetchOptions& options) {
+StatusOr<std::shared_ptr<PageService::Fetch>> PageService::FetchPage(const mount::Mount& mount,
+                                                                     const pagestore::PageKey& key,
+                                                                     const PageRef& page,
+                                                                     uint32_t page_length,
+                                                                     const FetchOptions& options) {
   const FetchKey id{key.Id(), page_length};
   std::shared_ptr<Fetch> fetch;
   bool leader = false;
@@ -573,10 +576,9 @@ StatusOr<std::shared_ptr<PageService::Fetch>> PageService::FetchPage(
   return fetch;
 }
 
-std::shared_ptr<PageBytes> PageService::ReadFromPeer(const PageRef& page,
-                                                    const std::string& peer,
-                                                    uint32_t page_length,
-                                                    std::vector<uint64_t>* checksums) {
+std::shared_ptr<PageBytes> PageService::ReadFromPeer(const PageRef& page, const std::string& peer,
+                                                     uint32_t page_length,
+                                                     std::vector<uint64_t>* checksums) {
   std::shared_ptr<protocol::PageChannel> channel = options_.peers->Get(peer);
   if (channel == nullptr) {
     metrics_->peer_fill_failures->Increment();
@@ -623,10 +625,10 @@ Status PageService::CheckFetchedLength(const Fetch& fetch, uint32_t page_length,
                                        const PageRef& page) {
   if (fetch.page->size == page_length) return Status::Ok();
   metrics_->errors->Increment();
-  return FailedPreconditionError(
-      "page " + std::to_string(page.page_index) + " of " + page.key + " holds " +
-      std::to_string(fetch.page->size) + " bytes, not the " + std::to_string(page_length) +
-      " that an object of " + std::to_string(page.object_size) + " bytes would have");
+  return FailedPreconditionError("page " + std::to_string(page.page_index) + " of " + page.key +
+                                 " holds " + std::to_string(fetch.page->size) + " bytes, not the " +
+                                 std::to_string(page_length) + " that an object of " +
+                                 std::to_string(page.object_size) + " bytes would have");
 }
 
 void PageService::CountHit(MountMetrics* per_mount, bool for_peer, uint64_t bytes) {
@@ -664,8 +666,7 @@ void PageService::StoreAndRetire(const pagestore::PageKey& key, const FetchKey& 
   Status s = store_->PutWithChecksums(key, fetch->page->span(), fetch->checksums);
   if (!s.ok()) {
     metrics_->store_failures->Increment();
-    spdlog::warn("caching page {} of {} failed: {}", key.page_index, key.object_id,
-                 s.ToString());
+    spdlog::warn("caching page {} of {} failed: {}", key.page_index, key.object_id, s.ToString());
   }
   Retire(id);
 }

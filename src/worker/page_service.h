@@ -37,7 +37,7 @@ struct PageServiceOptions {
   // Advertised in the Hello reply for short-circuit reads (see docs/protocol.md).
   std::string instance_token;
   std::vector<std::string> cache_dirs;
-  int store_threads = 2;       // Background page writers.
+  int store_threads = 2;           // Background page writers.
   size_t max_pending_stores = 64;  // Pages queued for writing before misses write inline.
   Clock* clock = Clock::Real();
   // Cluster rules (admission: a bypassed path is served without being cached). Not owned; may
@@ -200,8 +200,7 @@ class PageService {
   // `checksums`; null if the peer is unknown, fails, is slower than options_.peer_timeout, does
   // not have the page or sends bytes that do not match its checksums.
   std::shared_ptr<PageBytes> ReadFromPeer(const protocol::PageRef& page, const std::string& peer,
-                                          uint32_t page_length,
-                                          std::vector<uint64_t>* checksums);
+                                          uint32_t page_length, std::vector<uint64_t>* checksums);
   // A fetch of `id` whose source read has finished successfully (its bytes are in memory, maybe
   // still being written to the store), or null.
   std::shared_ptr<Fetch> FinishedFetch(const FetchKey& id) EXCLUDES(mu_);
@@ -233,8 +232,7 @@ class PageService {
   // because it comes from the request: a request naming another object size than a fetch in
   // flight must not join it (its range would be cut from bytes that do not exist); it runs its
   // own fetch, which the source confirms or refutes.
-  std::unordered_map<FetchKey, std::shared_ptr<Fetch>, FetchKeyHasher> in_flight_
-      GUARDED_BY(mu_);
+  std::unordered_map<FetchKey, std::shared_ptr<Fetch>, FetchKeyHasher> in_flight_ GUARDED_BY(mu_);
   std::atomic<size_t> pending_stores_{0};
   std::unique_ptr<ThreadPool> store_pool_;
 };

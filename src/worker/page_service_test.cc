@@ -77,8 +77,7 @@ class PageServiceTest : public ::testing::Test {
   // Waits for the page to be in the store and its fetch retired (until then a request joins
   // the fetch in flight rather than reading the store).
   void WaitCached(const pagestore::PageKey& key) {
-    for (int i = 0; i < 1000 && !(store_->Contains(key) && service_->FetchesInFlight() == 0);
-         ++i) {
+    for (int i = 0; i < 1000 && !(store_->Contains(key) && service_->FetchesInFlight() == 0); ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
     }
     ASSERT_TRUE(store_->Contains(key));

@@ -43,16 +43,19 @@ struct WorkerServer::Counters {
 // (inline hits, errors) or the connection's writer (everything from the pools).
 struct Reply {
   uint64_t id = 0;
-  bool data = false;                             // A kPageReply (else a kControlReply).
-  Status error;                                  // Not OK: an error reply.
-  PageService::Served served;                    // When OK.
-  protocol::PageRef page;                        // To drop a page file found truncated.
+  bool data = false;           // A kPageReply (else a kControlReply).
+  Status error;                // Not OK: an error reply.
+  PageService::Served served;  // When OK.
+  protocol::PageRef page;      // To drop a page file found truncated.
 };
 
 class WorkerServer::Connection : public std::enable_shared_from_this<Connection> {
  public:
   Connection(uint64_t id, std::unique_ptr<net::Stream> stream, WorkerServer* server)
-      : id_(id), stream_(std::move(stream)), server_(server), service_(server->service_),
+      : id_(id),
+        stream_(std::move(stream)),
+        server_(server),
+        service_(server->service_),
         options_(server->options_) {}
 
   void Start() {
@@ -136,8 +139,8 @@ class WorkerServer::Connection : public std::enable_shared_from_this<Connection>
           hello.worker_id = service_->worker_id();
           hello.instance_token = service_->options().instance_token;
           hello.cache_dirs = service_->options().cache_dirs;
-          CAIRN_RETURN_IF_ERROR(Send(MessageType::kHelloReply, header.request_id,
-                                     protocol::EncodeHelloReply(hello)));
+          CAIRN_RETURN_IF_ERROR(
+              Send(MessageType::kHelloReply, header.request_id, protocol::EncodeHelloReply(hello)));
           break;
         }
         case MessageType::kPing:
@@ -165,8 +168,7 @@ class WorkerServer::Connection : public std::enable_shared_from_this<Connection>
   Status RefuseVersion(Status why) {
     protocol::VersionMismatch mismatch;
     mismatch.message = "worker " + service_->worker_id() + ": " + why.message();
-    Send(MessageType::kVersionMismatch, 0, protocol::EncodeVersionMismatch(mismatch))
-        .IgnoreError();
+    Send(MessageType::kVersionMismatch, 0, protocol::EncodeVersionMismatch(mismatch)).IgnoreError();
     return why;
   }
 
@@ -189,8 +191,7 @@ class WorkerServer::Connection : public std::enable_shared_from_this<Connection>
       MutexLock l(&mu_);
       ++outstanding_;
     }
-    pool->Submit(id_, [self = shared_from_this(), id, req = std::move(request).value(),
-                       received] {
+    pool->Submit(id_, [self = shared_from_this(), id, req = std::move(request).value(), received] {
       // A closed connection's queued requests are dropped, not served (and a stopping server
       // does not wait for their source reads).
       self->Enqueue(self->closed() ? Reply{} : self->Handle(id, req, received));
@@ -208,8 +209,8 @@ class WorkerServer::Connection : public std::enable_shared_from_this<Connection>
     reply.id = id;
     reply.data = protocol::WantsData(request);
     const protocol::RequestBase& base = protocol::BaseOf(request);
-    if (base.deadline_ms > 0 && std::chrono::steady_clock::now() - received >
-                                    std::chrono::milliseconds(base.deadline_ms)) {
+    if (base.deadline_ms > 0 &&
+        std::chrono::steady_clock::now() - received > std::chrono::milliseconds(base.deadline_ms)) {
       reply.error = DeadlineExceededError("request expired in the worker queue");
       return reply;
     }
@@ -359,8 +360,8 @@ class WorkerServer::Connection : public std::enable_shared_from_this<Connection>
 
 StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(PageService* service,
                                                             const ServerOptions& options) {
-  if (options.miss_threads < 1 || options.mount_wait_threads < 1 ||
-      options.max_connections < 1 || options.max_outstanding_per_connection < 1) {
+  if (options.miss_threads < 1 || options.mount_wait_threads < 1 || options.max_connections < 1 ||
+      options.max_outstanding_per_connection < 1) {
     return InvalidArgumentError("server thread, connection and request limits must be >= 1");
   }
   // sendfile() has no MSG_NOSIGNAL: a client that hangs up mid-reply would raise SIGPIPE and
@@ -430,8 +431,8 @@ void WorkerServer::Admit(std::unique_ptr<net::Stream> stream) {
     }
     silent->Shutdown();
   }
-  auto conn = std::make_shared<Connection>(next_connection_id_.fetch_add(1), std::move(stream),
-                                           this);
+  auto conn =
+      std::make_shared<Connection>(next_connection_id_.fetch_add(1), std::move(stream), this);
   connections_.push_back(conn);
   counters_->accepted->Increment();
   conn->Start();

@@ -44,8 +44,8 @@ namespace cairn::worker {
 
 struct ServerOptions {
   std::string host = "0.0.0.0";
-  uint16_t port = 7070;  // 0 = ephemeral (tests).
-  int miss_threads = 32;  // Concurrent UFS fetches across all connections.
+  uint16_t port = 7070;        // 0 = ephemeral (tests).
+  int miss_threads = 32;       // Concurrent UFS fetches across all connections.
   int mount_wait_threads = 4;  // Requests waiting for a mount this worker has not seen yet.
   int max_connections = 1024;
   int max_outstanding_per_connection = 64;
@@ -57,11 +57,11 @@ struct ServerOptions {
 };
 
 struct ServerStats {
-  uint64_t connections = 0;           // Open now.
-  uint64_t accepted = 0;              // Since start.
-  uint64_t refused = 0;               // Over the connection cap.
-  uint64_t timed_out = 0;             // Closed for a send, handshake or idle timeout.
-  uint64_t queued_requests = 0;       // Waiting for a miss or mount-wait thread now.
+  uint64_t connections = 0;      // Open now.
+  uint64_t accepted = 0;         // Since start.
+  uint64_t refused = 0;          // Over the connection cap.
+  uint64_t timed_out = 0;        // Closed for a send, handshake or idle timeout.
+  uint64_t queued_requests = 0;  // Waiting for a miss or mount-wait thread now.
 };
 
 class WorkerServer {

@@ -87,8 +87,7 @@ class ServerLimitsTest : public ::testing::Test {
   static Status SendFrame(net::Stream* s, protocol::MessageType type, uint64_t id,
                           const std::string& payload) {
     std::array<char, protocol::kFrameHeaderSize> raw;
-    protocol::EncodeFrameHeader({type, 0, id, static_cast<uint32_t>(payload.size())},
-                                raw.data());
+    protocol::EncodeFrameHeader({type, 0, id, static_cast<uint32_t>(payload.size())}, raw.data());
     std::array<std::span<const char>, 2> bufs{std::span<const char>(raw),
                                               std::span<const char>(payload)};
     return s->WriteAll(bufs);
@@ -310,7 +309,7 @@ TEST_F(ServerLimitsTest, ReadsAfterIdleClosesOnEitherSideSucceed) {
       std::string buf(kPage, '\0');
       std::promise<StatusOr<protocol::PageReply>> p;
       channel.Call(Request("other", 0, kPage), buf,
-                       [&p](StatusOr<protocol::PageReply> r) { p.set_value(std::move(r)); });
+                   [&p](StatusOr<protocol::PageReply> r) { p.set_value(std::move(r)); });
       auto reply = p.get_future().get();
       ASSERT_TRUE(reply.ok()) << reply.status().ToString();
       EXPECT_EQ(buf, *memory_->Get("other"));
@@ -353,11 +352,9 @@ TEST_F(ServerLimitsTest, PipelinedRequestsNamingOtherSizesGetOnlyBytesThatExist)
   protocol::ReadPageRequest liar = Request("other", 0, 1);
   liar.page.object_size = 1;
   protocol::ReadPageRequest honest = Request("other", 0, kPage);
-  ASSERT_TRUE(SendFrame(s.get(), protocol::MessageType::kReadPage, 1,
-                        EncodeRequest(liar)).ok());
+  ASSERT_TRUE(SendFrame(s.get(), protocol::MessageType::kReadPage, 1, EncodeRequest(liar)).ok());
   ASSERT_TRUE(gate_->WaitForArrivals(1));
-  ASSERT_TRUE(SendFrame(s.get(), protocol::MessageType::kReadPage, 2,
-                        EncodeRequest(honest)).ok());
+  ASSERT_TRUE(SendFrame(s.get(), protocol::MessageType::kReadPage, 2, EncodeRequest(honest)).ok());
   ASSERT_TRUE(gate_->WaitForArrivals(2));
   gate_->Open();
   for (int i = 0; i < 2; ++i) {

@@ -45,8 +45,8 @@ class ServerTest : public ::testing::Test {
   }
 
   std::unique_ptr<net::Stream> Connect() {
-    auto s = net::ConnectTcp("127.0.0.1:" + std::to_string(worker_->port()),
-                             std::chrono::seconds(2));
+    auto s =
+        net::ConnectTcp("127.0.0.1:" + std::to_string(worker_->port()), std::chrono::seconds(2));
     EXPECT_TRUE(s.ok()) << s.status().ToString();
     (*s)->SetReadTimeout(std::chrono::seconds(5));
     return std::move(s).value();
@@ -90,8 +90,8 @@ class ServerTest : public ::testing::Test {
 
 TEST_F(ServerTest, AnswersHelloPingAndPipelinedReads) {
   auto s = Connect();
-  ASSERT_TRUE(SendFrame(s.get(), protocol::MessageType::kHello, 1,
-                        protocol::EncodeHelloRequest({})).ok());
+  ASSERT_TRUE(
+      SendFrame(s.get(), protocol::MessageType::kHello, 1, protocol::EncodeHelloRequest({})).ok());
   auto hello = ReadFrame(s.get());
   ASSERT_TRUE(hello.ok());
   auto decoded = protocol::DecodeHelloReply(hello->second);
@@ -100,9 +100,11 @@ TEST_F(ServerTest, AnswersHelloPingAndPipelinedReads) {
 
   // Two requests back to back; replies carry their ids.
   ASSERT_TRUE(SendFrame(s.get(), protocol::MessageType::kReadPage, 7,
-                        protocol::EncodeRequest(Request(0, 0, 4096))).ok());
+                        protocol::EncodeRequest(Request(0, 0, 4096)))
+                  .ok());
   ASSERT_TRUE(SendFrame(s.get(), protocol::MessageType::kReadPage, 8,
-                        protocol::EncodeRequest(Request(1, 0, 4096))).ok());
+                        protocol::EncodeRequest(Request(1, 0, 4096)))
+                  .ok());
   std::set<uint64_t> ids;
   for (int i = 0; i < 2; ++i) {
     auto reply = ReadFrame(s.get());
@@ -128,8 +130,8 @@ TEST_F(ServerTest, ErrorsAreRepliesNotDisconnects) {
   auto s = Connect();
   auto r = Request(0, 0, 10);
   r.page.mount = "/missing";
-  ASSERT_TRUE(SendFrame(s.get(), protocol::MessageType::kReadPage, 3,
-                        protocol::EncodeRequest(r)).ok());
+  ASSERT_TRUE(
+      SendFrame(s.get(), protocol::MessageType::kReadPage, 3, protocol::EncodeRequest(r)).ok());
   auto reply = ReadFrame(s.get());
   ASSERT_TRUE(reply.ok());
   std::span<const char> view;
@@ -243,9 +245,9 @@ TEST(RemoteChannelVersionTest, AWorkerOfAnotherVersionIsReportedClearly) {
     if (!(*conn)->ReadFull(raw).ok()) return;
     protocol::VersionMismatch m{3, 3, "worker w9 speaks Cairn protocol v3"};
     std::string payload = protocol::EncodeVersionMismatch(m);
-    protocol::EncodeFrameHeader({protocol::MessageType::kVersionMismatch, 0, 0,
-                                 static_cast<uint32_t>(payload.size())},
-                                raw.data());
+    protocol::EncodeFrameHeader(
+        {protocol::MessageType::kVersionMismatch, 0, 0, static_cast<uint32_t>(payload.size())},
+        raw.data());
     std::array<std::span<const char>, 2> bufs{std::span<const char>(raw),
                                               std::span<const char>(payload)};
     (*conn)->WriteAll(bufs).IgnoreError();
@@ -262,9 +264,8 @@ TEST(RemoteChannelVersionTest, AWorkerOfAnotherVersionIsReportedClearly) {
   probe.page.key = "k";
   probe.page.object_size = 1;
   std::promise<StatusOr<protocol::PageReply>> done;
-  channel.Call(probe, {}, [&done](StatusOr<protocol::PageReply> r) {
-    done.set_value(std::move(r));
-  });
+  channel.Call(probe, {},
+               [&done](StatusOr<protocol::PageReply> r) { done.set_value(std::move(r)); });
   auto reply = done.get_future().get();
   EXPECT_FALSE(reply.ok());
   fake_worker.join();

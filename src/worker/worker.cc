@@ -62,8 +62,9 @@ Status Worker::Init(WorkerOptions options) {
         "the worker has nothing to serve: give --mount PATH=URI (or --etcd for cluster mode)");
   }
   if (!options.etcd_endpoints.empty() && !options.mounts.empty()) {
-    return InvalidArgumentError("with etcd, mounts come from etcd (cairn mount add): do not also "
-                                "give them to the worker");
+    return InvalidArgumentError(
+        "with etcd, mounts come from etcd (cairn mount add): do not also "
+        "give them to the worker");
   }
   if (cfg.ufs_max_concurrency > 0 || cfg.ufs_max_bytes_per_second > 0) {
     ufs::LimiterOptions lo;
@@ -78,8 +79,8 @@ Status Worker::Init(WorkerOptions options) {
   if (options.ufs_override.empty()) {
     CAIRN_ASSIGN_OR_RETURN(mounts, mount::MountTable::Create(options.mounts, limiters));
   } else {
-    CAIRN_ASSIGN_OR_RETURN(mounts, mount::MountTable::CreateWith(options.mounts,
-                                                                 options.ufs_override));
+    CAIRN_ASSIGN_OR_RETURN(mounts,
+                           mount::MountTable::CreateWith(options.mounts, options.ufs_override));
   }
 
   registry_ = std::make_unique<metrics::Registry>();
@@ -191,8 +192,8 @@ Status Worker::JoinCluster(const WorkerOptions& options) {
   std::string host;
   uint16_t port = 0;
   if (!options.advertise_address.empty()) {
-    CAIRN_RETURN_IF_ERROR(net::ParseHostPort(options.advertise_address, &host, &port)
-                              .WithContext("--advertise"));
+    CAIRN_RETURN_IF_ERROR(
+        net::ParseHostPort(options.advertise_address, &host, &port).WithContext("--advertise"));
     advertised_ = options.advertise_address;
   } else {
     CAIRN_RETURN_IF_ERROR(net::ParseHostPort(options.config.listen, &host, &port));
@@ -218,9 +219,9 @@ Status Worker::JoinCluster(const WorkerOptions& options) {
   co.record.start_time_unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                                      std::chrono::system_clock::now().time_since_epoch())
                                      .count();
-  CAIRN_ASSIGN_OR_RETURN(cluster_, ClusterAgent::Start(std::move(co), service_.get(),
-                                                       page_rules_.get(), store_.get(),
-                                                       registry_.get(), nullptr));
+  CAIRN_ASSIGN_OR_RETURN(
+      cluster_, ClusterAgent::Start(std::move(co), service_.get(), page_rules_.get(), store_.get(),
+                                    registry_.get(), nullptr));
   return Status::Ok();
 }
 
@@ -228,9 +229,8 @@ void Worker::RegisterStoreMetrics() {
   pagestore::PageStore* store = store_.get();
   auto add = [&](const char* name, const char* help, metrics::MetricType type,
                  uint64_t pagestore::PageStoreStats::*field) {
-    registry_->AddCallback(name, help, type, [store, field] {
-      return static_cast<double>(store->Stats().*field);
-    });
+    registry_->AddCallback(name, help, type,
+                           [store, field] { return static_cast<double>(store->Stats().*field); });
   };
   add("cairn_cache_used_bytes", "Bytes used in the cache folders (pages, headers, reservations)",
       metrics::MetricType::kGauge, &pagestore::PageStoreStats::used_bytes);
@@ -238,13 +238,13 @@ void Worker::RegisterStoreMetrics() {
       metrics::MetricType::kGauge, &pagestore::PageStoreStats::capacity_bytes);
   add("cairn_cache_pages", "Pages held in the cache", metrics::MetricType::kGauge,
       &pagestore::PageStoreStats::pages);
-  add("cairn_cache_evictions_total", "Pages evicted to make room",
-      metrics::MetricType::kCounter, &pagestore::PageStoreStats::evictions);
+  add("cairn_cache_evictions_total", "Pages evicted to make room", metrics::MetricType::kCounter,
+      &pagestore::PageStoreStats::evictions);
   add("cairn_cache_corrupt_pages_total",
       "Cached pages dropped because a check failed (header, length, key)",
       metrics::MetricType::kCounter, &pagestore::PageStoreStats::corrupt_pages);
-  add("cairn_cache_recovered_pages", "Pages found on disk at startup",
-      metrics::MetricType::kGauge, &pagestore::PageStoreStats::recovered_pages);
+  add("cairn_cache_recovered_pages", "Pages found on disk at startup", metrics::MetricType::kGauge,
+      &pagestore::PageStoreStats::recovered_pages);
   add("cairn_cache_pinned_bytes", "Bytes of pinned pages (never evicted)",
       metrics::MetricType::kGauge, &pagestore::PageStoreStats::pinned_bytes);
   // Pages leaving the cache, by reason (one family, so a dashboard can stack them).
@@ -277,8 +277,7 @@ void Worker::RegisterLimiterMetrics() {
                          [l] { return double(l->stats().waits); });
   registry_->AddCallback("cairn_worker_ufs_cap_wait_seconds_total",
                          "Time source requests spent waiting for the worker cap",
-                         MetricType::kCounter,
-                         [l] { return l->stats().wait_micros_total / 1e6; });
+                         MetricType::kCounter, [l] { return l->stats().wait_micros_total / 1e6; });
   registry_->AddCallback("cairn_worker_ufs_throttled_total",
                          "SlowDown/503 answers that halved the concurrency cap",
                          MetricType::kCounter, [l] { return double(l->stats().throttled_events); });

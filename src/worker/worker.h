@@ -86,7 +86,7 @@ class Worker {
   std::unique_ptr<LocalChannel> local_channel_;
   std::unique_ptr<WorkerServer> server_;
   std::unique_ptr<metrics::HttpServer> http_;
-  std::unique_ptr<ClusterAgent> cluster_;  // Cluster mode only.
+  std::unique_ptr<ClusterAgent> cluster_;         // Cluster mode only.
   std::shared_ptr<ufs::UfsLimiter> ufs_limiter_;  // Worker-wide source cap, if configured.
 };
 
