@@ -3,7 +3,7 @@
 # that do not and a diff of the first; exits 1 if any. Fix with: scripts/check-format.sh --fix
 set -euo pipefail
 cd "$(dirname "$0")/.."
-mapfile -t files < <(git ls-files '*.cc' '*.h')
+mapfile -t files < <(git ls-files --cached --others --exclude-standard '*.cc' '*.h')
 if [[ "${1:-}" == "--fix" ]]; then
   clang-format -i --style=file "${files[@]}"
   exit 0

@@ -95,8 +95,9 @@ class RemoteChannel::Conn : public std::enable_shared_from_this<Conn> {
     return true;
   }
 
-  // Fails requests past their deadline. Returns true if any expired.
-  bool ExpireLate(int64_t now_us) {
+  // Removes the requests past their deadline and returns their callbacks (the caller runs them
+  // after marking the worker suspect, so a caller that retries at once already sees it).
+  std::vector<Callback> TakeLate(int64_t now_us) {
     std::vector<Callback> late;
     {
       MutexLock l(&mu_);
@@ -109,8 +110,7 @@ class RemoteChannel::Conn : public std::enable_shared_from_this<Conn> {
         }
       }
     }
-    for (auto& cb : late) cb(DeadlineExceededError("worker did not answer in time"));
-    return !late.empty();
+    return late;
   }
 
   void Close(const Status& why) {
@@ -411,14 +411,16 @@ void RemoteChannel::SweepLoop() {
       if (c && options_.idle_close.count() > 0) {
         c->CloseIfIdle(now - options_.idle_close.count() * 1000);
       }
-      if (c && c->ExpireLate(now)) {
-        // A worker that lets a request pass its deadline is stalled (SIGSTOP, overload,
-        // partition): stop using it for a while, and drop the connection so a reader blocked
-        // in the middle of a reply is woken up.
-        spdlog::warn("worker {} missed a deadline; marking it suspect", options_.address);
-        MarkSuspect();
-        c->Close(DeadlineExceededError("deadline missed"));
-      }
+      if (c == nullptr) continue;
+      std::vector<Callback> late = c->TakeLate(now);
+      if (late.empty()) continue;
+      // A worker that lets a request pass its deadline is stalled (SIGSTOP, overload,
+      // partition): stop using it for a while, and drop the connection so a reader blocked in
+      // the middle of a reply is woken up.
+      spdlog::warn("worker {} missed a deadline; marking it suspect", options_.address);
+      MarkSuspect();
+      c->Close(DeadlineExceededError("deadline missed"));
+      for (auto& cb : late) cb(DeadlineExceededError("worker did not answer in time"));
     }
     mu_.Lock();
   }

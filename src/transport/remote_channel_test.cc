@@ -10,12 +10,14 @@
 
 #include "common/checksum.h"
 #include "common/thread_annotations.h"
+#include "testing/frames.h"
 
 namespace cairn::transport {
 namespace {
 
 using protocol::FrameHeader;
 using protocol::MessageType;
+using testing::SendFrame;
 constexpr uint32_t kPage = 1 << 20;
 
 class RemoteChannelTest : public ::testing::Test {
@@ -28,8 +30,8 @@ class RemoteChannelTest : public ::testing::Test {
     o.connections = 1;
     o.request_timeout = std::chrono::milliseconds(1000);
     o.clock = &clock_;
-    o.connect = [this](const std::string&, std::chrono::milliseconds)
-        -> StatusOr<std::unique_ptr<net::Stream>> {
+    o.connect = [this](const std::string&,
+                       std::chrono::milliseconds) -> StatusOr<std::unique_ptr<net::Stream>> {
       auto pair = net::StreamPair();
       if (!pair.ok()) return pair.status();
       {
@@ -67,24 +69,9 @@ class RemoteChannelTest : public ::testing::Test {
     });
   }
 
-  static Status SendFrame(net::Stream* s, MessageType type, uint64_t id,
-                          const std::string& payload) {
-    std::array<char, protocol::kFrameHeaderSize> raw;
-    protocol::EncodeFrameHeader({type, 0, id, static_cast<uint32_t>(payload.size())},
-                                raw.data());
-    std::array<std::span<const char>, 2> bufs{std::span<const char>(raw),
-                                              std::span<const char>(payload)};
-    return s->WriteAll(bufs);
-  }
-
   static StatusOr<std::pair<FrameHeader, std::string>> ReadFrame(net::Stream* s) {
     s->SetReadTimeout(std::chrono::seconds(5));
-    std::array<char, protocol::kFrameHeaderSize> raw;
-    CAIRN_RETURN_IF_ERROR(s->ReadFull(raw));
-    CAIRN_ASSIGN_OR_RETURN(FrameHeader h, protocol::DecodeFrameHeader(raw));
-    std::string payload(h.payload_length, '\0');
-    CAIRN_RETURN_IF_ERROR(s->ReadFull(payload));
-    return std::make_pair(h, payload);
+    return testing::ReadFrame(s);
   }
 
   static protocol::ReadPageRequest Read(uint64_t page, uint32_t offset, uint32_t length) {
@@ -106,9 +93,8 @@ class RemoteChannelTest : public ::testing::Test {
                                                   std::span<char> dest) {
     auto promise = std::make_shared<std::promise<StatusOr<protocol::PageReply>>>();
     auto future = promise->get_future();
-    channel.Call(request, dest, [promise](StatusOr<protocol::PageReply> r) {
-      promise->set_value(std::move(r));
-    });
+    channel.Call(request, dest,
+                 [promise](StatusOr<protocol::PageReply> r) { promise->set_value(std::move(r)); });
     return future;
   }
 
@@ -146,10 +132,10 @@ TEST_F(RemoteChannelTest, RepliesAreMatchedToRequestsByIdInAnyOrder) {
   EXPECT_EQ(protocol::BaseOf(*decoded).deadline_ms, 1000u);  // The channel's default.
   // Answer the second first.
   std::string bytes_b(65536, 'b'), bytes_a(65536, 'a');
-  ASSERT_TRUE(SendFrame(w, MessageType::kPageReply, qb->first.request_id,
-                        DataReply(0, bytes_b)).ok());
-  ASSERT_TRUE(SendFrame(w, MessageType::kPageReply, qa->first.request_id,
-                        DataReply(0, bytes_a)).ok());
+  ASSERT_TRUE(
+      SendFrame(w, MessageType::kPageReply, qb->first.request_id, DataReply(0, bytes_b)).ok());
+  ASSERT_TRUE(
+      SendFrame(w, MessageType::kPageReply, qa->first.request_id, DataReply(0, bytes_a)).ok());
   auto rb = fb.get();
   auto ra = fa.get();
   ASSERT_TRUE(ra.ok() && rb.ok()) << ra.status().ToString() << rb.status().ToString();

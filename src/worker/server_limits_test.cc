@@ -11,6 +11,7 @@
 
 #include "common/checksum.h"
 #include "testing/gate.h"
+#include "testing/frames.h"
 #include "testing/gated_ufs.h"
 #include "testing/test_util.h"
 #include "transport/remote_channel.h"
@@ -22,6 +23,7 @@ namespace {
 
 using std::chrono::milliseconds;
 using std::chrono::seconds;
+using testing::SendFrame;
 constexpr uint32_t kPage = 256 << 10;
 constexpr int kPages = 200;
 
@@ -84,13 +86,11 @@ class ServerLimitsTest : public ::testing::Test {
     return std::move(s).value();
   }
 
-  static Status SendFrame(net::Stream* s, protocol::MessageType type, uint64_t id,
-                          const std::string& payload) {
-    std::array<char, protocol::kFrameHeaderSize> raw;
-    protocol::EncodeFrameHeader({type, 0, id, static_cast<uint32_t>(payload.size())}, raw.data());
-    std::array<std::span<const char>, 2> bufs{std::span<const char>(raw),
-                                              std::span<const char>(payload)};
-    return s->WriteAll(bufs);
+  // Sends `n` pipelined reads of whole pages of "big" (ids 1..n) without reading a reply.
+  void PipelineReads(net::Stream* s, int n) {
+    for (int i = 0; i < n; ++i) {
+      ASSERT_TRUE(testing::SendRequest(s, i + 1, Request("big", i % kPages, kPage)).ok());
+    }
   }
 
   protocol::ReadPageRequest Request(const std::string& key, uint64_t page, uint32_t length,
@@ -114,15 +114,11 @@ class ServerLimitsTest : public ::testing::Test {
     std::string data;
   };
   static StatusOr<Answer> ReadReply(net::Stream* s) {
-    std::array<char, protocol::kFrameHeaderSize> raw;
-    CAIRN_RETURN_IF_ERROR(s->ReadFull(raw));
-    CAIRN_ASSIGN_OR_RETURN(protocol::FrameHeader h, protocol::DecodeFrameHeader(raw));
-    std::string payload(h.payload_length, '\0');
-    CAIRN_RETURN_IF_ERROR(s->ReadFull(payload));
+    CAIRN_ASSIGN_OR_RETURN(auto frame, testing::ReadFrame(s));
     Answer a;
-    a.id = h.request_id;
+    a.id = frame.first.request_id;
     std::span<const char> data;
-    CAIRN_ASSIGN_OR_RETURN(a.meta, protocol::DecodePageReply(payload, &data));
+    CAIRN_ASSIGN_OR_RETURN(a.meta, protocol::DecodePageReply(frame.second, &data));
     a.data.assign(data.begin(), data.end());
     return a;
   }
@@ -166,11 +162,7 @@ TEST_F(ServerLimitsTest, AClientThatDoesNotReadItsRepliesDoesNotStallOthers) {
   options_.send_timeout = seconds(30);  // Longer than the test: only the design can save B.
   StartServer();
   auto a = Connect();
-  for (int i = 0; i < kPages; ++i) {
-    ASSERT_TRUE(SendFrame(a.get(), protocol::MessageType::kReadPage, i + 1,
-                          EncodeRequest(Request("big", i, kPage)))
-                    .ok());
-  }
+  PipelineReads(a.get(), kPages);
   // Let A's replies fill every socket buffer between the worker and A.
   std::this_thread::sleep_for(milliseconds(500));
   milliseconds took{};
@@ -185,11 +177,7 @@ TEST_F(ServerLimitsTest, AClientThatStopsReadingIsDisconnectedAfterTheSendTimeou
   options_.send_timeout = milliseconds(300);
   StartServer();
   auto a = Connect();
-  for (int i = 0; i < kPages; ++i) {
-    ASSERT_TRUE(SendFrame(a.get(), protocol::MessageType::kReadPage, i + 1,
-                          EncodeRequest(Request("big", i, kPage)))
-                    .ok());
-  }
+  PipelineReads(a.get(), kPages);
   for (int i = 0; i < 200 && server_->Stats().timed_out == 0; ++i) {
     std::this_thread::sleep_for(milliseconds(50));
   }

@@ -10,12 +10,16 @@
 #include <set>
 
 #include "common/checksum.h"
+#include "testing/frames.h"
 #include "transport/remote_channel.h"
 #include "ufs/memory_ufs.h"
 #include "worker/worker.h"
 
 namespace cairn::worker {
 namespace {
+
+using testing::ReadFrame;
+using testing::SendFrame;
 
 constexpr uint32_t kPage = 1 << 20;
 
@@ -50,24 +54,6 @@ class ServerTest : public ::testing::Test {
     EXPECT_TRUE(s.ok()) << s.status().ToString();
     (*s)->SetReadTimeout(std::chrono::seconds(5));
     return std::move(s).value();
-  }
-
-  static Status SendFrame(net::Stream* s, protocol::MessageType type, uint64_t id,
-                          const std::string& payload) {
-    std::array<char, protocol::kFrameHeaderSize> raw;
-    protocol::EncodeFrameHeader({type, 0, id, static_cast<uint32_t>(payload.size())}, raw.data());
-    std::array<std::span<const char>, 2> bufs{std::span<const char>(raw),
-                                              std::span<const char>(payload)};
-    return s->WriteAll(bufs);
-  }
-
-  static StatusOr<std::pair<protocol::FrameHeader, std::string>> ReadFrame(net::Stream* s) {
-    std::array<char, protocol::kFrameHeaderSize> raw;
-    CAIRN_RETURN_IF_ERROR(s->ReadFull(raw));
-    CAIRN_ASSIGN_OR_RETURN(protocol::FrameHeader h, protocol::DecodeFrameHeader(raw));
-    std::string payload(h.payload_length, '\0');
-    CAIRN_RETURN_IF_ERROR(s->ReadFull(payload));
-    return std::make_pair(h, payload);
   }
 
   protocol::ReadPageRequest Request(uint64_t page, uint32_t offset, uint32_t length) {
