@@ -184,10 +184,9 @@ RequestBase& BaseOf(Request& request) {
   return std::visit([](auto& q) -> RequestBase& { return q; }, request);
 }
 
-bool WantsData(const Request& request) {
-  return std::holds_alternative<ReadPageRequest>(request) ||
-         std::holds_alternative<LookupPageRequest>(request) ||
-         std::holds_alternative<PeerReadRequest>(request);
+bool WantsData(MessageType request_type) {
+  return request_type == MessageType::kReadPage || request_type == MessageType::kLookupPage ||
+         request_type == MessageType::kPeerRead;
 }
 
 std::string EncodeRequest(const Request& request) {

@@ -133,8 +133,10 @@ using Request = std::variant<ReadPageRequest, LookupPageRequest, PeerReadRequest
 MessageType TypeOf(const Request& request);
 const RequestBase& BaseOf(const Request& request);
 RequestBase& BaseOf(Request& request);
-// True for the requests answered by kPageReply with data (ReadPage, LookupPage, PeerRead).
-bool WantsData(const Request& request);
+// True for the requests answered by kPageReply with data (ReadPage, LookupPage, PeerRead); the
+// others are answered by kControlReply.
+bool WantsData(MessageType request_type);
+inline bool WantsData(const Request& request) { return WantsData(TypeOf(request)); }
 
 // The payload of `request` (its type is TypeOf(request)).
 std::string EncodeRequest(const Request& request);

@@ -233,15 +233,13 @@ std::shared_ptr<const mount::MountTable> PageService::mount_table() const {
   return mounts_;
 }
 
-bool PageService::LikelyCached(const PageRef& page) {
+PageService::Whereabouts PageService::Locate(const PageRef& page) {
   std::shared_ptr<const mount::MountTable> mounts = mount_table();
   auto mount = mounts->FindByPath(page.mount);
-  if (!mount.ok()) return false;
-  return store_->Contains({(*mount)->ObjectId(page.key), page.version, page.page_index});
-}
-
-bool PageService::KnowsMount(const std::string& mount_path) const {
-  return mount_table()->FindByPath(mount_path).ok();
+  if (!mount.ok()) return Whereabouts::kMountUnknown;
+  return store_->Contains({(*mount)->ObjectId(page.key), page.version, page.page_index})
+             ? Whereabouts::kCached
+             : Whereabouts::kMountKnown;
 }
 
 void PageService::DropCachedPage(const PageRef& page) {

@@ -131,14 +131,12 @@ class PageService {
   };
   StatusOr<Served> Serve(const protocol::Request& request);
 
-  // True if the page is cached now (cheap; no disk I/O). The TCP server serves such requests
-  // inline instead of handing them to a pool thread.
-  bool LikelyCached(const protocol::PageRef& page);
-
-  // True if the current mount table has the request's mount (cheap). A request for a mount
-  // not known yet may wait for the table (options.unknown_mount_wait): the server runs those
-  // on their own threads.
-  bool KnowsMount(const std::string& mount_path) const EXCLUDES(mounts_mu_);
+  // Where a request's page stands now (cheap; no disk I/O): cached (the TCP server serves it
+  // inline), not cached on a mount this worker knows (a miss thread serves it), or on a mount
+  // not known yet, which may wait for the table (options.unknown_mount_wait): the server runs
+  // those on their own threads.
+  enum class Whereabouts { kCached, kMountKnown, kMountUnknown };
+  Whereabouts Locate(const protocol::PageRef& page) EXCLUDES(mounts_mu_);
 
   // Drops the cached copy of the page after its file failed mid-read (truncated under us), so
   // the next request refetches it. Counted as a corrupt page.

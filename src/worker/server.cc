@@ -179,14 +179,18 @@ class WorkerServer::Connection : public std::enable_shared_from_this<Connection>
       if (request.status().code() == StatusCode::kCorruption) return request.status();
       Reply reply;
       reply.id = id;
-      reply.data = IsDataRequest(header.type);
+      reply.data = protocol::WantsData(header.type);
       reply.error = request.status();
       return Write(reply);
     }
     const protocol::PageRef& page = protocol::BaseOf(*request).page;
-    if (service_->LikelyCached(page)) return Write(Handle(id, *request, received));
-    FairPool* pool = service_->KnowsMount(page.mount) ? server_->miss_pool_.get()
-                                                      : server_->mount_wait_pool_.get();
+    // One look at the mount table: a cached page is served inline, a known mount's miss goes to
+    // the miss threads, an unknown mount (which may wait for the table) to its own pool.
+    PageService::Whereabouts where = service_->Locate(page);
+    if (where == PageService::Whereabouts::kCached) return Write(Handle(id, *request, received));
+    FairPool* pool = where == PageService::Whereabouts::kMountKnown
+                         ? server_->miss_pool_.get()
+                         : server_->mount_wait_pool_.get();
     {
       MutexLock l(&mu_);
       ++outstanding_;
@@ -197,11 +201,6 @@ class WorkerServer::Connection : public std::enable_shared_from_this<Connection>
       self->Enqueue(self->closed() ? Reply{} : self->Handle(id, req, received));
     });
     return Status::Ok();
-  }
-
-  static bool IsDataRequest(MessageType type) {
-    return type == MessageType::kReadPage || type == MessageType::kLookupPage ||
-           type == MessageType::kPeerRead;
   }
 
   Reply Handle(uint64_t id, const protocol::Request& request, SteadyTime received) {
