@@ -13,18 +13,43 @@ scripts/install-deps.sh
 scripts/build.sh release
 
 status=0
+failed_steps=()
 run() {
   echo "==> $*"
   if ! "$@"; then
-    echo "FAILED: $*" >&2
+    echo "FAILED: $*"
     status=1
+    failed_steps+=("$*")
   fi
 }
+# The end of the output is what a CI summary shows: name every failed step and test there.
+summarize() {
+  echo "==> summary"
+  local step
+  for step in "${failed_steps[@]}"; do echo "FAILED STEP: $step"; done
+  local tree
+  for tree in build build-asan build-tsan; do
+    local log="$tree/Testing/Temporary/LastTestsFailed.log"
+    if [[ -s "$log" ]]; then sed "s|^|FAILED TEST ($tree): |" "$log"; fi
+  done
+  if [[ -s build/pytest-failures.txt ]]; then
+    sed 's|^|FAILED TEST (pytest): |' build/pytest-failures.txt
+  fi
+}
+# pytest, keeping the names of failed tests for the summary.
+run_pytest() {
+  local rc=0
+  /usr/bin/python3 -m pytest -v -rfE -p no:cacheprovider tests/ --cairn-bin="$PWD/build/cairn" \
+    2>&1 | tee build/pytest.log || rc=$?
+  grep -E '^(FAILED|ERROR) ' build/pytest.log > build/pytest-failures.txt || true
+  return "$rc"
+}
+rm -f build*/Testing/Temporary/LastTestsFailed.log build/pytest-failures.txt
 
 run scripts/check-format.sh
 run ctest --test-dir build -L unit --output-on-failure -j 2 --timeout 300
 run ctest --test-dir build -L integration --output-on-failure -j 1 --timeout 600
-run /usr/bin/python3 -m pytest -v -p no:cacheprovider tests/ --cairn-bin="$PWD/build/cairn"
+run run_pytest
 if [[ "${CAIRN_SKIP_SANITIZERS:-0}" != 1 ]]; then
   run scripts/build.sh asan
   run env ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
@@ -37,5 +62,6 @@ if [[ "${CAIRN_SKIP_SANITIZERS:-0}" != 1 ]]; then
     ctest --test-dir build-tsan -L unit --output-on-failure -j 2 --timeout 600
   run scripts/fuzz.sh "${CAIRN_FUZZ_SECONDS:-20}"
 fi
+summarize
 if ((status)); then echo "SOME TESTS FAILED"; else echo "ALL TESTS PASSED"; fi
 exit $status

@@ -92,8 +92,6 @@ struct ClientStats {
   uint64_t short_circuit_reads = 0;  // Page reads served from a local worker's files directly.
   uint64_t metadata_hits = 0;
   uint64_t metadata_misses = 0;
-  uint64_t replica_fills = 0;        // Loads sent to other replicas after a replica's miss.
-  uint64_t replica_repairs = 0;      // Of those, to replicas found without a cached page.
   uint64_t ring_updates = 0;         // Worker-set changes applied.
   uint64_t mount_table_updates = 0;  // Mount-table changes applied (cluster mode).
   uint64_t workers = 0;              // Workers in the current ring.

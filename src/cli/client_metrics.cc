@@ -29,11 +29,6 @@ StatusOr<std::unique_ptr<ClientMetricsServer>> ClientMetricsServer::Start(
       &ClientStats::short_circuit_reads);
   add("cairn_client_buffer_hits_total", "Reads served from the client page buffer",
       MetricType::kCounter, &ClientStats::buffer_hits);
-  add("cairn_client_replica_fills_total", "Loads sent to other replicas after a replica's miss",
-      MetricType::kCounter, &ClientStats::replica_fills);
-  add("cairn_client_replica_repairs_total",
-      "Copies asked of a replica found without a page another replica had (read repair)",
-      MetricType::kCounter, &ClientStats::replica_repairs);
   add("cairn_client_ring_updates_total", "Worker-set changes applied", MetricType::kCounter,
       &ClientStats::ring_updates);
   add("cairn_client_mount_table_updates_total", "Mount tables applied (cluster mode)",

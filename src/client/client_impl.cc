@@ -312,8 +312,6 @@ ClientStats ClientImpl::Stats() const {
   s.buffer_hits = buffer_hits_.load();
   s.metadata_hits = metadata_hits_.load();
   s.metadata_misses = metadata_misses_.load();
-  s.replica_fills = c.replica_fills.load();
-  s.replica_repairs = c.replica_repairs.load();
   s.ring_updates = c.ring_updates.load();
   s.mount_table_updates = mount_table_updates_.load();
   s.workers = fetcher_->workers().size();

@@ -9,26 +9,13 @@
 #include "client/client_impl.h"
 #include "membership/etcd_coordination.h"
 #include "membership/mount_store.h"
+#include "membership/worker_nodes.h"
 
 namespace cairn::client {
 
 namespace {
 constexpr std::string_view kInvalidationsPrefix = "/cairn/v1/invalidations/";
 }  // namespace
-
-std::vector<placement::WorkerNode> WorkerNodesFromSnapshot(
-    const membership::PrefixMirror::Snapshot& snapshot) {
-  std::vector<placement::WorkerNode> nodes;
-  for (const auto& [key, value] : snapshot) {
-    auto record = membership::DecodeWorkerRecord(value);
-    if (!record.ok()) {
-      spdlog::warn("ignoring worker record {}: {}", key, record.status().ToString());
-      continue;
-    }
-    nodes.push_back({record->id, record->address, 1.0});
-  }
-  return nodes;
-}
 
 StatusOr<std::unique_ptr<ClusterFeed>> ClusterFeed::Start(
     const std::string& endpoints, ClientImpl* client,
@@ -57,7 +44,7 @@ Status ClusterFeed::Init(membership::Coordination* coordination, ClientImpl* cli
   workers_ = membership::PrefixMirror::Start(
       coordination, std::string(membership::kWorkersPrefix),
       [client](const membership::PrefixMirror::Snapshot& snapshot) {
-        std::vector<placement::WorkerNode> nodes = WorkerNodesFromSnapshot(snapshot);
+        std::vector<placement::WorkerNode> nodes = membership::WorkerNodesFromSnapshot(snapshot);
         size_t n = nodes.size();
         Status s = client->SetWorkers(std::move(nodes));
         if (s.ok()) {

@@ -27,11 +27,6 @@ namespace cairn::client {
 
 class ClientImpl;
 
-// The ring nodes for a workers mirror snapshot (records that do not parse are skipped and
-// logged). Equal weights: a worker's share of pages, and so of the read load, is 1/N.
-std::vector<placement::WorkerNode> WorkerNodesFromSnapshot(
-    const membership::PrefixMirror::Snapshot& snapshot);
-
 class ClusterFeed {
  public:
   // Connects to etcd (`endpoints`: comma-separated URLs) and waits up to `first_sync_timeout`

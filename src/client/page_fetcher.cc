@@ -111,30 +111,13 @@ PageFetcher::Plan PageFetcher::PlanFor(const Placement& placement, const ObjectR
   std::rotate(nodes.begin(), nodes.begin() + preferred, nodes.begin() + replicas);
   for (const placement::WorkerNode* node : nodes) {
     auto it = placement.channels.find(node->id);
-    if (it != placement.channels.end()) {
-      plan.channels.push_back(it->second);
-      plan.ids.push_back(node->id);
-    }
+    if (it != placement.channels.end()) plan.channels.push_back(it->second);
   }
-  plan.replicas = std::min(replicas, plan.channels.size());
   return plan;
 }
 
-void PageFetcher::FillReplica(protocol::PageChannel* channel, const protocol::PageRef& page,
-                              const std::string& peer) {
-  protocol::CopyFromPeerRequest copy;
-  copy.page = page;
-  copy.peer = peer;
-  // A copy waits for the peer (or the source) and a disk write behind other work.
-  copy.deadline_ms = 120'000;
-  counters_.replica_fills.fetch_add(1, std::memory_order_relaxed);
-  channel->Call(copy, {}, [](StatusOr<protocol::PageReply> reply) {
-    if (!reply.ok()) spdlog::debug("replica fill failed: {}", reply.status().ToString());
-  });
-}
-
 StatusOr<protocol::PageSource> PageFetcher::TryChannel(protocol::PageChannel* channel,
-                                                       const protocol::Request& request,
+                                                       const ReadPageRequest& request,
                                                        ByteRange range, std::span<char> dest) {
   std::promise<StatusOr<protocol::PageReply>> promise;
   auto future = promise.get_future();
@@ -143,10 +126,6 @@ StatusOr<protocol::PageSource> PageFetcher::TryChannel(protocol::PageChannel* ch
   });
   StatusOr<protocol::PageReply> reply = future.get();
   if (!reply.ok()) return reply.status();
-  if (std::holds_alternative<protocol::LookupPageRequest>(request) && reply->data_length == 0 &&
-      reply->source == protocol::PageSource::kUnderStorage) {
-    return protocol::PageSource::kUnderStorage;  // Not cached there; dest untouched.
-  }
   if (reply->data_offset != range.begin || reply->data_length != range.size()) {
     return CorruptionError("worker returned another range than asked");
   }
@@ -179,10 +158,6 @@ Status PageFetcher::ReadRange(const ObjectRef& object, uint64_t page_index, uint
 
   std::shared_ptr<const Placement> placement = Current();
   Plan plan = PlanFor(*placement, object, page_index);
-  if (plan.replicas > 1 && FindOnReplicas(plan, object, page_index, request, range, dest)) {
-    if (!direct) std::memcpy(out.data(), scratch.data() + (offset - range.begin), out.size());
-    return Status::Ok();
-  }
   for (size_t i = 0; i < plan.channels.size(); ++i) {
     protocol::PageChannel* channel = plan.channels[i].get();
     if (auto dirs = channel->ShortCircuitDirs()) {
@@ -204,13 +179,6 @@ Status PageFetcher::ReadRange(const ObjectRef& object, uint64_t page_index, uint
     }
     if (source.ok()) {
       if (!direct) std::memcpy(out.data(), scratch.data() + (offset - range.begin), out.size());
-      // A replica that had to go to the source: the others have not got the page either.
-      // (Not for a no-cache scan: nothing was cached, nothing should be.)
-      if (*source == protocol::PageSource::kUnderStorage && i < plan.replicas && !no_cache_) {
-        for (size_t j = 0; j < plan.replicas; ++j) {
-          if (j != i) FillReplica(plan.channels[j].get(), request.page, plan.ids[i]);
-        }
-      }
       return Status::Ok();
     }
     Status s = source.status();
@@ -316,44 +284,6 @@ void PageFetcher::Control(const ObjectRef& object, uint64_t page_index, ControlO
           channel->Call(next, {}, [answer](StatusOr<protocol::PageReply> r) { answer(r); });
         }
       });
-}
-
-bool PageFetcher::FindOnReplicas(const Plan& plan, const ObjectRef& object, uint64_t page_index,
-                                 const ReadPageRequest& read, ByteRange range,
-                                 std::span<char> dest) {
-  protocol::LookupPageRequest request;
-  request.page = read.page;
-  request.offset = read.offset;
-  request.length = read.length;
-  std::vector<size_t> missing;  // Replicas that answered "not cached here".
-  // Found on replica `i`: the replicas that lack the page copy it from there (read repair: a
-  // replica set changed by a lost or new worker gets back to R copies without a source read).
-  auto found_on = [&](size_t i) {
-    if (no_cache_) return true;
-    for (size_t j : missing) {
-      counters_.replica_repairs.fetch_add(1, std::memory_order_relaxed);
-      FillReplica(plan.channels[j].get(), request.page, plan.ids[i]);
-    }
-    return true;
-  };
-  for (size_t i = 0; i < plan.replicas; ++i) {
-    protocol::PageChannel* channel = plan.channels[i].get();
-    if (auto dirs = channel->ShortCircuitDirs()) {
-      if (TryShortCircuit(*dirs, object, page_index, range, dest)) {
-        counters_.short_circuit_reads.fetch_add(1, std::memory_order_relaxed);
-        return found_on(i);
-      }
-    }
-    counters_.page_reads.fetch_add(1, std::memory_order_relaxed);
-    StatusOr<protocol::PageSource> source = TryChannel(channel, request, range, dest);
-    if (source.ok() && *source == protocol::PageSource::kCache) return found_on(i);
-    if (source.ok()) {
-      missing.push_back(i);
-    } else {
-      counters_.page_read_failures.fetch_add(1, std::memory_order_relaxed);
-    }
-  }
-  return false;
 }
 
 bool PageFetcher::TryShortCircuit(const std::vector<std::string>& dirs, const ObjectRef& object,

@@ -11,13 +11,10 @@
 //
 // Replicas: a mount with `replicas` = R > 1 has each page cached on the first R workers the ring
 // names for it. Reads are spread over them (each client prefers one of the R per page, by a
-// per-client salt, so many clients reading one hot page hit all R). A read first looks for the
-// page on the replicas with cache-only requests (after a ring change a replica may be new and
-// empty while another still has the page; it is then told to copy the page from the replica
-// that has it, so the page gets back to R copies), and only then reads it through the preferred
-// replica from the source; the other replicas are then asked to load it too (in the
-// background, copying it from that replica rather than the source: one source read per cold
-// page whatever R), so losing one of them loses no cached data.
+// per-client salt, so many clients reading one hot page hit all R). Replication is the
+// workers' job (worker/page_service.h): the preferred replica answers a miss from another
+// replica or the source and has the others copy the page, so a read is one round trip whatever
+// R. If it cannot answer, the next replica is tried, then the other workers, then the source.
 //
 // Thread-safety: thread-safe.
 #ifndef CAIRN_CLIENT_PAGE_FETCHER_H_
@@ -55,9 +52,7 @@ struct FetcherCounters {
   std::atomic<uint64_t> fallback_bytes{0};
   std::atomic<uint64_t> checksum_failures{0};
   std::atomic<uint64_t> short_circuit_reads{0};
-  std::atomic<uint64_t> replica_fills{0};    // Background loads sent to the other replicas.
-  std::atomic<uint64_t> replica_repairs{0};  // Of those, to replicas found without the page.
-  std::atomic<uint64_t> ring_updates{0};     // SetWorkers calls that changed the worker set.
+  std::atomic<uint64_t> ring_updates{0};  // SetWorkers calls that changed the worker set.
 };
 
 // Makes the channel to one worker (a transport::RemoteChannel in production). Must not return null.
@@ -114,31 +109,18 @@ class PageFetcher {
     placement::Ring ring;
     std::unordered_map<std::string, std::shared_ptr<protocol::PageChannel>> channels;
   };
-  // The workers to try for a page, best first, and how many of them are its replicas.
+  // The workers to try for a page, best first: its replicas (the preferred one first), then
+  // the next workers the ring names.
   struct Plan {
     std::vector<std::shared_ptr<protocol::PageChannel>> channels;
-    std::vector<std::string> ids;  // The worker id of each channel.
-    size_t replicas = 0;           // channels[0..replicas) hold (or should hold) the page.
   };
 
   std::shared_ptr<const Placement> Current() const EXCLUDES(mu_);
   Plan PlanFor(const Placement& placement, const ObjectRef& object, uint64_t page_index) const;
-  // Asks `channel` to cache the page, copying it from worker `peer`, which has just cached it
-  // (CopyFromPeer: the worker reads the source only if that fails). Fire and forget.
-  void FillReplica(protocol::PageChannel* channel, const protocol::PageRef& page,
-                   const std::string& peer);
-  // One attempt on one channel (a ReadPage or LookupPage); verifies the reply. `dest` is the
-  // aligned range buffer.
+  // One ReadPage on one channel; verifies the reply. `dest` is the aligned range buffer.
   StatusOr<protocol::PageSource> TryChannel(protocol::PageChannel* channel,
-                                            const protocol::Request& request,
+                                            const protocol::ReadPageRequest& request,
                                             protocol::ByteRange range, std::span<char> dest);
-  // Looks for the page on each replica with cache-only reads (a worker that joined the replica
-  // set after a ring change does not have it yet, another replica may), so a cached page is
-  // never read from the source again. True if found; the range is then in `dest`, and the
-  // replicas asked before that lack the page are told to copy it from the one that has it.
-  bool FindOnReplicas(const Plan& plan, const ObjectRef& object, uint64_t page_index,
-                      const protocol::ReadPageRequest& read, protocol::ByteRange range,
-                      std::span<char> dest);
   // Reads the range from the page file of a worker on this machine and verifies it; false on
   // any miss or failure (the caller then asks the worker).
   bool TryShortCircuit(const std::vector<std::string>& dirs, const ObjectRef& object,

@@ -7,6 +7,7 @@
 #include "membership/etcd_coordination.h"
 #include "membership/mount_store.h"
 #include "membership/rule_store.h"
+#include "membership/worker_nodes.h"
 #include "mount/mount_table.h"
 
 namespace cairn::worker {
@@ -67,12 +68,8 @@ StatusOr<std::unique_ptr<ClusterAgent>> ClusterAgent::Start(
       coordination, std::string(membership::kWorkersPrefix),
       [self, peers = options.peers](const membership::PrefixMirror::Snapshot& snapshot) {
         if (peers != nullptr) {
-          std::map<std::string, std::string> addresses;
-          for (const auto& [key, value] : snapshot) {
-            StatusOr<membership::WorkerRecord> record = membership::DecodeWorkerRecord(value);
-            if (record.ok()) addresses[record->id] = record->address;
-          }
-          peers->SetPeers(addresses);
+          Status s = peers->SetWorkers(membership::WorkerNodesFromSnapshot(snapshot));
+          if (!s.ok()) spdlog::warn("worker list from etcd not applied: {}", s.ToString());
         }
         size_t n = std::max<size_t>(1, snapshot.size());
         if (self->worker_count_.exchange(n) != n) self->ApplyPolicy();

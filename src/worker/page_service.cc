@@ -5,9 +5,9 @@
 #include <spdlog/spdlog.h>
 
 #include <cstring>
-#include <future>
 
 #include "common/checksum.h"
+#include "placement/ring.h"
 
 namespace cairn::worker {
 
@@ -111,6 +111,18 @@ struct PageService::Metrics {
         "cairn_worker_peer_fill_failures_total",
         "Peer fills that fell back to the under-storage (peer unknown, down, slow, or without "
         "the page)");
+    replica_lookups = r->AddCounter(
+        "cairn_worker_replica_lookups_total",
+        "Misses on a replicated mount that looked for the page on its other replicas first");
+    replica_lookup_failures = r->AddCounter(
+        "cairn_worker_replica_lookup_failures_total",
+        "Replica lookups a peer could not answer (down, slow, unknown mount, bad bytes)");
+    replica_copies =
+        r->AddCounter("cairn_worker_replica_copies_total",
+                      "Copy requests sent to replicas without a page this worker had just fetched");
+    replica_copies_skipped =
+        r->AddCounter("cairn_worker_replica_copies_skipped_total",
+                      "Replica copies not sent because too many were in flight");
   }
   // The per-mount series of `mount` (created on first use; never removed: mounts are few).
   MountMetrics* ForMount(const std::string& mount) {
@@ -134,6 +146,10 @@ struct PageService::Metrics {
   metrics::Counter* peer_serves = nullptr;
   metrics::Counter* bytes_to_peers = nullptr;
   metrics::Counter* bypassed = nullptr;
+  metrics::Counter* replica_lookups = nullptr;
+  metrics::Counter* replica_lookup_failures = nullptr;
+  metrics::Counter* replica_copies = nullptr;
+  metrics::Counter* replica_copies_skipped = nullptr;
   metrics::Counter* requests;
   metrics::Counter* hits;
   metrics::Counter* misses;
@@ -173,13 +189,18 @@ Status PageResult::CopyTo(std::span<char> dest) const {
 PageService::PageService(std::shared_ptr<const mount::MountTable> mounts,
                          pagestore::PageStore* store, metrics::Registry* registry,
                          PageServiceOptions options)
-    : mounts_(std::move(mounts)),
-      store_(store),
+    : store_(store),
       options_(std::move(options)),
       metrics_(std::make_unique<Metrics>(registry)),
-      store_pool_(std::make_unique<ThreadPool>(options_.store_threads, "page-writer")) {}
+      store_pool_(std::make_unique<ThreadPool>(options_.store_threads, "page-writer")),
+      replica_pool_(std::make_unique<ThreadPool>(2, "replica-copy")) {
+  SetMountTable(std::move(mounts));
+}
 
-PageService::~PageService() { store_pool_.reset(); }  // Finish queued page writes first.
+PageService::~PageService() {
+  replica_pool_.reset();  // Queued copies are sent (their callbacks do not touch the service).
+  store_pool_.reset();    // Finish queued page writes.
+}
 
 ServiceStats PageService::Stats() const {
   ServiceStats s;
@@ -193,19 +214,32 @@ ServiceStats PageService::Stats() const {
   s.peer_fills = metrics_->peer_fills->value();
   s.peer_fill_failures = metrics_->peer_fill_failures->value();
   s.peer_serves = metrics_->peer_serves->value();
+  s.replica_lookups = metrics_->replica_lookups->value();
+  s.replica_copies = metrics_->replica_copies->value();
+  s.replica_copies_skipped = metrics_->replica_copies_skipped->value();
   return s;
 }
 
+std::shared_ptr<const PageService::MountMetricsMap> PageService::BindMetrics(
+    const mount::MountTable& table) {
+  auto bound = std::make_shared<MountMetricsMap>();
+  for (const auto& m : table.mounts()) (*bound)[m->spec.path] = metrics_->ForMount(m->spec.path);
+  return bound;
+}
+
 void PageService::SetMountTable(std::shared_ptr<const mount::MountTable> mounts) {
+  std::shared_ptr<const MountMetricsMap> bound = BindMetrics(*mounts);
   {
     MutexLock l(&mounts_mu_);
     mounts_ = std::move(mounts);
+    mount_metrics_ = std::move(bound);
   }
   mounts_cv_.NotifyAll();
 }
 
 StatusOr<const mount::Mount*> PageService::FindMount(
-    const std::string& path, std::shared_ptr<const mount::MountTable>* table) {
+    const std::string& path, std::shared_ptr<const mount::MountTable>* table,
+    MountMetrics** metrics) {
   MutexLock l(&mounts_mu_);
   auto found = mounts_->FindByPath(path);
   // In a cluster a client may know a new mount a moment before this worker does (each watches
@@ -225,12 +259,22 @@ StatusOr<const mount::Mount*> PageService::FindMount(
   if (!found.ok()) {
     return UnavailableError("worker " + options_.worker_id + " has no mount " + path);
   }
+  // Bound with the table: every mount of it has its series.
+  auto bound = mount_metrics_->find((*found)->spec.path);
+  *metrics = bound != mount_metrics_->end() ? bound->second : metrics_->ForMount(path);
   return found;
 }
 
 std::shared_ptr<const mount::MountTable> PageService::mount_table() const {
   MutexLock l(&mounts_mu_);
   return mounts_;
+}
+
+bool PageService::CacheOnly(const protocol::Request& request) {
+  return std::holds_alternative<protocol::LookupPageRequest>(request) ||
+         std::holds_alternative<protocol::PeerReadRequest>(request) ||
+         std::holds_alternative<protocol::ProbePageRequest>(request) ||
+         std::holds_alternative<protocol::DropPageRequest>(request);
 }
 
 PageService::Whereabouts PageService::Locate(const PageRef& page) {
@@ -263,7 +307,7 @@ Status PageService::CheckPageSize(const PageRef& page) const {
 StatusOr<PageService::Resolved> PageService::Resolve(const PageRef& page) {
   CAIRN_RETURN_IF_ERROR(CheckPageSize(page));
   Resolved r;
-  auto mount = FindMount(page.mount, &r.table);
+  auto mount = FindMount(page.mount, &r.table, &r.metrics);
   if (!mount.ok()) return mount.status();
   r.mount = *mount;
   r.page_length = protocol::PageLengthOf(page);
@@ -325,7 +369,7 @@ StatusOr<PageSource> PageService::DropPage(const protocol::DropPageRequest& requ
   if (removed.code() == StatusCode::kNotFound) return PageSource::kUnderStorage;  // Evicted.
   CAIRN_RETURN_IF_ERROR(removed);
   metrics_->freed->Increment();
-  metrics_->ForMount(request.page.mount)->freed->Increment();
+  r.metrics->freed->Increment();
   return PageSource::kCache;
 }
 
@@ -345,7 +389,9 @@ StatusOr<PageSource> PageService::Load(const PageRef& page, const std::string& p
     // next victim.
     if (store_->Open(r.key).ok()) return PageSource::kCache;
   }
-  auto fetch = FetchPage(*r.mount, r.key, page, r.page_length, FetchOptions{false, peer});
+  FetchOptions fetch_options;
+  fetch_options.peer = peer;
+  auto fetch = FetchPage(*r.mount, r.metrics, r.key, page, r.page_length, fetch_options);
   if (!fetch.ok()) return fetch.status();
   metrics_->loaded->Increment();
   // A load is done when the page is on disk: wait for the background write to finish.
@@ -395,7 +441,7 @@ StatusOr<PageResult> PageService::Read(const PageRef& page, uint32_t offset, uin
     return resolved.status();
   }
   const Resolved& r = *resolved;
-  MountMetrics* per_mount = metrics_->ForMount(page.mount);
+  MountMetrics* per_mount = r.metrics;
   if (!for_peer) per_mount->requests->Increment();
   if (length == 0 || offset >= r.page_length) {
     metrics_->errors->Increment();
@@ -441,7 +487,11 @@ StatusOr<PageResult> PageService::Read(const PageRef& page, uint32_t offset, uin
     no_cache = true;  // A one-pass path: serve, do not keep.
     metrics_->bypassed->Increment();
   }
-  auto fetch = FetchPage(*r.mount, r.key, page, r.page_length, FetchOptions{no_cache, ""});
+  FetchOptions fetch_options;
+  fetch_options.no_cache = no_cache;
+  // A one-pass scan neither looks on the replicas nor fills them.
+  if (!no_cache) fetch_options.replicas = OtherReplicas(*r.mount, r.key);
+  auto fetch = FetchPage(*r.mount, r.metrics, r.key, page, r.page_length, fetch_options);
   if (!fetch.ok()) {
     metrics_->errors->Increment();
     return fetch.status();
@@ -475,11 +525,9 @@ StatusOr<PageResult> PageService::ServeFromCache(const pagestore::PageKey& key,
   return result;
 }
 
-StatusOr<std::shared_ptr<PageService::Fetch>> PageService::FetchPage(const mount::Mount& mount,
-                                                                     const pagestore::PageKey& key,
-                                                                     const PageRef& page,
-                                                                     uint32_t page_length,
-                                                                     const FetchOptions& options) {
+StatusOr<std::shared_ptr<PageService::Fetch>> PageService::FetchPage(
+    const mount::Mount& mount, MountMetrics* per_mount, const pagestore::PageKey& key,
+    const PageRef& page, uint32_t page_length, const FetchOptions& options) {
   const FetchKey id{key.Id(), page_length};
   std::shared_ptr<Fetch> fetch;
   bool leader = false;
@@ -508,14 +556,31 @@ StatusOr<std::shared_ptr<PageService::Fetch>> PageService::FetchPage(const mount
   }
 
   Status status;
-  std::shared_ptr<PageBytes> from_peer;
-  if (!options.peer.empty() && options_.peers != nullptr) {
-    from_peer = ReadFromPeer(page, options.peer, page_length, &fetch->checksums);
+  PeerAnswers peers;
+  if (!options.peer.empty() && options_.peers != nullptr && options_.peer_fill) {
+    peers = ReadFromPeers(page, {options.peer}, page_length);
+    peers.lacking.clear();  // A copy is a replica's own business: it tells no one else.
+    if (peers.page == nullptr) {
+      metrics_->peer_fill_failures->Increment();
+      spdlog::debug("peer fill of page {} of {} from {} failed ({}); reading the source",
+                    page.page_index, page.key, options.peer, peers.last_error.ToString());
+    }
+  } else if (!options.replicas.empty() && !options_.peer_fill) {
+    peers.lacking = options.replicas;  // Each asks its own cache, then the source.
+  } else if (!options.replicas.empty()) {
+    metrics_->replica_lookups->Increment();
+    peers = ReadFromPeers(page, options.replicas, page_length);
+    if (!peers.last_error.ok()) {
+      metrics_->replica_lookup_failures->Increment();
+      spdlog::debug("replica lookup of page {} of {}: {}", page.page_index, page.key,
+                    peers.last_error.ToString());
+    }
   }
-  if (from_peer != nullptr) {
+  if (peers.page != nullptr) {
     metrics_->peer_fills->Increment();
     metrics_->bytes_from_peers->Increment(page_length);
-    fetch->page = std::move(from_peer);
+    fetch->page = std::move(peers.page);
+    fetch->checksums = std::move(peers.checksums);
     fetch->origin = PageSource::kPeer;
   } else {
     // The object size comes from the peer. A short (last) page is read with one byte more, so
@@ -524,7 +589,6 @@ StatusOr<std::shared_ptr<PageService::Fetch>> PageService::FetchPage(const mount
     const uint32_t probe = page_length < page.page_size ? 1 : 0;
     auto bytes = std::make_shared<PageBytes>(page_length, page_length + probe);
     metrics_->ufs_requests->Increment();
-    MountMetrics* per_mount = metrics_->ForMount(mount.spec.path);
     per_mount->ufs_requests->Increment();
     // No overflow: PageLength returned non-zero, so page_index * page_size < object_size.
     uint64_t offset = page.page_index * page.page_size;
@@ -560,6 +624,9 @@ StatusOr<std::shared_ptr<PageService::Fetch>> PageService::FetchPage(const mount
     Retire(id);
     return status;
   }
+  // The bytes are in memory now (served to peers from there until they are on disk): the
+  // replicas that lack the page can copy it from here.
+  if (!options.no_cache) CopyToReplicas(page, peers.lacking);
   if (options.no_cache) {
     Retire(id);
   } else if (pending_stores_.fetch_add(1) < options_.max_pending_stores) {
@@ -574,49 +641,121 @@ StatusOr<std::shared_ptr<PageService::Fetch>> PageService::FetchPage(const mount
   return fetch;
 }
 
-std::shared_ptr<PageBytes> PageService::ReadFromPeer(const PageRef& page, const std::string& peer,
-                                                     uint32_t page_length,
-                                                     std::vector<uint64_t>* checksums) {
-  std::shared_ptr<protocol::PageChannel> channel = options_.peers->Get(peer);
-  if (channel == nullptr) {
-    metrics_->peer_fill_failures->Increment();
-    spdlog::debug("peer fill: no peer {}; reading the source", peer);
-    return nullptr;
+std::vector<std::string> PageService::OtherReplicas(const mount::Mount& mount,
+                                                    const pagestore::PageKey& key) const {
+  std::vector<std::string> others;
+  if (options_.peers == nullptr || mount.spec.replicas <= 1) return others;
+  uint64_t h = placement::PageKeyHash(key.object_id, key.version, key.page_index);
+  for (std::string& id : options_.peers->Replicas(h, mount.spec.replicas)) {
+    if (id != options_.worker_id) others.push_back(std::move(id));
   }
-  // Fills do not chain: the peer serves what it has, or nothing.
+  return others;
+}
+
+PageService::PeerAnswers PageService::ReadFromPeers(const PageRef& page,
+                                                    const std::vector<std::string>& ids,
+                                                    uint32_t page_length) {
+  // Shared with the callbacks, which may run after this call has given up on a late peer: the
+  // buffers must stay alive until each channel is done with its own.
+  struct Round {
+    Mutex mu;
+    CondVar cv;
+    std::vector<std::shared_ptr<PageBytes>> buffers;  // One per peer; fixed before the calls.
+    std::vector<std::optional<StatusOr<protocol::PageReply>>> replies GUARDED_BY(mu);
+  };
+  auto round = std::make_shared<Round>();
+  std::vector<std::shared_ptr<protocol::PageChannel>> channels;
+  PeerAnswers answers;
+  for (const std::string& id : ids) {
+    std::shared_ptr<protocol::PageChannel> channel = options_.peers->Get(id);
+    if (channel == nullptr) {
+      answers.last_error = NotFoundError("no peer " + id);
+      continue;
+    }
+    channels.push_back(std::move(channel));
+    round->buffers.push_back(std::make_shared<PageBytes>(page_length));
+  }
+  const size_t n = channels.size();
+  {
+    MutexLock l(&round->mu);
+    round->replies.resize(n);
+  }
+  // Fills do not chain: a peer serves what it has, or nothing.
   protocol::PeerReadRequest ask;
   ask.page = page;
   ask.deadline_ms = static_cast<uint32_t>(options_.peer_timeout.count());
-  // Shared with the callback, which may run after a timeout here: the buffer must stay alive
-  // until the channel is done with it.
-  struct Call {
-    std::promise<StatusOr<protocol::PageReply>> promise;
-    std::shared_ptr<PageBytes> bytes;
-  };
-  auto call = std::make_shared<Call>();
-  call->bytes = std::make_shared<PageBytes>(page_length);
-  std::future<StatusOr<protocol::PageReply>> future = call->promise.get_future();
-  channel->Call(ask, call->bytes->span(), [call](StatusOr<protocol::PageReply> reply) {
-    call->promise.set_value(std::move(reply));
-  });
-  Status why;
-  if (future.wait_for(options_.peer_timeout) != std::future_status::ready) {
-    why = DeadlineExceededError("no answer in time");
-  } else if (StatusOr<protocol::PageReply> reply = future.get(); !reply.ok()) {
-    why = reply.status();
-  } else if (reply->source != PageSource::kCache || reply->data_length == 0) {
-    why = NotFoundError("the peer does not have the page");
-  } else if (reply->data_offset != 0 || reply->data_length != page_length ||
-             ChunkChecksums(call->bytes->span()) != reply->checksums) {
-    why = CorruptionError("the peer's bytes do not match its checksums");
-  } else {
-    *checksums = std::move(reply->checksums);
-    return call->bytes;  // The callback has run: the channel no longer writes to it.
+  for (size_t i = 0; i < n; ++i) {
+    channels[i]->Call(ask, round->buffers[i]->span(),
+                      [round, i](StatusOr<protocol::PageReply> reply) {
+                        {
+                          MutexLock l(&round->mu);
+                          round->replies[i] = std::move(reply);
+                        }
+                        round->cv.NotifyAll();
+                      });
   }
-  metrics_->peer_fill_failures->Increment();
-  spdlog::debug("peer fill of page {} of {} from {} failed ({}); reading the source",
-                page.page_index, page.key, peer, why.ToString());
-  return nullptr;
+  // Examines the answers as they come; the first intact copy wins.
+  std::vector<bool> seen(n, false);
+  const auto deadline = std::chrono::steady_clock::now() + options_.peer_timeout;
+  MutexLock l(&round->mu);
+  for (size_t examined = 0; examined < n;) {
+    auto arrived = [&]() REQUIRES(round->mu) {
+      for (size_t i = 0; i < n; ++i) {
+        if (!seen[i] && round->replies[i].has_value()) return true;
+      }
+      return false;
+    };
+    auto left = deadline - std::chrono::steady_clock::now();
+    if (!round->cv.WaitFor(&round->mu, std::max(left, decltype(left)::zero()), arrived)) {
+      answers.last_error = DeadlineExceededError("no answer in time");
+      break;
+    }
+    for (size_t i = 0; i < n; ++i) {
+      if (seen[i] || !round->replies[i].has_value()) continue;
+      seen[i] = true;
+      ++examined;
+      const StatusOr<protocol::PageReply>& reply = *round->replies[i];
+      if (!reply.ok()) {
+        answers.last_error = reply.status();
+      } else if (reply->source != PageSource::kCache || reply->data_length == 0) {
+        answers.lacking.push_back(ids[i]);
+      } else if (reply->data_offset != 0 || reply->data_length != page_length ||
+                 ChunkChecksums(round->buffers[i]->span()) != reply->checksums) {
+        answers.last_error = CorruptionError("the peer's bytes do not match its checksums");
+      } else {
+        // Its callback has run: the channel no longer writes to this buffer.
+        answers.page = round->buffers[i];
+        answers.checksums = reply->checksums;
+        return answers;
+      }
+    }
+  }
+  return answers;
+}
+
+void PageService::CopyToReplicas(const PageRef& page, const std::vector<std::string>& ids) {
+  for (const std::string& id : ids) {
+    std::shared_ptr<protocol::PageChannel> channel = options_.peers->Get(id);
+    if (channel == nullptr) continue;
+    if (replica_copies_->fetch_add(1) >= options_.max_replica_copies) {
+      replica_copies_->fetch_sub(1);
+      metrics_->replica_copies_skipped->Increment();
+      continue;
+    }
+    metrics_->replica_copies->Increment();
+    protocol::CopyFromPeerRequest copy;
+    copy.page = page;
+    copy.peer = options_.worker_id;
+    // A copy waits behind the replica's other misses and its disk write.
+    copy.deadline_ms = 120'000;
+    replica_pool_->Submit([channel = std::move(channel), copy, counter = replica_copies_] {
+      channel->Call(copy, {}, [counter, id = copy.page.key](StatusOr<protocol::PageReply> reply) {
+        counter->fetch_sub(1);
+        if (!reply.ok())
+          spdlog::debug("replica copy of {} failed: {}", id, reply.status().ToString());
+      });
+    });
+  }
 }
 
 Status PageService::CheckFetchedLength(const Fetch& fetch, uint32_t page_length,

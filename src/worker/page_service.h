@@ -6,6 +6,14 @@
 // disk are served from the fetched bytes. The checksums returned are the stored ones for hits
 // (the client verifies them: end-to-end), fresh ones for misses.
 //
+// Replication is the workers' job (a mount with replicas = R > 1, in a cluster: options.peers).
+// A client sends a read to one of the page's R replicas (the first R workers the ring names for
+// it). On a miss, that worker looks for the page on the other replicas (PeerRead, cache only,
+// all at once), else reads the source; it answers, then tells each replica that answered "not
+// cached" to copy the page from it (CopyFromPeer, in the background). So a cold page costs one
+// source read and one client round trip whatever R, and a replica set changed by a lost or new
+// worker gets back to R copies on the next read of each page (read repair).
+//
 // Thread-safety: all methods are thread-safe.
 #ifndef CAIRN_WORKER_PAGE_SERVICE_H_
 #define CAIRN_WORKER_PAGE_SERVICE_H_
@@ -46,11 +54,19 @@ struct PageServiceOptions {
   // How long a request naming an unknown mount waits for the mount table to change before
   // failing with Unavailable (cluster mode: the table follows etcd). 0 = fail at once.
   std::chrono::milliseconds unknown_mount_wait{0};
-  // The other workers, for CopyFromPeer requests (copy the page from the named peer instead of
-  // reading the source). Not owned; may be null (the source is read then).
+  // The other workers (the ring and a channel to each): replica lookups on a miss, CopyFromPeer
+  // (copy the page from the named peer instead of reading the source) and replica copies. Not
+  // owned; may be null (no replication: a miss reads the source).
   const PeerSet* peers = nullptr;
-  // How long a peer fill waits for the peer before reading the source instead.
+  // Copy pages from peers (replica lookups, CopyFromPeer). False (`cairn worker
+  // --no-peer-fill`): misses and copies read the source, so each replica pays its own source
+  // read; the other replicas are still told to cache a page this worker fetched.
+  bool peer_fill = true;
+  // How long a peer fill or a replica lookup waits for the peers before reading the source.
   std::chrono::milliseconds peer_timeout{2000};
+  // Replica copies (CopyFromPeer sent to the other replicas after a miss) in flight at most;
+  // beyond it a copy is skipped (counted), and that replica fills on a later read.
+  size_t max_replica_copies = 256;
 };
 
 // The bytes of one fetched page. Allocated without zero-filling: every byte is overwritten by
@@ -88,9 +104,12 @@ struct ServiceStats {
   uint64_t bytes_from_ufs = 0;
   uint64_t ufs_requests = 0;
   uint64_t checksum_failures = 0;
-  uint64_t peer_fills = 0;          // Pages copied from a peer worker instead of the source.
-  uint64_t peer_fill_failures = 0;  // PEER hints that ended in a source read.
-  uint64_t peer_serves = 0;         // Cached pages sent to peers filling their copy.
+  uint64_t peer_fills = 0;              // Pages copied from a peer worker instead of the source.
+  uint64_t peer_fill_failures = 0;      // PEER hints that ended in a source read.
+  uint64_t peer_serves = 0;             // Cached pages sent to peers filling their copy.
+  uint64_t replica_lookups = 0;         // Misses that looked for the page on the other replicas.
+  uint64_t replica_copies = 0;          // CopyFromPeer requests sent to replicas without the page.
+  uint64_t replica_copies_skipped = 0;  // Not sent: max_replica_copies were in flight.
 };
 
 class PageService {
@@ -137,6 +156,10 @@ class PageService {
   // those on their own threads.
   enum class Whereabouts { kCached, kMountKnown, kMountUnknown };
   Whereabouts Locate(const protocol::PageRef& page) EXCLUDES(mounts_mu_);
+  // Whether the request never reads the source (lookups, peer reads, probes, drops): on a known
+  // mount the server serves it inline, like a hit. A replica lookup must never wait behind
+  // misses: the miss that sent it may be holding one of those threads.
+  static bool CacheOnly(const protocol::Request& request);
 
   // Drops the cached copy of the page after its file failed mid-read (truncated under us), so
   // the next request refetches it. Counted as a corrupt page.
@@ -174,12 +197,16 @@ class PageService {
   struct FetchOptions {
     bool no_cache = false;
     std::string peer;  // Non-empty: copy the page from this worker before trying the source.
+    // Non-empty: look for the page on these replicas before the source, and have those that
+    // lack it copy it from this worker afterwards.
+    std::vector<std::string> replicas;
   };
   // A request's page, resolved against this worker: its mount (kept alive by `table`), length
   // and store key.
   struct Resolved {
     std::shared_ptr<const mount::MountTable> table;
     const mount::Mount* mount = nullptr;
+    MountMetrics* metrics = nullptr;  // The mount's series, bound when the table was set.
     uint32_t page_length = 0;
     pagestore::PageKey key;
   };
@@ -190,15 +217,28 @@ class PageService {
   StatusOr<protocol::PageSource> Load(const protocol::PageRef& page, const std::string& peer);
   StatusOr<PageResult> ServeFromCache(const pagestore::PageKey& key, uint32_t page_length,
                                       uint32_t offset, uint32_t length);
-  StatusOr<std::shared_ptr<Fetch>> FetchPage(const mount::Mount& mount,
+  StatusOr<std::shared_ptr<Fetch>> FetchPage(const mount::Mount& mount, MountMetrics* per_mount,
                                              const pagestore::PageKey& key,
                                              const protocol::PageRef& page, uint32_t page_length,
                                              const FetchOptions& options);
-  // Reads the whole page from the worker `peer` (a PeerRead; needs options_.peers) and sets
-  // `checksums`; null if the peer is unknown, fails, is slower than options_.peer_timeout, does
-  // not have the page or sends bytes that do not match its checksums.
-  std::shared_ptr<PageBytes> ReadFromPeer(const protocol::PageRef& page, const std::string& peer,
-                                          uint32_t page_length, std::vector<uint64_t>* checksums);
+  // The page's replicas other than this worker (empty unless its mount has replicas > 1 and
+  // the worker knows its peers).
+  std::vector<std::string> OtherReplicas(const mount::Mount& mount,
+                                         const pagestore::PageKey& key) const;
+  // The peers' answers to one page's PeerRead requests.
+  struct PeerAnswers {
+    std::shared_ptr<PageBytes> page;   // Null if no peer sent it (in time, intact).
+    std::vector<uint64_t> checksums;   // Of `page`.
+    std::vector<std::string> lacking;  // Peers that answered "not cached here".
+    Status last_error;                 // Why the last peer that failed did (OK if none did).
+  };
+  // Asks every worker in `ids` for the whole page at once (PeerRead; needs options_.peers) and
+  // takes the first intact copy; waits at most options_.peer_timeout. A peer that is unknown,
+  // fails, is late, lacks the page or sends bytes that do not match its checksums is skipped.
+  PeerAnswers ReadFromPeers(const protocol::PageRef& page, const std::vector<std::string>& ids,
+                            uint32_t page_length);
+  // Tells each worker in `ids` to copy the page from this one (CopyFromPeer), in the background.
+  void CopyToReplicas(const protocol::PageRef& page, const std::vector<std::string>& ids);
   // A fetch of `id` whose source read has finished successfully (its bytes are in memory, maybe
   // still being written to the store), or null.
   std::shared_ptr<Fetch> FinishedFetch(const FetchKey& id) EXCLUDES(mu_);
@@ -213,14 +253,21 @@ class PageService {
                       std::shared_ptr<Fetch> fetch);
   void Retire(const FetchKey& id);
 
-  // The mount at `path` (waiting up to options_.unknown_mount_wait for it); *table keeps it alive.
+  // The mount at `path` (waiting up to options_.unknown_mount_wait for it); *table keeps it
+  // alive, *metrics is its series.
   StatusOr<const mount::Mount*> FindMount(const std::string& path,
-                                          std::shared_ptr<const mount::MountTable>* table)
-      EXCLUDES(mounts_mu_);
+                                          std::shared_ptr<const mount::MountTable>* table,
+                                          MountMetrics** metrics) EXCLUDES(mounts_mu_);
+  // Each mount's series, by mount path (made on a mount's first appearance, never removed).
+  using MountMetricsMap = std::unordered_map<std::string, MountMetrics*>;
+  std::shared_ptr<const MountMetricsMap> BindMetrics(const mount::MountTable& table);
 
   mutable Mutex mounts_mu_;
   CondVar mounts_cv_;  // The mount table changed.
   std::shared_ptr<const mount::MountTable> mounts_ GUARDED_BY(mounts_mu_);
+  // The series of mounts_'s mounts, bound when the table is set: a request finds its mount's
+  // counters with the mount, under the one lock it takes anyway.
+  std::shared_ptr<const MountMetricsMap> mount_metrics_ GUARDED_BY(mounts_mu_);
   pagestore::PageStore* store_;
   PageServiceOptions options_;
   std::unique_ptr<Metrics> metrics_;
@@ -232,7 +279,10 @@ class PageService {
   // own fetch, which the source confirms or refutes.
   std::unordered_map<FetchKey, std::shared_ptr<Fetch>, FetchKeyHasher> in_flight_ GUARDED_BY(mu_);
   std::atomic<size_t> pending_stores_{0};
+  // Replica copies in flight; shared with their callbacks, which may outlive the service.
+  std::shared_ptr<std::atomic<size_t>> replica_copies_ = std::make_shared<std::atomic<size_t>>(0);
   std::unique_ptr<ThreadPool> store_pool_;
+  std::unique_ptr<ThreadPool> replica_pool_;  // Sends replica copies (a local peer runs them).
 };
 
 }  // namespace cairn::worker

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "common/checksum.h"
+#include "placement/ring.h"
 #include "ufs/fault_injecting_ufs.h"
 #include "testing/gate.h"
 #include "testing/gated_ufs.h"
@@ -319,7 +320,8 @@ class PeerFillTest : public PageServiceTest {
       // Non-owning: the relays outlive the peer set.
       return std::shared_ptr<protocol::PageChannel>(relay, [](protocol::PageChannel*) {});
     });
-    peers_->SetPeers({{"a", "a:1"}, {"b", "b:1"}, {"liar", "bad:1"}});
+    ASSERT_TRUE(
+        peers_->SetWorkers({{"a", "a:1", 1.0}, {"b", "b:1", 1.0}, {"liar", "bad:1", 1.0}}).ok());
     b_dir_ = dir_.string() + "-b";
     std::filesystem::remove_all(b_dir_);
     b_store_ = MakeStore(b_dir_);
@@ -482,7 +484,9 @@ TEST(PeerSetTest, KeepsChannelsOfUnchangedPeersAndDropsTheOthers) {
     return std::shared_ptr<protocol::PageChannel>(
         new Relay(nullptr, false));  // Never used to read here.
   });
-  peers.SetPeers({{"self", "h0:1"}, {"w1", "h1:1"}, {"w2", "h2:1"}, {"w3", ""}});
+  ASSERT_TRUE(
+      peers.SetWorkers({{"self", "h0:1", 1}, {"w1", "h1:1", 1}, {"w2", "h2:1", 1}, {"w3", "", 1}})
+          .ok());
   EXPECT_EQ(peers.size(), 2u);  // Not itself, not a record without an address.
   EXPECT_EQ(made, 0);           // Channels are made on first use.
   auto w1 = peers.Get("w1");
@@ -491,14 +495,33 @@ TEST(PeerSetTest, KeepsChannelsOfUnchangedPeersAndDropsTheOthers) {
   EXPECT_EQ(made, 1);
   EXPECT_EQ(peers.Get("self"), nullptr);
   EXPECT_EQ(peers.Get("w9"), nullptr);
-  peers.SetPeers({{"w1", "h1:1"}, {"w2", "h2:2"}});
+  ASSERT_TRUE(peers.SetWorkers({{"w1", "h1:1", 1}, {"w2", "h2:2", 1}}).ok());
   EXPECT_EQ(peers.Get("w1"), w1);  // Same address: same channel.
   ASSERT_NE(peers.Get("w2"), nullptr);
   EXPECT_EQ(made, 2);
-  peers.SetPeers({{"w1", "h9:1"}});  // Moved: a new channel; the old one lives while held.
+  ASSERT_TRUE(peers.SetWorkers({{"w1", "h9:1", 1}}).ok());  // Moved: a new channel.
   EXPECT_NE(peers.Get("w1"), w1);
   EXPECT_EQ(peers.Get("w2"), nullptr);
   EXPECT_EQ(made, 3);
+}
+
+TEST(PeerSetTest, RanksReplicasAsTheClientsRingDoesAndRefusesABadList) {
+  PeerSet peers("w2", [](const std::string&) {
+    return std::shared_ptr<protocol::PageChannel>(new Relay(nullptr, false));
+  });
+  EXPECT_TRUE(peers.Replicas(1, 3).empty());  // No ring yet.
+  std::vector<placement::WorkerNode> nodes;
+  for (int i = 0; i < 6; ++i) nodes.push_back({"w" + std::to_string(i), "h:1", 1.0});
+  ASSERT_TRUE(peers.SetWorkers(nodes).ok());
+  placement::Ring ring = std::move(placement::Ring::Create(nodes)).value();
+  for (uint64_t h = 0; h < 200; ++h) {
+    uint64_t hash = placement::PageKeyHash("mem://lake/obj", "v1", h);
+    std::vector<std::string> want;
+    for (const placement::WorkerNode* node : ring.Candidates(hash, 3)) want.push_back(node->id);
+    ASSERT_EQ(peers.Replicas(hash, 3), want) << h;
+  }
+  EXPECT_FALSE(peers.SetWorkers({{"w1", "h:1", 1}, {"w1", "h:2", 1}}).ok());
+  EXPECT_EQ(peers.size(), 5u);  // The previous set stays.
 }
 
 }  // namespace

@@ -5,21 +5,25 @@ namespace cairn::worker {
 PeerSet::PeerSet(std::string self_id, ChannelFactory factory)
     : self_id_(std::move(self_id)), factory_(std::move(factory)) {}
 
-void PeerSet::SetPeers(const std::map<std::string, std::string>& addresses) {
+Status PeerSet::SetWorkers(std::vector<placement::WorkerNode> nodes) {
+  CAIRN_ASSIGN_OR_RETURN(placement::Ring ring, placement::Ring::Create(std::move(nodes)));
+  auto shared_ring = std::make_shared<const placement::Ring>(std::move(ring));
   std::map<std::string, Peer, std::less<>> next;
   std::map<std::string, Peer, std::less<>> dropped;  // Destroyed after the lock is released.
   MutexLock l(&mu_);
-  for (const auto& [id, address] : addresses) {
-    if (id == self_id_ || address.empty()) continue;
-    Peer& peer = next[id];
-    peer.address = address;
-    auto it = peers_.find(id);
-    if (it != peers_.end() && it->second.address == address) {
+  for (const placement::WorkerNode& node : shared_ring->nodes()) {
+    if (node.id == self_id_ || node.address.empty()) continue;
+    Peer& peer = next[node.id];
+    peer.address = node.address;
+    auto it = peers_.find(node.id);
+    if (it != peers_.end() && it->second.address == node.address) {
       peer.channel = std::move(it->second.channel);
     }
   }
   dropped.swap(peers_);
   peers_.swap(next);
+  ring_ = std::move(shared_ring);
+  return Status::Ok();
 }
 
 std::shared_ptr<protocol::PageChannel> PeerSet::Get(std::string_view id) const {
@@ -28,6 +32,18 @@ std::shared_ptr<protocol::PageChannel> PeerSet::Get(std::string_view id) const {
   if (it == peers_.end()) return nullptr;
   if (it->second.channel == nullptr) it->second.channel = factory_(it->second.address);
   return it->second.channel;
+}
+
+std::vector<std::string> PeerSet::Replicas(uint64_t key_hash, size_t n) const {
+  std::shared_ptr<const placement::Ring> ring;
+  {
+    MutexLock l(&mu_);
+    ring = ring_;
+  }
+  std::vector<std::string> ids;
+  if (ring == nullptr || ring->empty()) return ids;
+  for (const placement::WorkerNode* node : ring->Candidates(key_hash, n)) ids.push_back(node->id);
+  return ids;
 }
 
 size_t PeerSet::size() const {

@@ -184,10 +184,14 @@ class WorkerServer::Connection : public std::enable_shared_from_this<Connection>
       return Write(reply);
     }
     const protocol::PageRef& page = protocol::BaseOf(*request).page;
-    // One look at the mount table: a cached page is served inline, a known mount's miss goes to
-    // the miss threads, an unknown mount (which may wait for the table) to its own pool.
+    // One look at the mount table: a cached page, or a request that never reads the source, is
+    // served inline; a known mount's miss goes to the miss threads, an unknown mount (which may
+    // wait for the table) to its own pool.
     PageService::Whereabouts where = service_->Locate(page);
-    if (where == PageService::Whereabouts::kCached) return Write(Handle(id, *request, received));
+    if (where == PageService::Whereabouts::kCached ||
+        (where == PageService::Whereabouts::kMountKnown && PageService::CacheOnly(*request))) {
+      return Write(Handle(id, *request, received));
+    }
     FairPool* pool = where == PageService::Whereabouts::kMountKnown
                          ? server_->miss_pool_.get()
                          : server_->mount_wait_pool_.get();

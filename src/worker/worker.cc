@@ -110,8 +110,10 @@ Status Worker::Init(WorkerOptions options) {
   if (!options.etcd_endpoints.empty()) {
     po.unknown_mount_wait = std::chrono::milliseconds(2000);
   }
-  if (!options.etcd_endpoints.empty() && options.peer_fill) {
-    // Peer fills: the replicas of a page copy it from the worker that read it from the source.
+  po.peer_fill = options.peer_fill;
+  if (!options.etcd_endpoints.empty()) {
+    // Replication: a miss looks for the page on its other replicas, and the replicas that lack
+    // it copy it from the worker that fetched it.
     transport::RemoteChannelOptions ro;
     ro.connections = 2;
     ro.page_size = options.page_size;

@@ -38,9 +38,9 @@ struct WorkerOptions {
   // wildcard host replaced by this machine's host name.
   std::string advertise_address;
   std::chrono::seconds lease_ttl{5};
-  // Cluster mode: copy a replica fill from the worker the request names (CopyFromPeer) instead
-  // of reading the source. Off: every missing page comes from the source (the old behaviour;
-  // for comparison and as a way out).
+  // Cluster mode: copy a missing page from a replica that has it (a miss looks on the other
+  // replicas; a copy request names the worker to copy from) instead of reading the source. Off:
+  // every missing page comes from the source (for comparison and as a way out).
   bool peer_fill = true;
   // Test seam: mounts over these under-storages instead of opening the specs' URIs.
   std::vector<std::shared_ptr<ufs::UnderStorage>> ufs_override;
