@@ -70,6 +70,12 @@ StatusOr<uint64_t> DefaultCacheCapacity(const std::string& dir);
 void BlockTerminationSignals();
 int WaitForTerminationSignal();
 
+// Raises this process's soft limit on open files to its hard limit (as Go's runtime does). A
+// worker keeps up to 1024 page files open per cache folder for hits and a socket per client
+// connection (up to 1024): Debian's default soft limit of 1024 would fail accept() or open()
+// with EMFILE under load. Returns the soft limit now in force.
+uint64_t RaiseOpenFileLimit();
+
 // Runs `on_signal` on a thread of its own when SIGINT/SIGTERM/SIGHUP arrives (signals must be
 // blocked, see BlockTerminationSignals). Destroying it without a signal just ends the thread.
 class SignalThread {

@@ -47,6 +47,10 @@ int main(int argc, char** argv) {
   }
   cairn::Status s = cairn::InitLogging(log_level);
   if (!s.ok()) return Fail(s);
+  const uint64_t open_files = RaiseOpenFileLimit();
+  if (open_files < 4096) {
+    spdlog::debug("open-file limit is {} (ulimit -n): a busy worker may run out", open_files);
+  }
   try {
     for (auto& [cmd, run] : commands) {
       if (cmd->parsed()) return run();

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "client/page_fetcher.h"
+#include "common/thread_annotations.h"
 #include "metrics/registry.h"
 #include "placement/ring.h"
 #include "testing/gate.h"
@@ -25,35 +26,57 @@ namespace {
 constexpr uint32_t kPage = 64 * 1024;
 constexpr uint64_t kPages = 12;
 
-// The way into one worker, shared by the client and the peers: counts the client's requests,
-// fails every request while the worker is "killed", and can hold the copies sent to it.
+// The way into one worker, shared by the client and the peers: fails every request while the
+// worker is "killed", and can hold the copies sent to it (on threads of its own, as a network
+// would: the sender's Call returns at once).
 class Link : public protocol::PageChannel {
  public:
   explicit Link(std::string id) : id_(std::move(id)) {}
+  ~Link() override { JoinHeld(); }
   void set_target(protocol::PageChannel* target) { target_ = target; }
 
   void Call(const protocol::Request& request, std::span<char> dest, Callback done) override {
     if (std::holds_alternative<protocol::CopyFromPeerRequest>(request) && hold_copies_.load()) {
-      copy_gate_.Pass();
-    }
-    if (killed_.load()) {
-      done(UnavailableError(id_ + " was killed"));
+      MutexLock l(&mu_);
+      held_.emplace_back([this, request, done = std::move(done)]() mutable {
+        copy_gate_.Pass();
+        Forward(request, {}, std::move(done));
+      });
       return;
     }
-    target_->Call(request, dest, std::move(done));
+    Forward(request, dest, std::move(done));
   }
   std::string Describe() const override { return id_; }
 
   void Kill() { killed_ = true; }
   void HoldCopies() { hold_copies_ = true; }
   testing::Gate& copy_gate() { return copy_gate_; }
+  // Waits for the held copies (after the gate is opened).
+  void JoinHeld() {
+    std::vector<std::thread> held;
+    {
+      MutexLock l(&mu_);
+      held.swap(held_);
+    }
+    for (std::thread& t : held) t.join();
+  }
 
  private:
+  void Forward(const protocol::Request& request, std::span<char> dest, Callback done) {
+    if (killed_.load()) {
+      done(UnavailableError(id_ + " was killed"));
+      return;
+    }
+    target_->Call(request, dest, std::move(done));
+  }
+
   const std::string id_;
   protocol::PageChannel* target_ = nullptr;
   std::atomic<bool> killed_{false};
   std::atomic<bool> hold_copies_{false};
   testing::Gate copy_gate_;
+  Mutex mu_;
+  std::vector<std::thread> held_ GUARDED_BY(mu_);
 };
 
 // The client's view of one worker: counts the requests the client sends it.
@@ -130,6 +153,7 @@ class ReplicationTest : public ::testing::Test {
       w->link->Kill();
       w->link->copy_gate().Open();
     }
+    for (auto& [id, w] : workers_) w->link->JoinHeld();
     for (auto& [id, w] : workers_) w->service.reset();
     workers_.clear();
   }
@@ -281,28 +305,37 @@ TEST_F(ReplicationTest, ReplicaKilledDuringItsFillLeavesTheOthersFilled) {
     w2_pages += std::count(replicas.begin(), replicas.end(), "w2");
   }
   ASSERT_GT(w2_pages, 0u);
-  // The copies to w2 are those of pages some other replica read; the rest w2 read itself.
+  // While the copies to w2 wait, every other replica gets its copy.
+  auto others_filled = [&] {
+    for (uint64_t p = 0; p < kPages; ++p) {
+      for (const std::string& id : ReplicasOf(p, 3)) {
+        if (id != "w2" && !Holders(p).count(id)) return false;
+      }
+    }
+    return true;
+  };
+  for (int i = 0; i < 2000 && !others_filled(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_TRUE(others_filled());
+  // The copies to w2 are those of pages another replica read (w2 read the rest itself).
   ASSERT_TRUE(workers_["w2"]->link->copy_gate().WaitForArrivals(1));
   workers_["w2"]->link->Kill();
   workers_["w2"]->link->copy_gate().Open();
-  // The copies to w2 fail; every other replica still gets its copy, and reads go on.
-  for (int i = 0; i < 2000; ++i) {
-    bool done = true;
-    for (uint64_t p = 0; p < kPages; ++p) {
-      for (const std::string& id : ReplicasOf(p, 3)) {
-        if (id != "w2" && !Holders(p).count(id)) done = false;
-      }
-    }
-    if (done) break;
+  workers_["w2"]->link->JoinHeld();
+  // Its fills died with it: w2 holds only the pages it read from the source itself.
+  const uint64_t own = workers_["w2"]->service->Stats().ufs_requests;
+  EXPECT_LT(own, w2_pages);
+  auto on_w2 = [&] {
+    uint64_t n = 0;
+    for (uint64_t p = 0; p < kPages; ++p) n += Holders(p).count("w2");
+    return n;
+  };
+  for (int i = 0; i < 2000 && on_w2() != own; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
-  for (uint64_t p = 0; p < kPages; ++p) {
-    for (const std::string& id : ReplicasOf(p, 3)) {
-      if (id != "w2") {
-        EXPECT_TRUE(Holders(p).count(id)) << "page " << p << " on " << id;
-      }
-    }
-  }
+  EXPECT_EQ(on_w2(), own);
+  // Reads go on from the other replicas: no error, no source read.
   ReadAll();
   EXPECT_EQ(SourceReads(), kPages);
   EXPECT_EQ(Client()->counters().fallback_bytes.load(), 0u);

@@ -309,23 +309,28 @@ class SharedPageReader final : public PageReader {
 
 }  // namespace
 
-void CacheDir::ForgetOpenFileLocked(Entry& entry) {
-  if (!entry.open_file) return;
-  entry.open_file.reset();
+std::shared_ptr<CacheDir::KeptOpen> CacheDir::ForgetOpenFileLocked(Entry& entry) {
+  if (!entry.open_file) return nullptr;
   open_lru_.erase(entry.open_lru);
+  return std::move(entry.open_file);
 }
 
-void CacheDir::RememberOpenFileLocked(const Hash128& id, uint64_t generation,
-                                      std::shared_ptr<const FilePageReader> file) {
+std::shared_ptr<CacheDir::KeptOpen> CacheDir::RememberOpenFileLocked(
+    const Hash128& id, uint64_t generation, std::shared_ptr<const FilePageReader> file) {
   auto it = index_.find(id);
-  if (it == index_.end() || it->second.generation != generation || it->second.open_file) return;
+  if (it == index_.end() || it->second.generation != generation || it->second.open_file) {
+    return nullptr;
+  }
+  std::shared_ptr<KeptOpen> dropped;
   if (open_lru_.size() >= kMaxOpenFiles) {
     auto oldest = index_.find(open_lru_.back());
-    if (oldest != index_.end()) ForgetOpenFileLocked(oldest->second);
+    if (oldest != index_.end()) dropped = ForgetOpenFileLocked(oldest->second);
   }
   open_lru_.push_front(id);
-  it->second.open_file = std::move(file);
+  // Just opened by name with every check: checked now.
+  it->second.open_file = std::make_shared<KeptOpen>(std::move(file), config_.clock->NowMicros());
   it->second.open_lru = open_lru_.begin();
+  return dropped;
 }
 
 StatusOr<std::unique_ptr<PageReader>> CacheDir::OpenPage(const KeyInfo& key) {
@@ -334,6 +339,7 @@ StatusOr<std::unique_ptr<PageReader>> CacheDir::OpenPage(const KeyInfo& key) {
     uint64_t generation = 0;
     bool unattributed = false;
     std::optional<Victim> expired;
+    std::shared_ptr<KeptOpen> kept;
     {
       MutexLock l(&mu_);
       auto it = index_.find(key.id);
@@ -344,13 +350,8 @@ StatusOr<std::unique_ptr<PageReader>> CacheDir::OpenPage(const KeyInfo& key) {
         unattributed = !it->second.object_id;
         TouchLocked(it);
         if (it->second.open_file) {
-          if (it->second.open_file->StillAt(path)) {
-            open_lru_.splice(open_lru_.begin(), open_lru_, it->second.open_lru);
-            return std::unique_ptr<PageReader>(new SharedPageReader(it->second.open_file));
-          }
-          // Truncated, replaced or swapped since it was opened: reopen the name, which runs
-          // every check and drops the page if the file there is not this page.
-          ForgetOpenFileLocked(it->second);
+          kept = it->second.open_file;
+          open_lru_.splice(open_lru_.begin(), open_lru_, it->second.open_lru);
         }
       } else if (SubdirScannedLocked(key.id)) {
         return NotFoundError("page not cached");
@@ -359,6 +360,27 @@ StatusOr<std::unique_ptr<PageReader>> CacheDir::OpenPage(const KeyInfo& key) {
     if (expired) {
       DropVictims({*expired});
       return NotFoundError("page not cached (its TTL passed)");
+    }
+    // The check that the open file is still the one the page's name refers to costs three
+    // system calls: at most once per kOpenFileRecheckMicros, and outside mu_, so hits on other
+    // pages never wait for it.
+    if (kept != nullptr) {
+      const int64_t now = config_.clock->NowMicros();
+      if (now - kept->checked_us.load(std::memory_order_relaxed) < kOpenFileRecheckMicros) {
+        return std::unique_ptr<PageReader>(new SharedPageReader(kept->file));
+      }
+      if (kept->file->StillAt(path)) {
+        kept->checked_us.store(now, std::memory_order_relaxed);
+        return std::unique_ptr<PageReader>(new SharedPageReader(kept->file));
+      }
+      // Truncated, replaced or swapped since it was opened: reopen the name, which runs every
+      // check and drops the page if the file there is not this page.
+      MutexLock l(&mu_);
+      auto it = index_.find(key.id);
+      if (it != index_.end() && it->second.generation == generation &&
+          it->second.open_file == kept) {
+        ForgetOpenFileLocked(it->second);  // `kept` still holds the file: no close under mu_.
+      }
     }
     if (generation == 0) {
       auto probed = Probe(key, /*accessed=*/true);
@@ -373,6 +395,7 @@ StatusOr<std::unique_ptr<PageReader>> CacheDir::OpenPage(const KeyInfo& key) {
       // rules.
       const policy::EntryHints hints =
           unattributed ? Resolve(key.object_id()) : policy::EntryHints{};
+      std::shared_ptr<KeptOpen> dropped;  // Closed after mu_ is released.
       {
         MutexLock l(&mu_);
         auto it = index_.find(key.id);
@@ -381,7 +404,7 @@ StatusOr<std::unique_ptr<PageReader>> CacheDir::OpenPage(const KeyInfo& key) {
           it->second.object_id = object_ids_.Intern(key.object_id());
           policy_->Update(key.id, hints);
         }
-        RememberOpenFileLocked(key.id, generation, file);
+        dropped = RememberOpenFileLocked(key.id, generation, file);
       }
       return std::unique_ptr<PageReader>(new SharedPageReader(std::move(file)));
     }

@@ -114,11 +114,25 @@ class CacheDir {
  private:
   static constexpr size_t kPathLocks = 64;
   static constexpr size_t kMaxOpenFiles = 1024;
+  // How long a kept-open page file is trusted to still be the file its name refers to before a
+  // hit checks again (three system calls: more than the rest of a 4 KiB hit). In between, a hit
+  // reads the file it opened and checked: the page's own bytes, even if the name was swapped or
+  // unlinked meanwhile; truncation of the open file fails the read itself. So tampering with the
+  // folder is noticed within this window, and never costs a wrong byte.
+  static constexpr int64_t kOpenFileRecheckMicros = 1'000'000;
   // Expired pages taken per hold of mu_ (sweep, Reserve).
   static constexpr size_t kExpiredBatch = 256;
   // Pages re-resolved per hold of mu_ by Reattribute.
   static constexpr size_t kRulesBatch = 512;
   enum class ScanState : uint8_t { kPending, kListing, kDone, kFailed };
+  // A page file kept open for hits, and when (the store's clock) it was last checked to be the
+  // file its name refers to. Shared with hits in progress, which check it outside mu_.
+  struct KeptOpen {
+    KeptOpen(std::shared_ptr<const FilePageReader> f, int64_t now_us)
+        : file(std::move(f)), checked_us(now_us) {}
+    const std::shared_ptr<const FilePageReader> file;
+    std::atomic<int64_t> checked_us;
+  };
   struct Entry {
     Entry() = default;
     Entry(uint64_t charge_bytes, uint64_t gen, bool is_cold,
@@ -137,7 +151,7 @@ class CacheDir {
     // The page file held open with its parsed header, for recently read pages (at most
     // kMaxOpenFiles per folder): a hit then costs no open() and no header read. Dropped with
     // the entry, so an evicted page's blocks are freed when its last reader finishes.
-    std::shared_ptr<const FilePageReader> open_file;
+    std::shared_ptr<KeptOpen> open_file;
     std::list<Hash128>::iterator open_lru;
     // The page's object id, shared with the folder's other pages of that object; null if the
     // recovery scan could not read it (the page then has default hints until it is opened).
@@ -214,10 +228,14 @@ class CacheDir {
   bool SubdirScannedLocked(const Hash128& id) const REQUIRES(mu_);
   // Marks a page used: tells the policy and ends its cold state.
   void TouchLocked(Index::iterator it) REQUIRES(mu_);
-  // Keeps an opened page file for later hits if `generation` is still the indexed copy.
-  void RememberOpenFileLocked(const Hash128& id, uint64_t generation,
-                              std::shared_ptr<const FilePageReader> file) REQUIRES(mu_);
-  void ForgetOpenFileLocked(Entry& entry) REQUIRES(mu_);
+  // Keeps an opened page file for later hits if `generation` is still the indexed copy. Returns
+  // the file it stopped keeping to make room, if any, for the caller to release after mu_ (its
+  // close() is a system call).
+  [[nodiscard]] std::shared_ptr<KeptOpen> RememberOpenFileLocked(
+      const Hash128& id, uint64_t generation, std::shared_ptr<const FilePageReader> file)
+      REQUIRES(mu_);
+  // Stops keeping the entry's file; returns it (see RememberOpenFileLocked).
+  std::shared_ptr<KeptOpen> ForgetOpenFileLocked(Entry& entry) REQUIRES(mu_);
 
   // Cache rules (cache_dir_rules.cc).
   // True if the page's TTL deadline has passed. Cheap when nothing has expired.

@@ -214,7 +214,10 @@ TEST_F(DiskStoreTest, TruncatedSwappedAndGarbageFilesAreCorruptionThenGone) {
 // monitor in ahead of waiting writers, which a reader-preferring rwlock would not); the accounting
 // is sampled without pausing, and the MemDisk test checks atomic snapshots under full load.
 TEST_F(DiskStoreTest, TruncationAfterThePageWasOpenedIsStillCorruption) {
-  auto store = Make(Options(16 << 20));
+  FakeClock clock;
+  PageStoreOptions options = Options(16 << 20);
+  options.clock = &clock;
+  auto store = Make(options);
   ASSERT_TRUE(store->Put(Key(1), Bytes(1, 70000)).ok());
   {
     auto first = store->Open(Key(1));  // Now kept open by the store.
@@ -222,13 +225,24 @@ TEST_F(DiskStoreTest, TruncationAfterThePageWasOpenedIsStillCorruption) {
   }
   ASSERT_TRUE(store->Open(Key(1)).ok());
   fs::resize_file(PagePath(Key(1)), fs::file_size(PagePath(Key(1))) - 1);
+  // Within the recheck window a hit reads the open file: the truncation fails the read.
+  {
+    auto within = store->Open(Key(1));
+    ASSERT_TRUE(within.ok());
+    std::string data(70000, '\0');
+    EXPECT_FALSE((*within)->ReadAt(0, data).ok());
+  }
+  clock.Advance(std::chrono::seconds(1));  // The next hit checks the file again.
   EXPECT_EQ(store->Open(Key(1)).status().code(), StatusCode::kCorruption);
   EXPECT_FALSE(store->Contains(Key(1)));
   EXPECT_EQ(store->Stats().corrupt_pages, 1u);
 }
 
 TEST_F(DiskStoreTest, FilesSwappedAfterThePagesWereOpenedAreStillCorruption) {
-  auto store = Make(Options(16 << 20));
+  FakeClock clock;
+  PageStoreOptions options = Options(16 << 20);
+  options.clock = &clock;
+  auto store = Make(options);
   ASSERT_TRUE(store->Put(Key(1), Bytes(1, 70000)).ok());
   ASSERT_TRUE(store->Put(Key(2), Bytes(2, 70000)).ok());
   ASSERT_TRUE(store->Open(Key(1)).ok());  // Both now kept open by the store.
@@ -237,6 +251,15 @@ TEST_F(DiskStoreTest, FilesSwappedAfterThePagesWereOpenedAreStillCorruption) {
   fs::rename(PagePath(Key(1)), tmp);
   fs::rename(PagePath(Key(2)), PagePath(Key(1)));
   fs::rename(tmp, PagePath(Key(2)));
+  // Within the recheck window a hit reads the file it opened: still the page's own bytes.
+  {
+    auto within = store->Open(Key(1));
+    ASSERT_TRUE(within.ok());
+    std::string data(70000, '\0');
+    ASSERT_TRUE((*within)->ReadAt(0, data).ok());
+    EXPECT_EQ(data, Bytes(1, 70000));
+  }
+  clock.Advance(std::chrono::seconds(1));  // The next hits check the names again.
   EXPECT_EQ(store->Open(Key(1)).status().code(), StatusCode::kCorruption);
   EXPECT_EQ(store->Open(Key(2)).status().code(), StatusCode::kCorruption);
   EXPECT_EQ(store->Stats().corrupt_pages, 2u);
