@@ -239,12 +239,12 @@ void PageService::SetMountTable(std::shared_ptr<const mount::MountTable> mounts)
 
 StatusOr<const mount::Mount*> PageService::FindMount(
     const std::string& path, std::shared_ptr<const mount::MountTable>* table,
-    MountMetrics** metrics) {
+    MountMetrics** metrics, bool wait) {
   MutexLock l(&mounts_mu_);
   auto found = mounts_->FindByPath(path);
   // In a cluster a client may know a new mount a moment before this worker does (each watches
   // etcd on its own): wait briefly for the table to catch up instead of failing the read.
-  if (!found.ok() && options_.unknown_mount_wait.count() > 0) {
+  if (!found.ok() && wait && options_.unknown_mount_wait.count() > 0) {
     auto deadline = std::chrono::steady_clock::now() + options_.unknown_mount_wait;
     while (!found.ok()) {
       auto left = deadline - std::chrono::steady_clock::now();
@@ -270,20 +270,54 @@ std::shared_ptr<const mount::MountTable> PageService::mount_table() const {
   return mounts_;
 }
 
-bool PageService::CacheOnly(const protocol::Request& request) {
-  return std::holds_alternative<protocol::LookupPageRequest>(request) ||
-         std::holds_alternative<protocol::PeerReadRequest>(request) ||
-         std::holds_alternative<protocol::ProbePageRequest>(request) ||
-         std::holds_alternative<protocol::DropPageRequest>(request);
+PageService::Route PageService::TryServeNow(const protocol::Request& request,
+                                            StatusOr<Served>* served) {
+  const bool cache_only = std::holds_alternative<protocol::LookupPageRequest>(request) ||
+                          std::holds_alternative<protocol::PeerReadRequest>(request) ||
+                          std::holds_alternative<protocol::ProbePageRequest>(request) ||
+                          std::holds_alternative<protocol::DropPageRequest>(request);
+  const auto* read = std::get_if<protocol::ReadPageRequest>(&request);
+  if (!cache_only && (read == nullptr || read->refetch)) {
+    // Loads, copies and refetches may read the source: a thread of their own.
+    return mount_table()->FindByPath(protocol::BaseOf(request).page.mount).ok()
+               ? Route::kMiss
+               : Route::kMountUnknown;
+  }
+  if (cache_only) {
+    if (!mount_table()->FindByPath(protocol::BaseOf(request).page.mount).ok()) {
+      return Route::kMountUnknown;
+    }
+    *served = Serve(request);
+    return Route::kServed;
+  }
+  StatusOr<Resolved> resolved = Resolve(read->page, /*wait=*/false);
+  if (!resolved.ok()) {
+    if (resolved.status().code() == StatusCode::kUnavailable) return Route::kMountUnknown;
+    return Route::kMiss;  // Serve reports the error, counted as a request.
+  }
+  std::optional<StatusOr<PageResult>> hit = TryHit(*read, *resolved);
+  if (!hit) return Route::kMiss;
+  if (!hit->ok()) {
+    *served = hit->status();
+  } else {
+    Served out;
+    out.data = std::move(*hit).value();
+    *served = std::move(out);
+  }
+  return Route::kServed;
 }
 
-PageService::Whereabouts PageService::Locate(const PageRef& page) {
-  std::shared_ptr<const mount::MountTable> mounts = mount_table();
-  auto mount = mounts->FindByPath(page.mount);
-  if (!mount.ok()) return Whereabouts::kMountUnknown;
-  return store_->Contains({(*mount)->ObjectId(page.key), page.version, page.page_index})
-             ? Whereabouts::kCached
-             : Whereabouts::kMountKnown;
+std::optional<StatusOr<PageResult>> PageService::TryHit(const protocol::ReadPageRequest& request,
+                                                        const Resolved& r) {
+  const int64_t start = options_.clock->NowMicros();
+  if (request.length == 0 || request.offset >= r.page_length) return std::nullopt;
+  auto cached = ServeFromCache(r.key, r.page_length, request.offset, request.length);
+  if (!cached.ok()) return std::nullopt;  // Not cached, or another length: the miss path decides.
+  metrics_->requests->Increment();
+  r.metrics->requests->Increment();
+  CountHit(r.metrics, /*for_peer=*/false, cached->range.size());
+  metrics_->hit_latency->Observe((options_.clock->NowMicros() - start) / 1e6);
+  return cached;
 }
 
 void PageService::DropCachedPage(const PageRef& page) {
@@ -304,10 +338,10 @@ Status PageService::CheckPageSize(const PageRef& page) const {
                               ", worker " + std::to_string(options_.page_size));
 }
 
-StatusOr<PageService::Resolved> PageService::Resolve(const PageRef& page) {
+StatusOr<PageService::Resolved> PageService::Resolve(const PageRef& page, bool wait) {
   CAIRN_RETURN_IF_ERROR(CheckPageSize(page));
   Resolved r;
-  auto mount = FindMount(page.mount, &r.table, &r.metrics);
+  auto mount = FindMount(page.mount, &r.table, &r.metrics, wait);
   if (!mount.ok()) return mount.status();
   r.mount = *mount;
   r.page_length = protocol::PageLengthOf(page);

@@ -150,16 +150,16 @@ class PageService {
   };
   StatusOr<Served> Serve(const protocol::Request& request);
 
-  // Where a request's page stands now (cheap; no disk I/O): cached (the TCP server serves it
-  // inline), not cached on a mount this worker knows (a miss thread serves it), or on a mount
-  // not known yet, which may wait for the table (options.unknown_mount_wait): the server runs
-  // those on their own threads.
-  enum class Whereabouts { kCached, kMountKnown, kMountUnknown };
-  Whereabouts Locate(const protocol::PageRef& page) EXCLUDES(mounts_mu_);
-  // Whether the request never reads the source (lookups, peer reads, probes, drops): on a known
-  // mount the server serves it inline, like a hit. A replica lookup must never wait behind
-  // misses: the miss that sent it may be holding one of those threads.
-  static bool CacheOnly(const protocol::Request& request);
+  // Serves `request` at once if that needs neither a source read nor a wait: a ReadPage hit,
+  // or a request that never reads the source (LookupPage, PeerRead, ProbePage, DropPage) on a
+  // mount this worker knows. A hit resolves its mount once and opens its page once. kServed:
+  // `*served` holds the answer (maybe an error). kMiss: run Serve on a miss thread. kMountUnknown:
+  // run Serve on a thread that may wait for the mount table (options.unknown_mount_wait). The TCP
+  // server serves kServed inline; a replica lookup must never wait behind misses (the miss that
+  // sent it may hold a miss thread on the other worker).
+  enum class Route { kServed, kMiss, kMountUnknown };
+  Route TryServeNow(const protocol::Request& request, StatusOr<Served>* served)
+      EXCLUDES(mounts_mu_);
 
   // Drops the cached copy of the page after its file failed mid-read (truncated under us), so
   // the next request refetches it. Counted as a corrupt page.
@@ -211,7 +211,12 @@ class PageService {
     pagestore::PageKey key;
   };
   Status CheckPageSize(const protocol::PageRef& page) const;
-  StatusOr<Resolved> Resolve(const protocol::PageRef& page);
+  // `wait`: an unknown mount may wait for the table (options.unknown_mount_wait); else it is
+  // Unavailable at once.
+  StatusOr<Resolved> Resolve(const protocol::PageRef& page, bool wait = true);
+  // A ReadPage from the cache only, counted as a hit; nullopt (nothing counted) if not cached.
+  std::optional<StatusOr<PageResult>> TryHit(const protocol::ReadPageRequest& request,
+                                             const Resolved& r);
   StatusOr<PageResult> Read(const protocol::PageRef& page, uint32_t offset, uint32_t length,
                             Reader reader, bool refetch, bool no_cache);
   StatusOr<protocol::PageSource> Load(const protocol::PageRef& page, const std::string& peer);
@@ -257,7 +262,7 @@ class PageService {
   // alive, *metrics is its series.
   StatusOr<const mount::Mount*> FindMount(const std::string& path,
                                           std::shared_ptr<const mount::MountTable>* table,
-                                          MountMetrics** metrics) EXCLUDES(mounts_mu_);
+                                          MountMetrics** metrics, bool wait) EXCLUDES(mounts_mu_);
   // Each mount's series, by mount path (made on a mount's first appearance, never removed).
   using MountMetricsMap = std::unordered_map<std::string, MountMetrics*>;
   std::shared_ptr<const MountMetricsMap> BindMetrics(const mount::MountTable& table);

@@ -183,18 +183,15 @@ class WorkerServer::Connection : public std::enable_shared_from_this<Connection>
       reply.error = request.status();
       return Write(reply);
     }
-    const protocol::PageRef& page = protocol::BaseOf(*request).page;
-    // One look at the mount table: a cached page, or a request that never reads the source, is
-    // served inline; a known mount's miss goes to the miss threads, an unknown mount (which may
-    // wait for the table) to its own pool.
-    PageService::Whereabouts where = service_->Locate(page);
-    if (where == PageService::Whereabouts::kCached ||
-        (where == PageService::Whereabouts::kMountKnown && PageService::CacheOnly(*request))) {
-      return Write(Handle(id, *request, received));
+    // A hit, or a request that never reads the source, is served inline; a known mount's miss
+    // goes to the miss threads, an unknown mount (which may wait for the table) to its own pool.
+    StatusOr<PageService::Served> now = InternalError("not served");
+    PageService::Route route = service_->TryServeNow(*request, &now);
+    if (route == PageService::Route::kServed) {
+      return Write(ReplyWith(id, *request, std::move(now)));
     }
-    FairPool* pool = where == PageService::Whereabouts::kMountKnown
-                         ? server_->miss_pool_.get()
-                         : server_->mount_wait_pool_.get();
+    FairPool* pool = route == PageService::Route::kMiss ? server_->miss_pool_.get()
+                                                        : server_->mount_wait_pool_.get();
     {
       MutexLock l(&mu_);
       ++outstanding_;
@@ -217,13 +214,20 @@ class WorkerServer::Connection : public std::enable_shared_from_this<Connection>
       reply.error = DeadlineExceededError("request expired in the worker queue");
       return reply;
     }
-    auto served = service_->Serve(request);
+    return ReplyWith(id, request, service_->Serve(request));
+  }
+
+  static Reply ReplyWith(uint64_t id, const protocol::Request& request,
+                         StatusOr<PageService::Served> served) {
+    Reply reply;
+    reply.id = id;
+    reply.data = protocol::WantsData(request);
     if (!served.ok()) {
       reply.error = served.status();
       return reply;
     }
     reply.served = std::move(served).value();
-    if (reply.served.data.reader) reply.page = base.page;
+    if (reply.served.data.reader) reply.page = protocol::BaseOf(request).page;
     return reply;
   }
 

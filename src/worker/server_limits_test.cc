@@ -331,6 +331,44 @@ TEST_F(ServerLimitsTest, RequestsForUnknownMountsDoNotHoldMissThreads) {
   EXPECT_EQ(first->meta.status, StatusCode::kUnavailable);
 }
 
+// Hits and requests that never read the source are served inline: with every miss thread held
+// by a source read, a cached page and a replica lookup (PeerRead) are still answered at once.
+// (A lookup waiting behind misses could deadlock two workers looking on each other.)
+TEST_F(ServerLimitsTest, HitsAndReplicaLookupsAreAnsweredWhileEveryMissThreadWaits) {
+  options_.miss_threads = 1;
+  StartServer();
+  auto warm = ReadOnce(Request("other", 0, kPage));
+  ASSERT_TRUE(warm.ok() && warm->meta.status == StatusCode::kOk);
+  for (int i = 0;
+       i < 200 && !store_->Contains({"mem://lake/other", memory_->Stat("other")->version, 0});
+       ++i) {
+    std::this_thread::sleep_for(milliseconds(5));
+  }
+  HoldSourceReads();
+  auto a = Connect();
+  ASSERT_TRUE(testing::SendRequest(a.get(), 1, Request("big", 3, kPage)).ok());
+  ASSERT_TRUE(gate_->WaitForArrivals(1));  // The only miss thread waits for the source.
+
+  auto hit = ReadOnce(Request("other", 0, kPage));
+  ASSERT_TRUE(hit.ok()) << hit.status().ToString();
+  EXPECT_EQ(hit->meta.status, StatusCode::kOk);
+  EXPECT_EQ(hit->data, memory_->Get("other").value());
+
+  auto b = Connect();
+  protocol::PeerReadRequest lookup;
+  lookup.page = Request("big", 7, kPage).page;
+  ASSERT_TRUE(SendFrame(b.get(), protocol::MessageType::kPeerRead, 9, EncodeRequest(lookup)).ok());
+  auto answer = ReadReply(b.get());
+  ASSERT_TRUE(answer.ok()) << answer.status().ToString();
+  EXPECT_EQ(answer->meta.status, StatusCode::kOk);
+  EXPECT_TRUE(answer->data.empty());  // Not cached here: said at once, the source not asked.
+  EXPECT_EQ(gate_->arrivals(), 1u);
+  gate_->Open();
+  auto miss = ReadReply(a.get());
+  ASSERT_TRUE(miss.ok());
+  EXPECT_EQ(miss->data, data_.substr(3 * size_t{kPage}, kPage));
+}
+
 // Regression (heap over-read sent to the network): two pipelined requests for one page, the
 // first naming object_size=1, made the second's reply a range of the first's 1-byte buffer.
 TEST_F(ServerLimitsTest, PipelinedRequestsNamingOtherSizesGetOnlyBytesThatExist) {
