@@ -25,6 +25,7 @@ import pytest
 from cluster_util import (etcd, CRASH_MARKERS, HITS, MISSES, PAGES, UFS_BYTES, Cluster,
                           distinct_free_ports, one_error_line)
 from conftest import KiB, MiB, read_whole, wait_until
+from lake import Lake, pages_of
 
 LOAD_REQUESTS = "cairn_worker_load_requests_total"
 LOADED_PAGES = "cairn_worker_loaded_pages_total"
@@ -45,9 +46,6 @@ SUMMARY = re.compile(
     rf"source\), (\d+) already cached, (\d+) failed$")
 
 
-def _pages(size):
-    return (size + MiB - 1) // MiB
-
 
 # ------------------------------------------------------------------------------------------
 # Fixtures and helpers
@@ -62,31 +60,6 @@ def cluster(etcd, harness):
     for i in (1, 2, 3):
         c.start_worker(f"w{i}")
     return c
-
-
-class Lake:
-    """A source folder; `files` maps a path relative to the mount to its bytes."""
-
-    def __init__(self, root, files):
-        self.root = root
-        self.files = files
-        self.uri = "file://" + str(root)
-        for name, data in files.items():
-            p = root / name
-            p.parent.mkdir(parents=True, exist_ok=True)
-            p.write_bytes(data)
-
-    def names(self, prefix=""):
-        return sorted(n for n in self.files if n.startswith(prefix))
-
-    def bytes(self, names=None):
-        return sum(len(self.files[n]) for n in (names if names is not None else self.files))
-
-    def pages(self, names=None):
-        return sum(_pages(len(self.files[n])) for n in (names if names is not None else self.files))
-
-    def nonempty(self, names=None):
-        return sorted(n for n in (names if names is not None else self.files) if self.files[n])
 
 
 def mixed_lake(tmp_path, seed=4):
@@ -183,7 +156,7 @@ def test_load_folder_numbers_then_reads_hit_only(cluster, tmp_path):
     j, _, err = load_json(cluster, ns())
     check_totals(j, lake)
     pages = lake.pages()
-    assert pages == sum(_pages(len(d)) for d in lake.files.values()) and pages > 20
+    assert pages == sum(pages_of(len(d)) for d in lake.files.values()) and pages > 20
     assert j["pages_loaded"] == pages, j
     assert j["pages_cached_before"] == 0 and j["pages_missing"] == 0, j
     assert j["bytes_from_source"] == lake.bytes(), j

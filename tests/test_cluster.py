@@ -26,6 +26,7 @@ from cluster_util import (etcd, CLIENT_FAILOVERS, CLIENT_FALLBACK_BYTES, CLIENT_
                           MISSES, PAGES, REGISTERED, REQUESTS, UFS_BYTES, Cluster,
                           distinct_free_ports, metrics_of, one_error_line, sigcont, sigstop)
 from conftest import KiB, MiB, is_mounted, read_whole, wait_until
+from lake import Lake
 
 LEASE_TTL = 2          # --lease-ttl of every worker here (seconds).
 WORKER_TIMEOUT = 1.0   # --worker-timeout of the failover tests (seconds).
@@ -55,37 +56,6 @@ def cluster(etcd, harness):
     return Cluster(harness, etcd, lease_ttl=LEASE_TTL)
 
 
-def _pages(size):
-    return (size + MiB - 1) // MiB
-
-
-class Lake:
-    """A source folder with files of mixed sizes; `files` maps relative path -> bytes."""
-
-    def __init__(self, root, files):
-        self.root = root
-        self.files = files
-        self.uri = "file://" + str(root)
-        self.sha = {n: hashlib.sha256(d).hexdigest() for n, d in files.items()}
-
-    def names(self, prefix=None, exclude=None):
-        return sorted(n for n in self.files
-                      if (prefix is None or n.startswith(prefix))
-                      and (exclude is None or not n.startswith(exclude)))
-
-    def pages(self, names=None):
-        return sum(_pages(len(self.files[n])) for n in (names or self.files))
-
-    def bytes(self, names=None):
-        return sum(len(self.files[n]) for n in (names or self.files))
-
-
-def _write_tree(root, files):
-    for name, data in files.items():
-        p = root / name
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_bytes(data)
-
 
 @pytest.fixture(scope="module")
 def lake(tmp_path_factory):
@@ -102,7 +72,6 @@ def lake(tmp_path_factory):
         sizes[f"cold/c{i:02d}.bin"] = 200 * KiB + 37 * i
     files = {n: rng.randbytes(s) for n, s in sizes.items()}
     root = tmp_path_factory.mktemp("lake") / "src"
-    _write_tree(root, files)
     return Lake(root, files)
 
 
@@ -110,7 +79,6 @@ def _small_lake(tmp_path, name, seed, count=3):
     rng = random.Random(seed)
     files = {f"x{i}.bin": rng.randbytes(rng.randrange(1, 3 * MiB)) for i in range(count)}
     root = tmp_path / name
-    _write_tree(root, files)
     return Lake(root, files)
 
 

@@ -23,6 +23,7 @@ import pytest
 from cluster_util import (etcd, CRASH_MARKERS, PAGES, Cluster, distinct_free_ports,
                           one_error_line)
 from conftest import KiB, MiB, read_whole, wait_until
+from lake import Lake, pages_of
 
 MOUNT = "/lake"
 OTHER = "/other"
@@ -51,37 +52,10 @@ MOUNT_UFS = "cairn_mount_bytes_from_ufs_total"
 MOUNT_HITS = "cairn_mount_cache_hits_total"
 
 
-def _pages(size):
-    return (size + MiB - 1) // MiB
-
 
 # ------------------------------------------------------------------------------------------
 # Data and fixtures
 # ------------------------------------------------------------------------------------------
-
-class Lake:
-    """A source folder; `files` maps a path relative to the mount to its bytes."""
-
-    def __init__(self, root, files):
-        self.root = root
-        self.files = files
-        self.uri = "file://" + str(root)
-        for name, data in files.items():
-            p = root / name
-            p.parent.mkdir(parents=True, exist_ok=True)
-            p.write_bytes(data)
-
-    def names(self, folder):
-        return sorted(n for n in self.files if n.startswith(folder + "/"))
-
-    def bytes(self, folder=None):
-        names = self.names(folder) if folder else list(self.files)
-        return sum(len(self.files[n]) for n in names)
-
-    def pages(self, folder=None):
-        names = self.names(folder) if folder else list(self.files)
-        return sum(_pages(len(self.files[n])) for n in names)
-
 
 @pytest.fixture(scope="module")
 def lake(tmp_path_factory):
@@ -216,7 +190,7 @@ def test_pin_survives_flood_then_unpin_lets_it_go(cluster, lake):
     ufs = cluster.metric("w1", per_mount(MOUNT_UFS))
     hits = cluster.metric("w1", per_mount(MOUNT_HITS))
     fuse = cluster.fuse(extra=["--no-short-circuit"])
-    for name in lake.names("val"):
+    for name in lake.folder("val"):
         assert read_whole(mount_file(fuse, name), direct=True) == lake.files[name], name
     assert cluster.metric("w1", per_mount(MOUNT_UFS)) == ufs, "a pinned page came from the source"
     assert cluster.metric("w1", per_mount(MOUNT_HITS)) - hits >= lake.pages("val")
@@ -229,7 +203,7 @@ def test_pin_survives_flood_then_unpin_lets_it_go(cluster, lake):
     load(cluster, ns("train"), overflow=True)
     rc, j = verify(cluster, ns("val"))
     assert rc == 1 and j["pages_missing"] == lake.pages("val"), j
-    assert sorted(j["missing_files"]) == [ns(n) for n in lake.names("val")], j
+    assert sorted(j["missing_files"]) == [ns(n) for n in lake.folder("val")], j
 
 
 def test_pin_after_load_protects_cached_pages(cluster, lake):
@@ -283,7 +257,7 @@ def test_cache_full_of_pinned_pages_serves_from_source(cluster, lake):
 
     fuse = cluster.fuse(extra=["--no-short-circuit"])
     ufs = w.metric(per_mount(MOUNT_UFS))
-    for name in lake.names("train")[-3:] + lake.names("val"):
+    for name in lake.folder("train")[-3:] + lake.folder("val"):
         assert read_whole(mount_file(fuse, name), direct=True) == lake.files[name], name
     assert w.metric(per_mount(MOUNT_UFS)) > ufs, "uncached pages did not come from the source"
     after = w.metrics()
@@ -318,7 +292,7 @@ def test_low_priority_evicted_before_more_recent_normal(cluster, lake, command):
     # load of cached pages does not refresh their recency (see the report of issue 4).
     fuse = cluster.fuse(extra=["--no-short-circuit"])
     hits = cluster.metric("w1", per_mount(MOUNT_HITS))
-    for name in lake.names("lowp"):
+    for name in lake.folder("lowp"):
         assert read_whole(mount_file(fuse, name), direct=True) == lake.files[name], name
     assert cluster.metric("w1", per_mount(MOUNT_HITS)) - hits >= lake.pages("lowp")
     assert fuse.stop() == 0
@@ -423,7 +397,7 @@ def test_admission_bypass_serves_without_caching(cluster, lake):
     fuse = cluster.fuse(extra=["--no-short-circuit"])
 
     before = w.metrics()
-    for name in lake.names("scan"):
+    for name in lake.folder("scan"):
         assert read_whole(mount_file(fuse, name), direct=True) == lake.files[name], name
     after = w.metrics()
     assert after[per_mount(CACHED)] == before.get(per_mount(CACHED), 0), \
@@ -434,7 +408,7 @@ def test_admission_bypass_serves_without_caching(cluster, lake):
     assert missing_pages(cluster, ns("scan")) == lake.pages("scan")
 
     # The rest of the mount is cached as usual (the check above can fail).
-    for name in lake.names("keep"):
+    for name in lake.folder("keep"):
         assert read_whole(mount_file(fuse, name), direct=True) == lake.files[name], name
     m = w.metrics()
     assert m[per_mount(CACHED)] >= lake.bytes("keep"), m[per_mount(CACHED)]
@@ -578,14 +552,14 @@ def test_report_matches_worker_metrics(cluster, lake):
     add_mount(cluster, MOUNT, lake.uri)
     add_mount(cluster, OTHER, other.uri)
     cold = cluster.fuse(extra=["--no-short-circuit"], name="fuse-cold")
-    names = lake.names("val") + lake.names("norm")
+    names = lake.folder("val") + lake.folder("norm")
     for name in names:
         assert read_whole(mount_file(cold, name), direct=True) == lake.files[name], name
-    for name in other.names("o")[:2]:
+    for name in other.folder("o")[:2]:
         assert read_whole(mount_file(cold, name, OTHER), direct=True) == other.files[name]
     assert cold.stop() == 0
     warm = cluster.fuse(extra=["--no-short-circuit"], name="fuse-warm")
-    for name in lake.names("val"):
+    for name in lake.folder("val"):
         assert read_whole(mount_file(warm, name), direct=True) == lake.files[name], name
     assert warm.stop() == 0
 
@@ -630,10 +604,10 @@ def test_report_matches_worker_metrics(cluster, lake):
     # Nothing was evicted in a 64 MiB cache; `cairn free` of a file shows as "freed" removals of
     # its mount only.
     assert lk["removed_pages"] == {"capacity": 0, "quota": 0, "ttl": 0, "freed": 0}, lk
-    victim = lake.names("val")[0]
+    victim = lake.folder("val")[0]
     r = cluster.cli(["free", ns(victim)])
     assert r.returncode == 0, r.stderr
     freed = json.loads(cluster.cli(["report", "--json"]).stdout)
     by_mount = {x["mount"]: x for x in freed["mounts"]}
-    assert by_mount[MOUNT]["removed_pages"]["freed"] == _pages(len(lake.files[victim])), freed
+    assert by_mount[MOUNT]["removed_pages"]["freed"] == pages_of(len(lake.files[victim])), freed
     assert by_mount[OTHER]["removed_pages"]["freed"] == 0, freed
