@@ -19,9 +19,14 @@
 #include "pagestore/mem_disk.h"
 #include "pagestore/page_store.h"
 #include "pagestore/test_util.h"
+#include "testing/fault_injecting_disk.h"
 
 namespace cairn::pagestore {
 namespace {
+
+using cairn::testing::DiskOp;
+using cairn::testing::FaultInjectingDisk;
+using cairn::testing::Gate;
 
 namespace fs = std::filesystem;
 using testing::Bytes;
@@ -33,29 +38,6 @@ using testing::WaitForRecovery;
 
 constexpr uint64_t kSkeleton = CacheDir::kSkeletonBytes;
 constexpr uint64_t kSmallCharge = 2 * 4096 + CacheDir::kDirEntryCharge;
-
-// Lists a folder, then holds the listing until Open() is called: the recovery scan stays in the
-// middle of its work (listings taken, nothing indexed) for as long as the test wants.
-class GatedDisk : public DiskWrapper {
- public:
-  using DiskWrapper::DiskWrapper;
-  StatusOr<std::vector<DirEntry>> ListDir(const std::string& path) override {
-    auto listing = DiskWrapper::ListDir(path);
-    std::unique_lock<std::mutex> l(mu_);
-    cv_.wait(l, [&] { return open_; });
-    return listing;
-  }
-  void Open() {
-    std::lock_guard<std::mutex> l(mu_);
-    open_ = true;
-    cv_.notify_all();
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool open_ = false;
-};
 
 std::unique_ptr<PageStore> Create(const PageStoreOptions& options) {
   auto store = PageStore::Create(options);
@@ -84,7 +66,9 @@ TEST(RecoveryTest, ServesHitsDuringAndAfterTheScan) {
     for (int i = 0; i < kPages; ++i) ASSERT_TRUE(store->Put(Key(i), Bytes(i, 16)).ok()) << i;
     ASSERT_EQ(store->Stats().pages, uint64_t{kPages});
   }
-  auto gated = std::make_shared<GatedDisk>(PosixDisk());
+  auto gated = std::make_shared<FaultInjectingDisk>(PosixDisk());
+  auto listings = std::make_shared<Gate>();  // Listings are taken, then held until opened.
+  gated->Hold(DiskOp::kListDir, listings, FaultInjectingDisk::When::kAfter);
   auto store = Create(Options(root, capacity, gated));
   ASSERT_TRUE(store->Stats().recovering);
   for (int i = 0; i < kPages; i += 97) {
@@ -98,7 +82,7 @@ TEST(RecoveryTest, ServesHitsDuringAndAfterTheScan) {
   EXPECT_TRUE(during.recovering);
   EXPECT_EQ(during.recovered_pages, uint64_t{kPages / 97 + 1 + 1});
 
-  gated->Open();
+  listings->Open();
   ASSERT_TRUE(WaitForRecovery(*store));
   PageStoreStats after = store->Stats();
   EXPECT_EQ(after.recovered_pages, uint64_t{kPages});
@@ -123,7 +107,9 @@ TEST(RecoveryTest, CapacityHoldsWhileTheScanRuns) {
     for (int i = 0; i < 50; ++i) ASSERT_TRUE(store->Put(Key(i), Bytes(i, 100)).ok());
     ASSERT_EQ(store->Stats().evictions, 0u);
   }
-  auto gated = std::make_shared<GatedDisk>(disk);
+  auto gated = std::make_shared<FaultInjectingDisk>(disk);
+  auto listings = std::make_shared<Gate>();  // Listings are taken, then held until opened.
+  gated->Hold(DiskOp::kListDir, listings, FaultInjectingDisk::When::kAfter);
   auto store = Create(Options("/cache", capacity, gated));
   std::atomic<bool> done{false};
   std::atomic<uint64_t> worst{0};
@@ -138,7 +124,7 @@ TEST(RecoveryTest, CapacityHoldsWhileTheScanRuns) {
   });
   for (int i = 0; i < 10; ++i) EXPECT_TRUE(store->Open(Key(i)).ok()) << i;  // Probed, adopted.
   std::this_thread::sleep_for(std::chrono::milliseconds(100));  // Let the writer run gated.
-  gated->Open();
+  listings->Open();
   writer.join();
   ASSERT_TRUE(WaitForRecovery(*store));
   done = true;
@@ -174,14 +160,16 @@ TEST(RecoveryTest, PagesDroppedDuringTheScanStayDropped) {
     auto store = Create(Options("/cache", 8 << 20, disk));
     for (int i = 0; i < 300; ++i) ASSERT_TRUE(store->Put(Key(i), Bytes(i, 10)).ok());
   }
-  auto gated = std::make_shared<GatedDisk>(disk);
+  auto gated = std::make_shared<FaultInjectingDisk>(disk);
+  auto listings = std::make_shared<Gate>();  // Listings are taken, then held until opened.
+  gated->Hold(DiskOp::kListDir, listings, FaultInjectingDisk::When::kAfter);
   auto store = Create(Options("/cache", 8 << 20, gated));
   // Give the scanners time to take their first listings, then drop pages everywhere.
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   for (int i = 0; i < 300; i += 2) {
     EXPECT_TRUE(store->Remove(Key(i), RemoveReason::kInvalidated).ok()) << i;
   }
-  gated->Open();
+  listings->Open();
   ASSERT_TRUE(WaitForRecovery(*store));
   for (int i = 0; i < 300; ++i) EXPECT_EQ(store->Contains(Key(i)), i % 2 == 1) << i;
   PageStoreStats stats = store->Stats();

@@ -17,10 +17,14 @@
 #include "pagestore/page_attributes.h"
 #include "pagestore/page_store.h"
 #include "pagestore/test_util.h"
+#include "testing/fault_injecting_disk.h"
 
 namespace cairn::pagestore {
 namespace {
 
+using cairn::testing::DiskOp;
+using cairn::testing::FaultInjectingDisk;
+using cairn::testing::Gate;
 using policy::EntryHints;
 using policy::Priority;
 using testing::Bytes;
@@ -328,47 +332,19 @@ TEST_F(RulesTest, SetAttributeResolverAppliesToNewPagesAndReattribute) {
   EXPECT_EQ(store->Stats().pinned_bytes, 0u);
 }
 
-// Holds WriteNewFile until Release(): a Put stays between resolving its hints and publishing.
-class HeldWriteDisk : public DiskWrapper {
- public:
-  using DiskWrapper::DiskWrapper;
-  Status WriteNewFile(const std::string& path,
-                      std::span<const std::span<const char>> pieces) override {
-    {
-      std::unique_lock<std::mutex> l(mu_);
-      waiting_ = true;
-      cv_.notify_all();
-      cv_.wait(l, [&] { return released_; });
-    }
-    return DiskWrapper::WriteNewFile(path, pieces);
-  }
-  void AwaitWriter() {
-    std::unique_lock<std::mutex> l(mu_);
-    cv_.wait(l, [&] { return waiting_; });
-  }
-  void Release() {
-    std::lock_guard<std::mutex> l(mu_);
-    released_ = true;
-    cv_.notify_all();
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool waiting_ = false;
-  bool released_ = false;
-};
-
 TEST_F(RulesTest, PutRacingWithReattributeEndsUnderTheNewRules) {
-  auto held = std::make_shared<HeldWriteDisk>(disk_);
+  auto held = std::make_shared<FaultInjectingDisk>(disk_);
   PageStoreOptions options = Options(8);
   options.disk = held;
   auto store = Make(options);
+  auto write = std::make_shared<Gate>();
+  held->Hold(DiskOp::kWriteNewFile, write);
   std::thread writer([&] { PutOk(*store, K("s3://model/w")); });
-  held->AwaitWriter();  // Resolved under the old rules (not pinned), not indexed yet.
+  // Resolved under the old rules (not pinned), not indexed yet.
+  ASSERT_TRUE(write->WaitForArrivals(1));
   rules_.Set("s3://model/", {.pinned = true});
   store->Reattribute();  // Walks past the page: it is not in the index yet.
-  held->Release();
+  write->Open();
   writer.join();
   EXPECT_EQ(store->Stats().pinned_bytes, kCharge);
 }
@@ -418,28 +394,6 @@ TEST_F(RulesTest, RecoveryAppliesTheResolverToPagesFoundOnDisk) {
   EXPECT_FALSE(store->Contains(K("s3://pinned/a", 0)));
 }
 
-// Holds every sub-folder listing until Open(): the scan stays before its indexing.
-class GatedDisk : public DiskWrapper {
- public:
-  using DiskWrapper::DiskWrapper;
-  StatusOr<std::vector<DirEntry>> ListDir(const std::string& path) override {
-    auto listing = DiskWrapper::ListDir(path);
-    std::unique_lock<std::mutex> l(mu_);
-    cv_.wait(l, [&] { return open_; });
-    return listing;
-  }
-  void Open() {
-    std::lock_guard<std::mutex> l(mu_);
-    open_ = true;
-    cv_.notify_all();
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool open_ = false;
-};
-
 TEST_F(RulesTest, PagesAdoptedByNameDuringRecoveryGetTheirHints) {
   rules_.Set("s3://pinned/", {.pinned = true});
   {
@@ -447,7 +401,9 @@ TEST_F(RulesTest, PagesAdoptedByNameDuringRecoveryGetTheirHints) {
     PutOk(*store, K("s3://pinned/a"));
     PutOk(*store, K("s3://plain/b"));
   }
-  auto gated = std::make_shared<GatedDisk>(disk_);
+  auto gated = std::make_shared<FaultInjectingDisk>(disk_);
+  auto listings = std::make_shared<Gate>();  // Listings are taken, then held until opened.
+  gated->Hold(DiskOp::kListDir, listings, FaultInjectingDisk::When::kAfter);
   PageStoreOptions options = Options(8);
   options.disk = gated;
   auto created = PageStore::Create(options);
@@ -458,7 +414,7 @@ TEST_F(RulesTest, PagesAdoptedByNameDuringRecoveryGetTheirHints) {
   PageStoreStats stats = store->Stats();
   EXPECT_TRUE(stats.recovering);
   EXPECT_EQ(stats.pinned_bytes, kCharge);
-  gated->Open();
+  listings->Open();
   ASSERT_TRUE(testing::WaitForRecovery(*store));
   stats = store->Stats();
   EXPECT_EQ(stats.pinned_bytes, kCharge);
@@ -473,54 +429,16 @@ TEST_F(RulesTest, UnreadableHeaderAtStartupGetsItsHintsWhenFirstOpened) {
     PutOk(*store, K("s3://pinned/a"));
   }
   // Fails the first read of the page file (the scan's header read), then reads work again.
-  class FlakyDisk : public DiskWrapper {
-   public:
-    using DiskWrapper::DiskWrapper;
-    StatusOr<std::unique_ptr<RandomAccessFile>> OpenForRead(const std::string& path) override {
-      if (failures_left.fetch_sub(1) > 0) return IoError("injected read failure");
-      return DiskWrapper::OpenForRead(path);
-    }
-    std::atomic<int> failures_left{1};
-  };
+  auto flaky = std::make_shared<FaultInjectingDisk>(disk_);
+  flaky->FailNext(DiskOp::kOpenForRead, IoError("injected read failure"), 1);
   PageStoreOptions options = Options(8);
-  options.disk = std::make_shared<FlakyDisk>(disk_);
+  options.disk = flaky;
   auto store = Make(options);
   EXPECT_EQ(store->Stats().recovered_pages, 1u);
   EXPECT_EQ(store->Stats().pinned_bytes, 0u);
   EXPECT_TRUE(store->Open(K("s3://pinned/a")).ok());
   EXPECT_EQ(store->Stats().pinned_bytes, kCharge);
 }
-
-// Holds the second OpenForRead (a header read of the scan) until Release().
-class HeldReadDisk : public DiskWrapper {
- public:
-  using DiskWrapper::DiskWrapper;
-  StatusOr<std::unique_ptr<RandomAccessFile>> OpenForRead(const std::string& path) override {
-    {
-      std::unique_lock<std::mutex> l(mu_);
-      if (++calls_ == 2) {
-        cv_.notify_all();
-        cv_.wait(l, [&] { return released_; });
-      }
-    }
-    return DiskWrapper::OpenForRead(path);
-  }
-  void AwaitSecondRead() {
-    std::unique_lock<std::mutex> l(mu_);
-    cv_.wait(l, [&] { return calls_ >= 2; });
-  }
-  void Release() {
-    std::lock_guard<std::mutex> l(mu_);
-    released_ = true;
-    cv_.notify_all();
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  int calls_ = 0;
-  bool released_ = false;
-};
 
 TEST_F(RulesTest, RulesChangedDuringTheScanApplyToPagesItIndexesLater) {
   // Two pages of one object in one sub-folder: the scan resolves the object once (at the first
@@ -536,17 +454,21 @@ TEST_F(RulesTest, RulesChangedDuringTheScanApplyToPagesItIndexesLater) {
     auto store = Make(Options(8));
     for (uint64_t p : pages) PutOk(*store, K("s3://model/w", p));
   }
-  auto held = std::make_shared<HeldReadDisk>(disk_);
+  // The second OpenForRead (the scan's second header read) waits until the test opens.
+  auto held = std::make_shared<FaultInjectingDisk>(disk_);
+  auto second_read = std::make_shared<Gate>();
+  held->Hold(DiskOp::kOpenForRead, second_read, FaultInjectingDisk::When::kBefore, 1, 1);
   PageStoreOptions options = Options(8);
   options.disk = held;
   options.recovery_threads_per_dir = 1;
   auto created = PageStore::Create(options);
   ASSERT_TRUE(created.ok());
   auto store = std::move(created).value();
-  held->AwaitSecondRead();  // The object was resolved under the old rules (not pinned).
+  // The object was resolved under the old rules (not pinned).
+  ASSERT_TRUE(second_read->WaitForArrivals(1));
   rules_.Set("s3://model/", {.pinned = true});
   store->Reattribute();  // The index is still empty.
-  held->Release();
+  second_read->Open();
   ASSERT_TRUE(testing::WaitForRecovery(*store));
   EXPECT_EQ(store->Stats().recovered_pages, 2u);
   EXPECT_EQ(store->Stats().pinned_bytes, 2 * kCharge);

@@ -12,9 +12,12 @@
 #include "pagestore/layout.h"
 #include "pagestore/mem_disk.h"
 #include "pagestore/test_util.h"
+#include "testing/fault_injecting_disk.h"
 
 namespace cairn::pagestore {
 namespace {
+
+using cairn::testing::DiskOp;
 
 using testing::Bytes;
 using testing::Key;
@@ -208,37 +211,20 @@ TEST_F(MemStoreTest, DamagedFilesAreCorruptionThenGone) {
   EXPECT_EQ(stats.used_bytes, kSkeleton + kSmallCharge);
 }
 
-// Fails writes or renames on demand.
-class FaultyDisk : public DiskWrapper {
- public:
-  using DiskWrapper::DiskWrapper;
-  Status WriteNewFile(const std::string& path,
-                      std::span<const std::span<const char>> pieces) override {
-    if (fail_writes) return IoError("injected write failure");
-    return DiskWrapper::WriteNewFile(path, pieces);
-  }
-  Status Rename(const std::string& from, const std::string& to) override {
-    if (fail_renames) return IoError("injected rename failure");
-    return DiskWrapper::Rename(from, to);
-  }
-  std::atomic<bool> fail_writes{false};
-  std::atomic<bool> fail_renames{false};
-};
-
 TEST_F(MemStoreTest, FailedWritesReleaseTheirReservationAndLeaveNoFile) {
-  auto faulty = std::make_shared<FaultyDisk>(disk_);
+  auto faulty = std::make_shared<cairn::testing::FaultInjectingDisk>(disk_);
   PageStoreOptions options = Options(8 << 20);
   options.disk = faulty;
   auto store = Make(options);
   PutOk(*store, Key(0), "kept");
   const uint64_t used = store->Stats().used_bytes;
-  faulty->fail_writes = true;
+  faulty->FailNext(DiskOp::kWriteNewFile, IoError("injected write failure"), -1);
   EXPECT_EQ(store->Put(Key(1), "lost").code(), StatusCode::kIoError);
-  faulty->fail_writes = false;
-  faulty->fail_renames = true;
+  faulty->Clear(DiskOp::kWriteNewFile);
+  faulty->FailNext(DiskOp::kRename, IoError("injected rename failure"), -1);
   EXPECT_EQ(store->Put(Key(2), "lost").code(), StatusCode::kIoError);
   EXPECT_EQ(store->Put(Key(0), "replacement").code(), StatusCode::kIoError);
-  faulty->fail_renames = false;
+  faulty->Clear(DiskOp::kRename);
   EXPECT_EQ(store->Stats().used_bytes, used);
   EXPECT_EQ(store->Stats().pages, 1u);
   EXPECT_TRUE(TempFiles().empty());
