@@ -361,16 +361,15 @@ StatusOr<std::unique_ptr<PageReader>> CacheDir::OpenPage(const KeyInfo& key) {
       DropVictims({*expired});
       return NotFoundError("page not cached (its TTL passed)");
     }
-    // The check that the open file is still the one the page's name refers to costs three
-    // system calls: at most once per kOpenFileRecheckMicros, and outside mu_, so hits on other
-    // pages never wait for it.
+    // The checks of the open file run outside mu_, so hits on other pages never wait for
+    // them: its size on every hit (one fstat), its name at most once per kOpenFileRecheckMicros
+    // (two more system calls).
     if (kept != nullptr) {
       const int64_t now = config_.clock->NowMicros();
-      if (now - kept->checked_us.load(std::memory_order_relaxed) < kOpenFileRecheckMicros) {
-        return std::unique_ptr<PageReader>(new SharedPageReader(kept->file));
-      }
-      if (kept->file->StillAt(path)) {
-        kept->checked_us.store(now, std::memory_order_relaxed);
+      const bool check_name =
+          now - kept->checked_us.load(std::memory_order_relaxed) >= kOpenFileRecheckMicros;
+      if (check_name ? kept->file->StillAt(path) : kept->file->StillWhole()) {
+        if (check_name) kept->checked_us.store(now, std::memory_order_relaxed);
         return std::unique_ptr<PageReader>(new SharedPageReader(kept->file));
       }
       // Truncated, replaced or swapped since it was opened: reopen the name, which runs every

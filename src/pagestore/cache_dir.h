@@ -115,10 +115,11 @@ class CacheDir {
   static constexpr size_t kPathLocks = 64;
   static constexpr size_t kMaxOpenFiles = 1024;
   // How long a kept-open page file is trusted to still be the file its name refers to before a
-  // hit checks again (three system calls: more than the rest of a 4 KiB hit). In between, a hit
-  // reads the file it opened and checked: the page's own bytes, even if the name was swapped or
-  // unlinked meanwhile; truncation of the open file fails the read itself. So tampering with the
-  // folder is noticed within this window, and never costs a wrong byte.
+  // hit checks again (a stat of the path and an fstat: more than the rest of a 4 KiB hit). In
+  // between, a hit reads the file it opened and checked, which holds the page's own bytes even
+  // if the name was swapped or unlinked meanwhile; its size is checked on every hit (one fstat),
+  // so a truncated file is never sent. A swapped or replaced name is noticed within this window,
+  // and never costs a wrong byte.
   static constexpr int64_t kOpenFileRecheckMicros = 1'000'000;
   // Expired pages taken per hold of mu_ (sweep, Reserve).
   static constexpr size_t kExpiredBatch = 256;

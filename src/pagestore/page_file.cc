@@ -18,9 +18,13 @@ Status FilePageReader::ReadAt(uint32_t offset, std::span<char> out) const {
   return Status::Ok();
 }
 
-bool FilePageReader::StillAt(const std::string& path) const {
+bool FilePageReader::StillWhole() const {
   auto size = file_->Size();
-  if (!size.ok() || *size != header_.file_size()) return false;
+  return size.ok() && *size == header_.file_size();
+}
+
+bool FilePageReader::StillAt(const std::string& path) const {
+  if (!StillWhole()) return false;
   const int fd = file_->native_fd();
   if (fd < 0) return true;  // In-memory disk: names cannot be swapped under an open file.
   struct stat open_st {

@@ -25,10 +25,14 @@ class FilePageReader final : public PageReader {
   uint64_t data_file_offset() const override { return header_.data_offset; }
 
   const PageHeader& header() const { return header_; }
-  // True if `path` still names this very file and it still has the size its header promises
-  // (an fstat and a stat). A kept-open file is re-checked before every use, so a page file
-  // truncated, replaced or swapped after it was opened is still caught, and the name is then
-  // reopened and checked in full.
+  // True if the file still has the size its header promises (one fstat): a kept-open file is
+  // checked so before every use, so a page file truncated after it was opened is caught before
+  // a byte of it is sent.
+  bool StillWhole() const;
+  // StillWhole, and `path` still names this very file (an fstat and a stat more). A kept-open
+  // file is checked so at least once a second (CacheDir::kOpenFileRecheckMicros), so a page
+  // file replaced or swapped under its name is caught, and the name is then reopened and checked
+  // in full.
   bool StillAt(const std::string& path) const;
 
  private:
