@@ -9,10 +9,11 @@
 // Replication is the workers' job (a mount with replicas = R > 1, in a cluster: options.peers).
 // A client sends a read to one of the page's R replicas (the first R workers the ring names for
 // it). On a miss, that worker looks for the page on the other replicas (PeerRead, cache only,
-// all at once), else reads the source; it answers, then tells each replica that answered "not
-// cached" to copy the page from it (CopyFromPeer, in the background). So a cold page costs one
-// source read and one client round trip whatever R, and a replica set changed by a lost or new
-// worker gets back to R copies on the next read of each page (read repair).
+// all at once), else reads the source; as soon as it has the bytes (before its reply is sent) it
+// tells each replica that answered "not cached" to copy the page from it (CopyFromPeer, in the
+// background), and answers. So a cold page costs one source read and one client round trip
+// whatever R, and a replica set changed by a lost or new worker gets back to R copies on the
+// next read of each page through a replica that lacks it (read repair).
 //
 // Thread-safety: all methods are thread-safe.
 #ifndef CAIRN_WORKER_PAGE_SERVICE_H_
