@@ -74,6 +74,22 @@ struct DirPage {
 
 // An open file, pinned to the version seen at open: every byte it returns belongs to that
 // version, never a mix.
+//
+// Bytes of a read left where they already lie (ReadInPlace): in order, each piece points into
+// memory the reader holds (a page of the client's page buffer, kept alive by `owners`) or into
+// the caller's scratch buffer. Valid while the view and the scratch buffer live; read-only.
+struct ReadView {
+  std::vector<std::span<const char>> pieces;
+  std::vector<std::shared_ptr<const void>> owners;
+  size_t size = 0;  // Sum of the pieces' sizes.
+
+  void Append(std::span<const char> piece) {
+    if (piece.empty()) return;
+    pieces.push_back(piece);
+    size += piece.size();
+  }
+};
+
 class FileReader {
  public:
   virtual ~FileReader() = default;
@@ -81,6 +97,25 @@ class FileReader {
   // Reads up to out.size() bytes at offset; returns bytes read (0 at or past end of file).
   // FailedPrecondition if the source object changed since open.
   virtual StatusOr<size_t> Read(uint64_t offset, std::span<char> out) = 0;
+
+  // Reads min(scratch.size(), size - offset) bytes at offset (fewer only at end of file) without
+  // copying those already in memory: the FUSE mount replies from the returned pieces with one
+  // writev. Same errors as Read. This default reads everything into `scratch`.
+  virtual StatusOr<ReadView> ReadInPlace(uint64_t offset, std::span<char> scratch) {
+    ReadView view;
+    size_t done = 0;
+    while (done < scratch.size()) {
+      StatusOr<size_t> n = Read(offset + done, scratch.subspan(done));
+      if (!n.ok()) return n.status();
+      if (*n == 0) break;
+      if (*n > scratch.size() - done) {
+        return InternalError("FileReader::Read returned more bytes than asked for");
+      }
+      done += *n;
+    }
+    view.Append(scratch.first(done));
+    return view;
+  }
 };
 
 struct ClientStats {

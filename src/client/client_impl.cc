@@ -88,7 +88,7 @@ ClientImpl::ClientImpl(const ClientOptions& options,
       mounts_(std::move(mounts)),
       metadata_(clock, kMaxMetadataEntries),
       fetcher_(std::move(fetcher)),
-      buffer_(options.buffer_bytes),
+      buffer_(options.buffer_bytes, options.page_size),
       prefetch_pool_(std::make_unique<ThreadPool>(16, "readahead")) {}
 
 ClientImpl::~ClientImpl() {

@@ -156,6 +156,52 @@ TEST_P(ClientTest, RandomRangedReadsAcrossPageBoundaries) {
   }
 }
 
+// ReadInPlace (the FUSE reply path) returns the same bytes as Read: buffered pages in place,
+// the rest in the caller's scratch buffer, across page boundaries and up to the end of file.
+TEST_P(ClientTest, ReadInPlaceReturnsExactBytesAcrossPagesAndAtEndOfFile) {
+  std::string data = RandomBytes(kPage * 4 + 4321, 5);
+  memory_->Put("v.bin", data);
+  MakeClient();
+  auto reader = client_->Open("/lake/v.bin");
+  ASSERT_TRUE(reader.ok());
+  auto read = [&](uint64_t off, size_t len, size_t* in_place) {
+    std::vector<char> scratch(len);
+    StatusOr<ReadView> view = (*reader)->ReadInPlace(off, scratch);
+    EXPECT_TRUE(view.ok()) << view.status().ToString();
+    std::string got;
+    if (!view.ok()) return got;
+    for (std::span<const char> piece : view->pieces) {
+      bool in_scratch = piece.data() >= scratch.data() &&
+                        piece.data() + piece.size() <= scratch.data() + scratch.size();
+      if (!in_scratch) *in_place += piece.size();
+      got.append(piece.data(), piece.size());
+    }
+    EXPECT_EQ(got.size(), view->size);
+    return got;
+  };
+  // Sequential, in reads that straddle page boundaries: pages land in the buffer and are
+  // returned where they lie.
+  size_t in_place = 0;
+  std::string all;
+  const size_t chunk = kPage / 2 + 999;
+  for (uint64_t off = 0; off < data.size(); off += chunk) all += read(off, chunk, &in_place);
+  EXPECT_EQ(all, data);
+  EXPECT_GT(in_place, data.size() / 2);
+  // At and past the end of file.
+  size_t ignored = 0;
+  EXPECT_EQ(read(data.size() - 10, 4096, &ignored), data.substr(data.size() - 10));
+  EXPECT_EQ(read(data.size(), 4096, &ignored), "");
+  EXPECT_EQ(read(data.size() + 5, 4096, &ignored), "");
+  // Random ranges.
+  std::mt19937_64 rng(9);
+  for (int i = 0; i < 200; ++i) {
+    uint64_t off = rng() % data.size();
+    size_t len = 1 + rng() % (2 * kPage);
+    size_t want = std::min<size_t>(len, data.size() - off);
+    ASSERT_EQ(read(off, len, &ignored), data.substr(off, want)) << off << "+" << len;
+  }
+}
+
 TEST_P(ClientTest, ListsLargeFoldersInPages) {
   for (int i = 0; i < 2500; ++i) memory_->Put("big/f" + std::to_string(i), "v");
   memory_->Put("big/sub/x", "1");

@@ -11,8 +11,9 @@ namespace {
 // Fetches a whole page into a buffer slot and publishes the result to its waiters.
 Status FillSlot(const ObjectRef& object, const ReadContext& ctx, uint64_t page, const Hash128& id,
                 PageBuffer::Slot* slot) {
-  slot->data.resize(protocol::PageLength(object.info.size, page, ctx.fetcher->page_size()));
-  Status s = ctx.fetcher->ReadRange(object, page, 0, slot->data);
+  std::span<char> data =
+      slot->Allocate(protocol::PageLength(object.info.size, page, ctx.fetcher->page_size()));
+  Status s = ctx.fetcher->ReadRange(object, page, 0, data);
   if (!s.ok()) ctx.buffer->Erase(id);
   slot->Finish(s);
   return s;
@@ -47,6 +48,16 @@ uint32_t FileReaderImpl::UpdateStreak(uint64_t offset, size_t n) {
 }
 
 StatusOr<size_t> FileReaderImpl::Read(uint64_t offset, std::span<char> out) {
+  return ReadPieces(offset, out, nullptr);
+}
+
+StatusOr<ReadView> FileReaderImpl::ReadInPlace(uint64_t offset, std::span<char> scratch) {
+  ReadView view;
+  CAIRN_RETURN_IF_ERROR(ReadPieces(offset, scratch, &view).status());
+  return view;
+}
+
+StatusOr<size_t> FileReaderImpl::ReadPieces(uint64_t offset, std::span<char> out, ReadView* view) {
   const uint64_t size = object_.info.size;
   if (offset >= size || out.empty()) return size_t{0};
   size_t n = static_cast<size_t>(std::min<uint64_t>(out.size(), size - offset));
@@ -61,15 +72,27 @@ StatusOr<size_t> FileReaderImpl::Read(uint64_t offset, std::span<char> out) {
     uint64_t page = pos / ps;
     uint32_t in_page = static_cast<uint32_t>(pos % ps);
     uint32_t page_length = protocol::PageLength(size, page, ps);
-    size_t len = std::min<size_t>(n - done, page_length - in_page);
-    CAIRN_RETURN_IF_ERROR(ReadPiece(page, in_page, out.subspan(done, len), window > 0));
-    done += len;
+    std::span<char> piece = out.subspan(done, std::min<size_t>(n - done, page_length - in_page));
+    StatusOr<std::shared_ptr<const PageBuffer::Slot>> slot =
+        ReadPiece(page, in_page, piece, window > 0);
+    if (!slot.ok()) return slot.status();
+    std::span<const char> bytes = piece;
+    if (*slot) bytes = (*slot)->data().subspan(in_page, piece.size());
+    if (view == nullptr) {
+      if (*slot) std::memcpy(piece.data(), bytes.data(), bytes.size());
+    } else {
+      view->Append(bytes);
+      if (*slot) view->owners.push_back(std::move(*slot));
+    }
+    done += piece.size();
   }
   return n;
 }
 
-Status FileReaderImpl::ReadPiece(uint64_t page, uint32_t in_page, std::span<char> out,
-                                 bool sequential) {
+StatusOr<std::shared_ptr<const PageBuffer::Slot>> FileReaderImpl::ReadPiece(uint64_t page,
+                                                                            uint32_t in_page,
+                                                                            std::span<char> out,
+                                                                            bool sequential) {
   Hash128 id = PageId(page);
   std::shared_ptr<PageBuffer::Slot> slot = ctx_.buffer->Find(id);
   const uint32_t page_length =
@@ -86,12 +109,12 @@ Status FileReaderImpl::ReadPiece(uint64_t page, uint32_t in_page, std::span<char
       slot = ctx_.buffer->Find(id);  // Another reader created it meanwhile.
     }
   }
-  if (slot && slot->Wait().ok() && slot->data.size() >= in_page + out.size()) {
-    std::memcpy(out.data(), slot->data.data() + in_page, out.size());
+  if (slot && slot->Wait().ok() && slot->length >= in_page + out.size()) {
     ctx_.buffer_hits->fetch_add(1, std::memory_order_relaxed);
-    return Status::Ok();
+    return std::shared_ptr<const PageBuffer::Slot>(std::move(slot));
   }
-  return ctx_.fetcher->ReadRange(object_, page, in_page, out);
+  CAIRN_RETURN_IF_ERROR(ctx_.fetcher->ReadRange(object_, page, in_page, out));
+  return std::shared_ptr<const PageBuffer::Slot>();
 }
 
 void FileReaderImpl::StartReadahead(uint64_t first_page, uint32_t window) {

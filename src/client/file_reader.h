@@ -34,12 +34,20 @@ class FileReaderImpl : public FileReader {
 
   const FileInfo& info() const override { return object_.info; }
   StatusOr<size_t> Read(uint64_t offset, std::span<char> out) override;
+  // Pieces already in the page buffer are returned in place (the view holds their slots).
+  StatusOr<ReadView> ReadInPlace(uint64_t offset, std::span<char> scratch) override;
 
  private:
   // Window (in pages) for a read of [offset, offset+n); updates the streak.
   uint32_t UpdateStreak(uint64_t offset, size_t n) EXCLUDES(mu_);
   void StartReadahead(uint64_t first_page, uint32_t window);
-  Status ReadPiece(uint64_t page, uint32_t in_page, std::span<char> out, bool sequential);
+  // Read and ReadInPlace: with `view` null, copies every byte into `out`; otherwise appends
+  // each piece to `view`, in place when buffered, else read into `out`.
+  StatusOr<size_t> ReadPieces(uint64_t offset, std::span<char> out, ReadView* view);
+  // Reads one piece (within one page). When the page is in the page buffer (or is fetched into
+  // it now), returns its slot and leaves `out` untouched; otherwise reads into `out`, returns null.
+  StatusOr<std::shared_ptr<const PageBuffer::Slot>> ReadPiece(uint64_t page, uint32_t in_page,
+                                                              std::span<char> out, bool sequential);
   Hash128 PageId(uint64_t page) const;
   uint64_t PageCount() const;
 

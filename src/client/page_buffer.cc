@@ -2,6 +2,24 @@
 
 namespace cairn::client {
 
+std::unique_ptr<char[]> PageMemory::Take(size_t n) {
+  if (n == page_size_) {
+    MutexLock l(&mu_);
+    if (!free_.empty()) {
+      std::unique_ptr<char[]> bytes = std::move(free_.back());
+      free_.pop_back();
+      return bytes;
+    }
+  }
+  return std::make_unique_for_overwrite<char[]>(n);
+}
+
+void PageMemory::Give(std::unique_ptr<char[]> bytes, size_t n) {
+  if (n != page_size_ || !bytes) return;
+  MutexLock l(&mu_);
+  if (free_.size() < max_free_) free_.push_back(std::move(bytes));
+}
+
 std::shared_ptr<PageBuffer::Slot> PageBuffer::Find(const Hash128& id) {
   MutexLock l(&mu_);
   auto it = entries_.find(id);
@@ -22,6 +40,7 @@ std::shared_ptr<PageBuffer::Slot> PageBuffer::Create(const Hash128& id, uint64_t
     lru_.pop_back();
   }
   auto slot = std::make_shared<Slot>();
+  slot->memory = memory_;
   lru_.push_front(id);
   entries_.emplace(id, Entry{slot, bytes, lru_.begin()});
   used_ += bytes;

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 #include <sys/statvfs.h>
+#include <sys/uio.h>
 
 #include <cerrno>
 #include <cstring>
@@ -137,6 +138,7 @@ fuse_entry_param Filesystem::EntryFor(fuse_ino_t ino, const FileInfo& info) {
 }
 
 void Filesystem::Lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  if (after_init_) std::call_once(after_init_once_, after_init_);
   std::optional<InodeTable::Entry> dir = inodes_.Get(parent);
   if (!dir) {
     fuse_reply_err(req, ESTALE);
@@ -446,8 +448,6 @@ void Filesystem::Read(fuse_req_t req, size_t size, off_t off, fuse_file_info* fi
     fuse_reply_err(req, EINVAL);
     return;
   }
-  // One buffer per worker thread, reused: a fresh 1 MiB allocation per request would be an
-  // mmap plus 256 page faults every time.
   // A handle pinned to a version older than the inode's latest open must not feed the kernel's
   // page cache (shared by all opens of the inode): the reader gets EIO, never mixed bytes.
   if (inodes_.VersionEpoch(file->ino) != file->epoch) {
@@ -455,28 +455,31 @@ void Filesystem::Read(fuse_req_t req, size_t size, off_t off, fuse_file_info* fi
     fuse_reply_err(req, EIO);
     return;
   }
-  thread_local std::vector<char> buffer;
-  if (buffer.size() < size) buffer.resize(size);
-  // The kernel treats a short reply as end of file (and shrinks its idea of the file size), so
-  // keep reading until the request is full or the reader reports end of file.
-  size_t done = 0;
-  while (done < size) {
-    StatusOr<size_t> n = file->reader->Read(static_cast<uint64_t>(off) + done,
-                                            std::span<char>(buffer.data() + done, size - done));
-    if (!n.ok()) {
-      fuse_reply_err(req, ErrnoForReply(n.status(), "read", file->path));
-      return;
-    }
-    if (*n == 0) break;
-    if (*n > size - done) {
-      spdlog::error("fuse: read '{}': reader returned {} bytes for a {}-byte buffer", file->path,
-                    *n, size - done);
-      fuse_reply_err(req, EIO);
-      return;
-    }
-    done += *n;
+  // The reader reads into this scratch buffer only what is not already in memory (pages of the
+  // client's page buffer are replied from where they lie, one writev for the whole reply). One
+  // per FUSE thread, reused: a fresh 1 MiB allocation per request would be an mmap and 256 page
+  // faults every time.
+  // The kernel treats a short reply as end of file, so the view is full unless the file ends.
+  thread_local std::vector<char> scratch;
+  if (scratch.size() < size) scratch.resize(size);
+  StatusOr<ReadView> view =
+      file->reader->ReadInPlace(static_cast<uint64_t>(off), std::span<char>(scratch.data(), size));
+  if (!view.ok()) {
+    fuse_reply_err(req, ErrnoForReply(view.status(), "read", file->path));
+    return;
   }
-  fuse_reply_buf(req, buffer.data(), done);
+  if (view->size > size) {
+    spdlog::error("fuse: read '{}': reader returned {} bytes for a {}-byte request", file->path,
+                  view->size, size);
+    fuse_reply_err(req, EIO);
+    return;
+  }
+  thread_local std::vector<iovec> iov;
+  iov.clear();
+  for (std::span<const char> piece : view->pieces) {
+    iov.push_back(iovec{const_cast<char*>(piece.data()), piece.size()});
+  }
+  fuse_reply_iov(req, iov.data(), static_cast<int>(iov.size()));
   if (inodes_.VersionEpoch(file->ino) != file->epoch) {
     // A newer version was opened while this read ran: its bytes may now sit in the page cache
     // next to the new version's. Drop them, and do not trust the cache at the next open.

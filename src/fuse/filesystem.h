@@ -32,6 +32,8 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
+#include <mutex>
 #include <memory>
 #include <optional>
 #include <span>
@@ -80,6 +82,9 @@ class Filesystem {
   // The session, for kernel notifications (attribute invalidation). Set once before the session
   // loop starts; may be null (notifications are then skipped).
   void set_session(fuse_session* session) { session_.store(session); }
+  // Runs once, at the first lookup: the kernel has applied the INIT reply by then, and no file
+  // has been opened yet (FuseMount raises the kernel's readahead here). Set before the loop.
+  void set_after_init(std::function<void()> after_init) { after_init_ = std::move(after_init); }
 
   InodeTable& inodes() { return inodes_; }
   const InodeTable& inodes() const { return inodes_; }
@@ -150,6 +155,8 @@ class Filesystem {
   const FilesystemConfig config_;
   InodeTable inodes_;
   std::atomic<fuse_session*> session_{nullptr};
+  std::function<void()> after_init_;
+  std::once_flag after_init_once_;
 
   mutable Mutex handles_mu_;
   std::unordered_map<uint64_t, std::unique_ptr<OpenFile>> files_ GUARDED_BY(handles_mu_);

@@ -16,6 +16,7 @@
 #include <mutex>
 
 #include "fuse/filesystem.h"
+#include "fuse/readahead.h"
 #include "fuse/signal_watcher.h"
 
 namespace cairn::fuse {
@@ -76,6 +77,10 @@ Status ValidateOptions(Client* client, const FuseOptions& options) {
   if (!ValidTimeout(options.attr_timeout_s) || !ValidTimeout(options.entry_timeout_s) ||
       !ValidTimeout(options.negative_timeout_s)) {
     return InvalidArgumentError("FUSE timeouts must be finite and >= 0");
+  }
+  if (options.readahead_kb > 65536) {
+    return InvalidArgumentError("FUSE readahead_kb must be in [0, 65536], got " +
+                                std::to_string(options.readahead_kb));
   }
   if (options.readdir_page_entries < 1 || options.readdir_page_entries > 100000) {
     return InvalidArgumentError("FUSE readdir_page_entries must be in [1, 100000]");
@@ -176,6 +181,23 @@ StatusOr<fuse_session*> NewMountedSession(Filesystem* fs, const std::string& mou
   return session;
 }
 
+// What to run once the mount is initialised: raise its kernel readahead to `kb` (readahead.h).
+std::function<void()> RaiseReadahead(const std::string& mountpoint, uint32_t kb) {
+  StatusOr<std::string> device = MountDevice(mountpoint);
+  if (!device.ok()) {
+    spdlog::warn("fuse: kernel readahead left at its default: {}", device.status().ToString());
+    return nullptr;
+  }
+  return [device = *device, kb] {
+    Status s = SetReadaheadKb(device, kb);
+    if (s.ok()) {
+      spdlog::info("fuse: kernel readahead of the mount (bdi {}) set to {} KiB", device, kb);
+    } else {
+      spdlog::info("fuse: kernel readahead left at its default (128 KiB): {}", s.ToString());
+    }
+  };
+}
+
 }  // namespace
 
 StatusOr<std::unique_ptr<FuseMount>> FuseMount::Mount(Client* client, const FuseOptions& options) {
@@ -199,6 +221,8 @@ StatusOr<std::unique_ptr<FuseMount>> FuseMount::Mount(Client* client, const Fuse
   CAIRN_ASSIGN_OR_RETURN(fuse_session * session,
                          NewMountedSession(fs.get(), mountpoint, mount_options, options.debug));
   fs->set_session(session);
+  if (options.readahead_kb > 0)
+    fs->set_after_init(RaiseReadahead(mountpoint, options.readahead_kb));
   spdlog::info("fuse: mounted cairn at {} (-o {})", mountpoint, mount_options);
   return std::unique_ptr<FuseMount>(
       new FuseMount(std::move(mountpoint), options, std::move(fs), session));

@@ -49,6 +49,9 @@ struct FuseOptions {
   // per process can do so at a time; turn this off when the caller handles signals itself and
   // calls RequestStop.
   bool install_signal_handlers = true;
+  // The kernel's readahead for sequential readers of the mount, in KiB (0: leave the kernel's
+  // 128 KiB). Raising it needs root (readahead.h); without, a notice is logged. 0..65536.
+  uint32_t readahead_kb = 4096;
   bool debug = false;  // libfuse request tracing (-d), logged through spdlog at info level.
   // Further "-o" options passed to libfuse verbatim ("name" or "name=value"). Options that
   // would break the read-only contract or the negotiated I/O size ("rw", "max_read") are

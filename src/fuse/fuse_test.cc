@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "fuse/fuse_test_fixture.h"
+#include "fuse/readahead.h"
 
 namespace cairn::fuse::testing {
 namespace {
@@ -285,6 +286,24 @@ TEST_F(FuseDataTest, RandomOffsetReadsAcrossMiBBoundaries) {
     EXPECT_EQ(PreadAll(fd, bytes.size() + 5, 100), "");
     ::close(fd);
   }
+}
+
+// Large sequential reads need more than the kernel's 128 KiB readahead (readahead.h): the
+// mount raises it at its first lookup, where it may (root).
+TEST_F(FuseDataTest, FirstLookupRaisesTheKernelReadahead) {
+  if (::geteuid() != 0) GTEST_SKIP() << "setting a mount's readahead needs root";
+  Put("/f", "x");
+  FuseOptions options;
+  options.readahead_kb = 2048;
+  StartMount(options);
+  StatusOr<std::string> device = MountDevice(mnt_);
+  ASSERT_TRUE(device.ok()) << device.status().ToString();
+  struct stat st;
+  ASSERT_EQ(::stat(P("/f").c_str(), &st), 0);
+  std::ifstream in("/sys/class/bdi/" + *device + "/read_ahead_kb");
+  std::string kb;
+  in >> kb;
+  EXPECT_EQ(kb, "2048");
 }
 
 TEST_F(FuseDataTest, SixteenConcurrentReaders) {
