@@ -115,6 +115,10 @@ Status CacheDir::Reserve(const Incoming& in) {
 
 uint64_t CacheDir::PickVictimsLocked(uint64_t bytes, const Incoming* in,
                                      std::vector<Victim>* victims) {
+  // The policy must have seen every hit before it names a victim.
+  std::vector<Hash128> accesses;
+  hits_.TakeAccesses(&accesses);
+  ApplyAccessesLocked(accesses);
   const bool only_cold = !exact_ && recovering_;
   const policy::VictimFilter is_cold = [this](const Hash128& id) REQUIRES(mu_) {
     auto it = index_.find(id);
@@ -162,7 +166,7 @@ std::shared_ptr<const std::string> CacheDir::PublishLocked(const Hash128& id, co
     // The rename replaced the old copy's file, so its bytes are free now.
     uint64_t old = entry.charge;
     if (entry.cold) --cold_pages_;
-    ForgetOpenFileLocked(entry);
+    ForgetOpenFileLocked(id, entry);
     ReleaseLocked(old);
   }
   entry = Entry{in.charge, next_generation_++, /*is_cold=*/false, object};
@@ -184,7 +188,7 @@ uint64_t CacheDir::EraseLocked(Index::iterator it, policy::RemoveReason reason) 
   const Hash128 id = it->first;
   const uint64_t charge = it->second.charge;
   if (it->second.cold) --cold_pages_;
-  ForgetOpenFileLocked(it->second);
+  ForgetOpenFileLocked(id, it->second);
   policy_->OnRemove(id, reason);
   index_.erase(it);
   freeing_ += charge;
@@ -309,10 +313,49 @@ class SharedPageReader final : public PageReader {
 
 }  // namespace
 
-std::shared_ptr<CacheDir::KeptOpen> CacheDir::ForgetOpenFileLocked(Entry& entry) {
+std::shared_ptr<CacheDir::KeptOpen> CacheDir::ForgetOpenFileLocked(const Hash128& id,
+                                                                   Entry& entry) {
   if (!entry.open_file) return nullptr;
+  hits_.Erase(id);  // Not the last holder of the file: `entry` still is.
   open_lru_.erase(entry.open_lru);
   return std::move(entry.open_file);
+}
+
+void CacheDir::ListHitLocked(const Hash128& id, const Entry& entry) {
+  std::optional<policy::EntryHints> hints = policy_->HintsOf(id);
+  hits_.Insert(id, {entry.open_file, entry.generation}, hints ? hints->expires_at_us : 0);
+}
+
+void CacheDir::ApplyAccessesLocked(const std::vector<Hash128>& ids) {
+  for (const Hash128& id : ids) {
+    auto it = index_.find(id);
+    if (it == index_.end()) continue;  // Dropped since its hit.
+    TouchLocked(it);
+    if (it->second.open_file) open_lru_.splice(open_lru_.begin(), open_lru_, it->second.open_lru);
+  }
+}
+
+void CacheDir::ApplyAccesses(const std::vector<Hash128>& ids) {
+  if (ids.empty()) return;
+  MutexLock l(&mu_);
+  ApplyAccessesLocked(ids);
+}
+
+bool CacheDir::StillValid(KeptOpen& kept, const std::string& path) const {
+  const int64_t now = config_.clock->NowMicros();
+  const bool check_name =
+      now - kept.checked_us.load(std::memory_order_relaxed) >= kOpenFileRecheckMicros;
+  if (!(check_name ? kept.file->StillAt(path) : kept.file->StillWhole())) return false;
+  if (check_name) kept.checked_us.store(now, std::memory_order_relaxed);
+  return true;
+}
+
+std::unique_ptr<PageReader> CacheDir::FastHit(const KeyInfo& key, const std::string& path) {
+  std::vector<Hash128> full_log;
+  std::optional<HitIndex::Hit> hit = hits_.Find(key.id, config_.clock->NowMicros(), &full_log);
+  ApplyAccesses(full_log);
+  if (!hit || !StillValid(*hit->file, path)) return nullptr;  // The index path decides.
+  return std::unique_ptr<PageReader>(new SharedPageReader(hit->file->file));
 }
 
 std::shared_ptr<CacheDir::KeptOpen> CacheDir::RememberOpenFileLocked(
@@ -324,17 +367,19 @@ std::shared_ptr<CacheDir::KeptOpen> CacheDir::RememberOpenFileLocked(
   std::shared_ptr<KeptOpen> dropped;
   if (open_lru_.size() >= kMaxOpenFiles) {
     auto oldest = index_.find(open_lru_.back());
-    if (oldest != index_.end()) dropped = ForgetOpenFileLocked(oldest->second);
+    if (oldest != index_.end()) dropped = ForgetOpenFileLocked(oldest->first, oldest->second);
   }
   open_lru_.push_front(id);
   // Just opened by name with every check: checked now.
   it->second.open_file = std::make_shared<KeptOpen>(std::move(file), config_.clock->NowMicros());
   it->second.open_lru = open_lru_.begin();
+  ListHitLocked(id, it->second);
   return dropped;
 }
 
 StatusOr<std::unique_ptr<PageReader>> CacheDir::OpenPage(const KeyInfo& key) {
   const std::string path = layout_.PagePath(key.id);
+  if (std::unique_ptr<PageReader> hit = FastHit(key, path)) return hit;
   for (int attempt = 0;; ++attempt) {
     uint64_t generation = 0;
     bool unattributed = false;
@@ -352,6 +397,7 @@ StatusOr<std::unique_ptr<PageReader>> CacheDir::OpenPage(const KeyInfo& key) {
         if (it->second.open_file) {
           kept = it->second.open_file;
           open_lru_.splice(open_lru_.begin(), open_lru_, it->second.open_lru);
+          ListHitLocked(key.id, it->second);  // Unlisted by a hints change: list it again.
         }
       } else if (SubdirScannedLocked(key.id)) {
         return NotFoundError("page not cached");
@@ -365,11 +411,7 @@ StatusOr<std::unique_ptr<PageReader>> CacheDir::OpenPage(const KeyInfo& key) {
     // them: its size on every hit (one fstat), its name at most once per kOpenFileRecheckMicros
     // (two more system calls).
     if (kept != nullptr) {
-      const int64_t now = config_.clock->NowMicros();
-      const bool check_name =
-          now - kept->checked_us.load(std::memory_order_relaxed) >= kOpenFileRecheckMicros;
-      if (check_name ? kept->file->StillAt(path) : kept->file->StillWhole()) {
-        if (check_name) kept->checked_us.store(now, std::memory_order_relaxed);
+      if (StillValid(*kept, path)) {
         return std::unique_ptr<PageReader>(new SharedPageReader(kept->file));
       }
       // Truncated, replaced or swapped since it was opened: reopen the name, which runs every
@@ -378,7 +420,7 @@ StatusOr<std::unique_ptr<PageReader>> CacheDir::OpenPage(const KeyInfo& key) {
       auto it = index_.find(key.id);
       if (it != index_.end() && it->second.generation == generation &&
           it->second.open_file == kept) {
-        ForgetOpenFileLocked(it->second);  // `kept` still holds the file: no close under mu_.
+        ForgetOpenFileLocked(key.id, it->second);  // `kept` still holds it: no close here.
       }
     }
     if (generation == 0) {
@@ -402,6 +444,7 @@ StatusOr<std::unique_ptr<PageReader>> CacheDir::OpenPage(const KeyInfo& key) {
             !it->second.object_id) {
           it->second.object_id = object_ids_.Intern(key.object_id());
           policy_->Update(key.id, hints);
+          if (it->second.open_file) ListHitLocked(key.id, it->second);  // Its new deadline.
         }
         dropped = RememberOpenFileLocked(key.id, generation, file);
       }

@@ -20,6 +20,8 @@
 // is never called under mu_.
 //
 // Locking. mu_ guards the index, the policy and the counters; no disk I/O happens under it.
+// A hit on a page whose file is kept open takes no mu_: it finds the file in hits_ (a sharded
+// mirror of those entries, one shard lock) and logs the access for the policy (hit_index.h).
 // Operations that change which file a page's name refers to (rename of a new copy + publish,
 // unlink, adoption of a file found on disk) hold that name's path lock, one of kPathLocks mutexes
 // picked by id. Lock order: path lock, then mu_. A thread never holds two path locks.
@@ -43,6 +45,7 @@
 #include "common/clock.h"
 #include "common/thread_annotations.h"
 #include "pagestore/disk.h"
+#include "pagestore/hit_index.h"
 #include "pagestore/layout.h"
 #include "pagestore/page_attributes.h"
 #include "pagestore/page_file.h"
@@ -126,14 +129,7 @@ class CacheDir {
   // Pages re-resolved per hold of mu_ by Reattribute.
   static constexpr size_t kRulesBatch = 512;
   enum class ScanState : uint8_t { kPending, kListing, kDone, kFailed };
-  // A page file kept open for hits, and when (the store's clock) it was last checked to be the
-  // file its name refers to. Shared with hits in progress, which check it outside mu_.
-  struct KeptOpen {
-    KeptOpen(std::shared_ptr<const FilePageReader> f, int64_t now_us)
-        : file(std::move(f)), checked_us(now_us) {}
-    const std::shared_ptr<const FilePageReader> file;
-    std::atomic<int64_t> checked_us;
-  };
+  using KeptOpen = KeptOpenFile;
   struct Entry {
     Entry() = default;
     Entry(uint64_t charge_bytes, uint64_t gen, bool is_cold,
@@ -235,8 +231,19 @@ class CacheDir {
   [[nodiscard]] std::shared_ptr<KeptOpen> RememberOpenFileLocked(
       const Hash128& id, uint64_t generation, std::shared_ptr<const FilePageReader> file)
       REQUIRES(mu_);
-  // Stops keeping the entry's file; returns it (see RememberOpenFileLocked).
-  std::shared_ptr<KeptOpen> ForgetOpenFileLocked(Entry& entry) REQUIRES(mu_);
+  // Stops keeping the entry's file (and takes the page out of hits_); returns the file (see
+  // RememberOpenFileLocked).
+  std::shared_ptr<KeptOpen> ForgetOpenFileLocked(const Hash128& id, Entry& entry) REQUIRES(mu_);
+  // Lists a page whose file is kept open in hits_, with its current deadline.
+  void ListHitLocked(const Hash128& id, const Entry& entry) REQUIRES(mu_);
+  // Tells the policy about hits logged by hits_ (pages no longer indexed are skipped).
+  void ApplyAccessesLocked(const std::vector<Hash128>& ids) REQUIRES(mu_);
+  void ApplyAccesses(const std::vector<Hash128>& ids) EXCLUDES(mu_);
+  // A hit through hits_ alone (no mu_): the page's reader, or null (use the index).
+  std::unique_ptr<PageReader> FastHit(const KeyInfo& key, const std::string& path) EXCLUDES(mu_);
+  // Whether a kept-open file may serve a hit now (its size on every hit, its name once per
+  // kOpenFileRecheckMicros); outside mu_.
+  bool StillValid(KeptOpen& kept, const std::string& path) const;
 
   // Cache rules (cache_dir_rules.cc).
   // True if the page's TTL deadline has passed. Cheap when nothing has expired.
@@ -284,6 +291,9 @@ class CacheDir {
   uint64_t room_epoch_ GUARDED_BY(mu_) = 0;  // Bumped with every room_cv_ notification.
   Index index_ GUARDED_BY(mu_);
   std::list<Hash128> open_lru_ GUARDED_BY(mu_);  // Entries holding open_file, newest first.
+  // The entries holding open_file, for hits without mu_ (see hit_index.h; lock order: mu_, then
+  // its shard locks). Its logged accesses are applied to policy_ and open_lru_ in batches.
+  HitIndex hits_;
   const std::unique_ptr<policy::PolicyEngine> policy_ PT_GUARDED_BY(mu_);
   ObjectIdInterner object_ids_ GUARDED_BY(mu_);
   // Charges of the writes in flight per group, which count against the group's quota.

@@ -98,6 +98,7 @@ void CacheDir::ApplyResolver(const std::vector<Attributed>& batch) {
       h.expires_at_us = at;
     }
     policy_->Update(batch[i].id, h);
+    if (it->second.open_file) ListHitLocked(batch[i].id, it->second);  // Its new deadline.
   }
   // An unpinned page, or a raised quota's worth of pages moved away, may be room for a writer.
   ++room_epoch_;

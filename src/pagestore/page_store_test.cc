@@ -148,6 +148,29 @@ TEST_F(MemStoreTest, EvictsLeastRecentlyUsedFirst) {
   EXPECT_EQ(disk_->ListAllFiles().size(), 4u + 1u);  // + LOCK
 }
 
+// Hits on pages whose files are kept open take no folder mutex (hit_index.h); the policy must
+// still see them, in order, before it picks a victim.
+TEST_F(MemStoreTest, HitsOnKeptOpenPagesRefreshRecency) {
+  auto store = Make(Options(kSkeleton + 4 * kSmallCharge + 100));
+  for (int i = 0; i < 4; ++i) PutOk(*store, Key(i), Bytes(i, 1000));
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(store->Open(Key(i)).ok());  // Now kept open.
+  ASSERT_TRUE(store->Open(Key(0)).ok());                              // Recency: 1 2 3 0.
+  PutOk(*store, Key(4), Bytes(4, 1000));                              // Evicts 1: 2 3 0 4.
+  EXPECT_FALSE(store->Contains(Key(1)));
+  ASSERT_TRUE(store->Open(Key(2)).ok());  // 3 0 4 2.
+  PutOk(*store, Key(5), Bytes(5, 1000));  // Evicts 3: 0 4 2 5.
+  EXPECT_FALSE(store->Contains(Key(3)));
+  for (int i : {0, 2, 4, 5}) EXPECT_TRUE(store->Contains(Key(i))) << i;
+  // Many hits, more than one access log holds, on one page: it stays the most recent.
+  for (int n = 0; n < 500; ++n) ASSERT_TRUE(store->Open(Key(0)).ok());
+  PutOk(*store, Key(6), Bytes(6, 1000));  // 4 2 5 0: evicts 4.
+  EXPECT_FALSE(store->Contains(Key(4)));
+  EXPECT_TRUE(store->Contains(Key(0)));
+  auto reader = store->Open(Key(0));
+  ASSERT_TRUE(reader.ok());
+  EXPECT_EQ(ReadAll(**reader), Bytes(0, 1000));
+}
+
 TEST_F(MemStoreTest, ContainsDoesNotRefreshRecency) {
   auto store = Make(Options(kSkeleton + 2 * kSmallCharge));
   PutOk(*store, Key(0), "a");

@@ -311,13 +311,21 @@ std::optional<StatusOr<PageResult>> PageService::TryHit(const protocol::ReadPage
                                                         const Resolved& r) {
   const int64_t start = options_.clock->NowMicros();
   if (request.length == 0 || request.offset >= r.page_length) return std::nullopt;
-  auto cached = ServeFromCache(r.key, r.page_length, request.offset, request.length);
-  if (!cached.ok()) return std::nullopt;  // Not cached, or another length: the miss path decides.
+  std::optional<PageResult> hit =
+      ServeHit(r, request.offset, request.length, /*for_peer=*/false, start);
+  if (!hit) return std::nullopt;  // Not cached, or another length: the miss path decides.
   metrics_->requests->Increment();
   r.metrics->requests->Increment();
-  CountHit(r.metrics, /*for_peer=*/false, cached->range.size());
-  metrics_->hit_latency->Observe((options_.clock->NowMicros() - start) / 1e6);
-  return cached;
+  return std::move(*hit);
+}
+
+std::optional<PageResult> PageService::ServeHit(const Resolved& r, uint32_t offset, uint32_t length,
+                                                bool for_peer, int64_t start) {
+  auto cached = ServeFromCache(r.key, r.page_length, offset, length);
+  if (!cached.ok()) return std::nullopt;
+  CountHit(r.metrics, for_peer, cached->range.size());
+  if (!for_peer) metrics_->hit_latency->Observe((options_.clock->NowMicros() - start) / 1e6);
+  return std::move(cached).value();
 }
 
 void PageService::DropCachedPage(const PageRef& page) {
@@ -485,13 +493,10 @@ StatusOr<PageResult> PageService::Read(const PageRef& page, uint32_t offset, uin
   if (refetch) {
     metrics_->checksum_failures->Increment();
     store_->Remove(r.key, pagestore::RemoveReason::kCorrupt).IgnoreError();
-  } else {
-    auto cached = ServeFromCache(r.key, r.page_length, offset, length);
-    if (cached.ok()) {
-      CountHit(per_mount, for_peer, cached->range.size());
-      if (!for_peer) metrics_->hit_latency->Observe((options_.clock->NowMicros() - start) / 1e6);
-      return cached;
-    }
+  } else if (std::optional<PageResult> hit = ServeHit(r, offset, length, for_peer, start)) {
+    // TryServeNow found no copy, but a fetch may have stored one while this request queued for
+    // a miss thread.
+    return std::move(*hit);
   }
 
   if (reader != Reader::kClient) {

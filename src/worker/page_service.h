@@ -218,6 +218,11 @@ class PageService {
   // A ReadPage from the cache only, counted as a hit; nullopt (nothing counted) if not cached.
   std::optional<StatusOr<PageResult>> TryHit(const protocol::ReadPageRequest& request,
                                              const Resolved& r);
+  // Serves [offset, offset+length) of a cached copy of r's page and counts it as a hit (the
+  // hit latency from `start` unless for a peer); nullopt (nothing counted) if there is no copy
+  // of r's length.
+  std::optional<PageResult> ServeHit(const Resolved& r, uint32_t offset, uint32_t length,
+                                     bool for_peer, int64_t start);
   StatusOr<PageResult> Read(const protocol::PageRef& page, uint32_t offset, uint32_t length,
                             Reader reader, bool refetch, bool no_cache);
   StatusOr<protocol::PageSource> Load(const protocol::PageRef& page, const std::string& peer);
