@@ -27,25 +27,6 @@ CacheDir::~CacheDir() {
 
 // ---- Admission -----------------------------------------------------------------------------
 
-bool CacheDir::FitsLocked(uint64_t charge) const {
-  if (used_ + charge > config_.capacity_bytes) return false;
-  return exact_ || charge <= credit_;
-}
-
-// Bytes still to be evicted before `charge` fits, after what drops in progress will free.
-uint64_t CacheDir::DeficitLocked(uint64_t charge) const {
-  uint64_t need = 0;
-  if (used_ + charge > config_.capacity_bytes) need = used_ + charge - config_.capacity_bytes;
-  if (!exact_ && charge > credit_) need = std::max(need, charge - credit_);
-  return need > freeing_ ? need - freeing_ : 0;
-}
-
-// True if waiting can bring room without this thread evicting: writes in flight become evictable
-// pages, drops in flight release bytes, and the recovery scan finds evictable pages.
-bool CacheDir::RoomMayComeLocked() const {
-  return reserved_ > 0 || freeing_ > 0 || (!exact_ && recovering_);
-}
-
 uint64_t CacheDir::IncomingGroupBytesLocked(const Incoming& in) const {
   auto pending = group_reserved_.find(in.group);
   return in.charge + (pending == group_reserved_.end() ? 0 : pending->second);
@@ -56,7 +37,7 @@ bool CacheDir::OverQuotaLocked(const Incoming& in) const {
 }
 
 void CacheDir::UnreserveLocked(const Incoming& in) {
-  reserved_ -= in.charge;
+  space_.Unreserve(in.charge);
   auto it = group_reserved_.find(in.group);
   if (it != group_reserved_.end() && (it->second -= in.charge) == 0) group_reserved_.erase(it);
 }
@@ -73,11 +54,9 @@ Status CacheDir::Reserve(const Incoming& in) {
       MutexLock l(&mu_);
       while (victims.empty()) {
         if (stopping_) return UnavailableError("page store is shutting down");
-        if (!OverQuotaLocked(in) && FitsLocked(charge)) {
-          used_ += charge;
-          reserved_ += charge;
+        if (!OverQuotaLocked(in) && space_.Fits(charge)) {
+          space_.Reserve(charge);
           group_reserved_[in.group] += charge;
-          if (!exact_) credit_ -= charge;
           return Status::Ok();
         }
         // Pages past their deadline are the cheapest room: no live page is lost.
@@ -86,10 +65,10 @@ Status CacheDir::Reserve(const Incoming& in) {
           if (*next <= now) TakeExpiredLocked(now, kExpiredBatch, &victims);
         }
         if (!victims.empty()) break;
-        uint64_t deficit = PickVictimsLocked(DeficitLocked(charge), &in, &victims);
+        uint64_t deficit = PickVictimsLocked(space_.Deficit(charge), &in, &victims);
         if (!victims.empty()) break;
         const bool quota_blocked = OverQuotaLocked(in);
-        if ((deficit > 0 || quota_blocked) && !RoomMayComeLocked()) {
+        if ((deficit > 0 || quota_blocked) && !space_.RoomMayCome(recovering_)) {
           if (quota_blocked) {
             return ResourceExhaustedError(
                 "group " + std::to_string(in.group) + " is at its quota (" +
@@ -98,7 +77,7 @@ Status CacheDir::Reserve(const Incoming& in) {
                 layout_.root() + ") and none of its pages can be evicted (pinned, or too few)");
           }
           return ResourceExhaustedError("cache folder " + layout_.root() + " is full (" +
-                                        std::to_string(used_) + " of " +
+                                        std::to_string(space_.used()) + " of " +
                                         std::to_string(config_.capacity_bytes) + " bytes, " +
                                         std::to_string(policy_->pinned_bytes()) +
                                         " of them pinned) and nothing can be evicted");
@@ -119,7 +98,7 @@ uint64_t CacheDir::PickVictimsLocked(uint64_t bytes, const Incoming* in,
   std::vector<Hash128> accesses;
   hits_.TakeAccesses(&accesses);
   ApplyAccessesLocked(accesses);
-  const bool only_cold = !exact_ && recovering_;
+  const bool only_cold = !space_.exact() && recovering_;
   const policy::VictimFilter is_cold = [this](const Hash128& id) REQUIRES(mu_) {
     auto it = index_.find(id);
     return it != index_.end() && it->second.cold;
@@ -178,8 +157,7 @@ std::shared_ptr<const std::string> CacheDir::PublishLocked(const Hash128& id, co
 }
 
 void CacheDir::ReleaseLocked(uint64_t bytes) {
-  used_ -= bytes;
-  if (!exact_) credit_ += bytes;
+  space_.Release(bytes);
   ++room_epoch_;
   room_cv_.NotifyAll();
 }
@@ -191,7 +169,7 @@ uint64_t CacheDir::EraseLocked(Index::iterator it, policy::RemoveReason reason) 
   ForgetOpenFileLocked(id, it->second);
   policy_->OnRemove(id, reason);
   index_.erase(it);
-  freeing_ += charge;
+  space_.StartDrop(charge);
   ++dropping_[id];
   ScanState state = scan_state_[DirLayout::SubdirOf(id)];
   if (state == ScanState::kPending || state == ScanState::kListing) tombstones_.insert(id);
@@ -213,14 +191,15 @@ void CacheDir::DropFileWithPathLock(const Hash128& id, uint64_t charge) {
   // already): the new file must stay. (Probes and the scan never adopt a dropping page.)
   Status s = republished ? Status::Ok() : disk().Unlink(layout_.PagePath(id));
   MutexLock l(&mu_);
-  freeing_ -= charge;
   if (auto it = dropping_.find(id); it != dropping_.end() && --it->second == 0) dropping_.erase(it);
-  if (s.ok() || s.code() == StatusCode::kNotFound) {
-    ReleaseLocked(charge);
+  // A file still there but no longer indexed keeps its bytes counted (stuck), so the budget
+  // stays true; a restart's scan finds and indexes it again.
+  const bool unlinked = s.ok() || s.code() == StatusCode::kNotFound;
+  space_.FinishDrop(charge, unlinked);
+  if (unlinked) {
+    ++room_epoch_;
+    room_cv_.NotifyAll();
   } else {
-    // The file is still there but no longer indexed: keep its bytes counted so the budget
-    // stays true. A restart's scan finds and indexes it again.
-    stuck_ += charge;
     spdlog::error("page store: cannot remove a page file: {}", s.ToString());
   }
 }
@@ -523,7 +502,7 @@ std::optional<StatusOr<std::unique_ptr<FilePageReader>>> CacheDir::Probe(const K
       auto [adopted_it, inserted] =
           index_.emplace(key.id, Entry{charge, next_generation_++, /*is_cold=*/!accessed, adopted});
       if (inserted) adopted_it->second.cached_at_us = config_.clock->NowMicros();
-      used_ += charge;
+      space_.Adopt(charge);
       ++recovered_pages_;
       if (!accessed) ++cold_pages_;
       hints.cold = !accessed;
@@ -605,7 +584,7 @@ PageStoreStats CacheDir::Stats() const {
   MutexLock l(&mu_);
   PageStoreStats s;
   s.pages = index_.size();
-  s.used_bytes = used_;
+  s.used_bytes = space_.used();
   s.capacity_bytes = config_.capacity_bytes;
   s.pinned_bytes = policy_->pinned_bytes();
   s.evictions = capacity_evictions_ + quota_evictions_;

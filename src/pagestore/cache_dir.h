@@ -1,17 +1,9 @@
 // CacheDir: one cache folder of a PageStore: its in-memory index of pages, its byte accounting,
 // its eviction policy and its startup recovery scan. PageStore routes each page to one CacheDir.
 //
-// Accounting. used_bytes counts, in bytes of disk:
-//   - the folder skeleton (root, v1 and its 256 sub-folders: one 4 KiB block each),
-//   - every indexed page: its file size rounded up to 4 KiB plus kDirEntryCharge for its name in
-//     the sub-folder's directory blocks,
-//   - reservations of pages being written (the same charge, taken before the temp file exists),
-//   - pages dropped from the index whose file is not unlinked yet.
-// Admission keeps used_bytes <= capacity_bytes at all times once the startup scan has finished.
-// While it runs, files not scanned yet are unknown, so a Put is admitted only against "credit":
-// bytes known to be free (capacity minus what the whole file system uses, at startup) plus bytes
-// freed since. Every byte written during recovery is thus matched by a byte known to be free, and
-// the folder never grows past the capacity even before its contents are known.
+// Accounting: the rule is SpaceAccount's (space_account.h); a page's charge is its file size
+// rounded up to 4 KiB plus kDirEntryCharge for its name, and the folder skeleton (root, v1 and
+// its 256 sub-folders) is one 4 KiB block each.
 //
 // Cache rules. Each index entry keeps its page's object id (one shared string per object, see
 // ObjectIdInterner), so the folder can ask the AttributeSource for the page's hints at Put, when
@@ -50,6 +42,7 @@
 #include "pagestore/page_attributes.h"
 #include "pagestore/page_file.h"
 #include "pagestore/page_store.h"
+#include "pagestore/space_account.h"
 #include "policy/eviction_policy.h"
 #include "policy/policy_engine.h"
 
@@ -181,20 +174,18 @@ class CacheDir {
   // Admission (cache_dir.cc).
   // Reserves `in.charge` bytes for a page of group `in.group`, making room as needed.
   Status Reserve(const Incoming& in) EXCLUDES(mu_);
-  bool FitsLocked(uint64_t charge) const REQUIRES(mu_);
   // Whether admitting `in` would take its group over its quota, counting the group's writes in
   // flight.
   bool OverQuotaLocked(const Incoming& in) const REQUIRES(mu_);
   // in.charge plus the group's writes in flight.
   uint64_t IncomingGroupBytesLocked(const Incoming& in) const REQUIRES(mu_);
   void UnreserveLocked(const Incoming& in) REQUIRES(mu_);
-  uint64_t DeficitLocked(uint64_t charge) const REQUIRES(mu_);
-  bool RoomMayComeLocked() const REQUIRES(mu_);
   // Indexes a written page under `hints`; its reservation `in` becomes its charge. Returns the
   // page's shared object id.
   std::shared_ptr<const std::string> PublishLocked(const Hash128& id, const Incoming& in,
                                                    std::string_view object_id,
                                                    const policy::EntryHints& hints) REQUIRES(mu_);
+  // Releases bytes (space_.Release) and wakes writers waiting for room.
   void ReleaseLocked(uint64_t bytes) REQUIRES(mu_);
   // Takes victims from the policy (out of the index) until their charges cover `bytes` and, with
   // `in`, until in's group is no longer over its quota (victims then come from that group),
@@ -203,7 +194,7 @@ class CacheDir {
   uint64_t PickVictimsLocked(uint64_t bytes, const Incoming* in, std::vector<Victim>* victims)
       REQUIRES(mu_);
   // Takes an entry out of the index and tells the policy why. Its bytes stay counted (as
-  // freeing_) until DropFile unlinks the file. Returns the charge.
+  // freeing, space_account.h) until DropFile unlinks the file. Returns the charge.
   uint64_t EraseLocked(Index::iterator it, policy::RemoveReason reason) REQUIRES(mu_);
   // Unlinks the file of an erased entry, unless a new copy has been published under its name
   // since, and releases the charge. DropFileWithPathLock: the caller holds PathLock(id).
@@ -298,10 +289,7 @@ class CacheDir {
   ObjectIdInterner object_ids_ GUARDED_BY(mu_);
   // Charges of the writes in flight per group, which count against the group's quota.
   std::unordered_map<uint32_t, uint64_t> group_reserved_ GUARDED_BY(mu_);
-  uint64_t used_ GUARDED_BY(mu_) = kSkeletonBytes;
-  uint64_t reserved_ GUARDED_BY(mu_) = 0;  // Part of used_: pages being written.
-  uint64_t freeing_ GUARDED_BY(mu_) = 0;   // Part of used_: dropped, not unlinked yet.
-  uint64_t stuck_ GUARDED_BY(mu_) = 0;     // Part of used_: files whose unlink failed.
+  SpaceAccount space_ GUARDED_BY(mu_);  // The byte accounting (space_account.h).
   uint64_t next_generation_ GUARDED_BY(mu_) = 1;
   uint64_t capacity_evictions_ GUARDED_BY(mu_) = 0;
   uint64_t quota_evictions_ GUARDED_BY(mu_) = 0;
@@ -321,8 +309,6 @@ class CacheDir {
   std::unordered_map<Hash128, int, Hash128Hasher> publishing_ GUARDED_BY(mu_);
 
   // Recovery state.
-  bool exact_ GUARDED_BY(mu_) = false;  // Every sub-folder scanned: used_ is the whole truth.
-  uint64_t credit_ GUARDED_BY(mu_);     // Until then: bytes known to be free.
   std::array<ScanState, kSubdirCount> scan_state_ GUARDED_BY(mu_);
   // Pages dropped while their sub-folder's listing may still hold them: the scan must not
   // re-add them from a stale listing.

@@ -98,7 +98,7 @@ CacheDir::CacheDir(Config config, std::unique_ptr<policy::PolicyEngine> policy,
       nonce_(nonce),
       lock_(std::move(lock)),
       policy_(std::move(policy)),
-      credit_(initial_credit) {
+      space_(config_.capacity_bytes, kSkeletonBytes, initial_credit) {
   scan_state_.fill(ScanState::kPending);
   scan_start_micros_ = config_.clock->NowMicros();
   int threads = std::clamp(config_.recovery_threads, 1, kSubdirCount);
@@ -192,7 +192,7 @@ Status CacheDir::ScanSubdir(int subdir) {
   }
   if (RulesEpoch() != epoch) RefileFound(found);
   MutexLock l(&mu_);
-  if (!exact_) credit_ += freed;
+  space_.Credit(freed);
   scan_state_[subdir] = ScanState::kDone;
   ++room_epoch_;
   room_cv_.NotifyAll();
@@ -246,7 +246,7 @@ void CacheDir::AddRecoveredLocked(const Found& page) {
       id, Entry{page.charge, next_generation_++, /*is_cold=*/true, std::move(object)});
   // The file's age is not known without another stat: a restart starts the TTL over.
   if (inserted) it->second.cached_at_us = config_.clock->NowMicros();
-  used_ += page.charge;
+  space_.Adopt(page.charge);
   ++recovered_pages_;
   ++cold_pages_;
   policy::EntryHints hints = page.hints;
@@ -261,14 +261,11 @@ void CacheDir::FinishRecovery() {
     complete = std::all_of(scan_state_.begin(), scan_state_.end(),
                            [](ScanState s) { return s == ScanState::kDone; });
     tombstones_.clear();  // No listing is in flight any more.
-    if (complete) {
-      exact_ = true;
-      credit_ = 0;
-    }
+    if (complete) space_.MarkExact();
     int64_t ms = (config_.clock->NowMicros() - scan_start_micros_) / 1000;
     if (complete) {
       spdlog::info("page store: {} recovered {} pages ({} bytes in use) in {} ms", layout_.root(),
-                   recovered_pages_, used_, ms);
+                   recovered_pages_, space_.used(), ms);
     } else if (!stopping_) {
       spdlog::error(
           "page store: {} could not be fully scanned; pages in the failed sub-folders "
@@ -290,9 +287,7 @@ void CacheDir::EvictDownToCapacity() {
     {
       MutexLock l(&mu_);
       if (stopping_) return;
-      uint64_t excess =
-          used_ - freeing_ > config_.capacity_bytes ? used_ - freeing_ - config_.capacity_bytes : 0;
-      PickVictimsLocked(excess, /*in=*/nullptr, &victims);
+      PickVictimsLocked(space_.Excess(), /*in=*/nullptr, &victims);
     }
     if (victims.empty()) return;
     DropVictims(victims);
