@@ -48,7 +48,7 @@ void WriteFile(const std::string& path, const std::string& data) {
 
 class DiskStoreTest : public ::testing::Test {
  protected:
-  std::string root() const { return tmp_.path() + "/cache"; }
+  std::string root() const { return tmp_.str() + "/cache"; }
   PageStoreOptions Options(uint64_t capacity, uint32_t page_size = 256 * 1024) {
     PageStoreOptions o;
     o.dirs = {{root(), capacity}};

@@ -59,7 +59,7 @@ PageStoreOptions Options(const std::string& root, uint64_t capacity,
 TEST(RecoveryTest, ServesHitsDuringAndAfterTheScan) {
   constexpr int kPages = 20000;
   TempDir tmp;
-  const std::string root = tmp.path() + "/cache";
+  const std::string root = tmp.str() + "/cache";
   const uint64_t capacity = kSkeleton + kPages * kSmallCharge + (1 << 20);
   {
     auto store = Create(Options(root, capacity));
@@ -201,7 +201,7 @@ TEST(RecoveryTest, DamagedFileIsIndexedCheaplyThenDroppedOnFirstOpen) {
 
 TEST(RecoveryTest, LeftoversOfACrashAreRemovedAtStartup) {
   TempDir tmp;
-  const std::string root = tmp.path() + "/cache";
+  const std::string root = tmp.str() + "/cache";
   DirLayout layout(root);
   {
     auto store = Create(Options(root, 8 << 20));
@@ -234,7 +234,7 @@ TEST(RecoveryTest, LeftoversOfACrashAreRemovedAtStartup) {
 // survives the restart, and the folder is within its capacity.
 TEST(RecoveryTest, SurvivesKillNineInTheMiddleOfWrites) {
   TempDir tmp;
-  const std::string root = tmp.path() + "/cache";
+  const std::string root = tmp.str() + "/cache";
   const uint64_t capacity = kSkeleton + 400 * kSmallCharge;
   int acks[2];
   ASSERT_EQ(::pipe(acks), 0);

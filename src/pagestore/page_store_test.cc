@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <map>
+#include <random>
 #include <thread>
 #include <vector>
 

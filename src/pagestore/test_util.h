@@ -8,38 +8,19 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
-#include <random>
 #include <string>
 #include <thread>
 
 #include "pagestore/page_store.h"
+#include "testing/test_util.h"
 
 namespace cairn::pagestore::testing {
 
-// A fresh folder under the system temp dir, removed with everything in it at destruction.
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "pagestore_test_XXXXXX").string();
-    path_ = ::mkdtemp(tmpl.data());
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+// The shared test library's (src/testing): a fresh folder removed at destruction; bytes.
+using ::cairn::testing::TempDir;
 
 // Deterministic pseudo-random bytes.
-inline std::string Bytes(uint64_t seed, size_t n) {
-  std::mt19937_64 rng(seed);
-  std::string out(n, '\0');
-  for (char& c : out) c = static_cast<char>(rng());
-  return out;
-}
+inline std::string Bytes(uint64_t seed, size_t n) { return ::cairn::testing::RandomBytes(n, seed); }
 
 inline PageKey Key(uint64_t i, std::string version = "v1") {
   return PageKey{"s3://bucket/data/object-" + std::to_string(i / 4), std::move(version), i % 4};

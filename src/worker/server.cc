@@ -17,7 +17,6 @@ using protocol::MessageType;
 
 namespace {
 constexpr uint32_t kMaxRequestPayload = 64 * 1024;
-using SteadyTime = std::chrono::steady_clock::time_point;
 }  // namespace
 
 // Server-wide series; they live in the registry (the worker's, or one the server owns).
@@ -57,6 +56,8 @@ class WorkerServer::Connection : public std::enable_shared_from_this<Connection>
         server_(server),
         service_(server->service_),
         options_(server->options_) {}
+
+  Clock& clock() const { return options_.clock != nullptr ? *options_.clock : *Clock::Real(); }
 
   void Start() {
     stream_->SetReadTimeout(options_.handshake_timeout);
@@ -110,7 +111,7 @@ class WorkerServer::Connection : public std::enable_shared_from_this<Connection>
         return DeadlineExceededError(greeted() ? "idle for too long" : "no request in time");
       }
       CAIRN_RETURN_IF_ERROR(header_read);
-      SteadyTime received = std::chrono::steady_clock::now();
+      const int64_t received = clock().NowMicros();
       StatusOr<FrameHeader> decoded = protocol::DecodeFrameHeader(raw);
       if (decoded.status().code() == StatusCode::kFailedPrecondition) {
         return RefuseVersion(decoded.status());
@@ -172,7 +173,7 @@ class WorkerServer::Connection : public std::enable_shared_from_this<Connection>
     return why;
   }
 
-  Status Dispatch(const FrameHeader& header, const std::string& payload, SteadyTime received) {
+  Status Dispatch(const FrameHeader& header, const std::string& payload, int64_t received) {
     const uint64_t id = header.request_id;
     auto request = protocol::DecodeRequest(header.type, payload);
     if (!request.ok()) {
@@ -204,13 +205,13 @@ class WorkerServer::Connection : public std::enable_shared_from_this<Connection>
     return Status::Ok();
   }
 
-  Reply Handle(uint64_t id, const protocol::Request& request, SteadyTime received) {
+  // `received`: when the request's header arrived (clock() microseconds).
+  Reply Handle(uint64_t id, const protocol::Request& request, int64_t received) {
     Reply reply;
     reply.id = id;
     reply.data = protocol::WantsData(request);
     const protocol::RequestBase& base = protocol::BaseOf(request);
-    if (base.deadline_ms > 0 &&
-        std::chrono::steady_clock::now() - received > std::chrono::milliseconds(base.deadline_ms)) {
+    if (base.deadline_ms > 0 && clock().NowMicros() - received > int64_t{base.deadline_ms} * 1000) {
       reply.error = DeadlineExceededError("request expired in the worker queue");
       return reply;
     }

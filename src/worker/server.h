@@ -54,6 +54,9 @@ struct ServerOptions {
   std::chrono::milliseconds idle_timeout{300000};
   // Server metrics (connections, refusals, timeouts) go here when set. Not owned.
   metrics::Registry* registry = nullptr;
+  // Times requests against their deadlines (a request that waited for a miss thread past its
+  // deadline_ms is answered DeadlineExceeded, not served). Not owned; null: Clock::Real().
+  Clock* clock = nullptr;
 };
 
 struct ServerStats {

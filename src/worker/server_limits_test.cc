@@ -369,6 +369,41 @@ TEST_F(ServerLimitsTest, HitsAndReplicaLookupsAreAnsweredWhileEveryMissThreadWai
   EXPECT_EQ(miss->data, data_.substr(3 * size_t{kPage}, kPage));
 }
 
+// A request that waited for a miss thread longer than its deadline is answered
+// DeadlineExceeded without reading the source (the client has given up on it). The server's
+// clock is injected: the wait is a step of a fake clock, not a sleep.
+TEST_F(ServerLimitsTest, ARequestThatExpiredInTheQueueIsRefusedNotServed) {
+  FakeClock clock;
+  options_.clock = &clock;
+  options_.miss_threads = 1;
+  StartServer();
+  HoldSourceReads();
+  auto s = Connect();
+  ASSERT_TRUE(testing::SendRequest(s.get(), 1, Request("big", 3, kPage)).ok());
+  ASSERT_TRUE(gate_->WaitForArrivals(1));  // The only miss thread waits for the source.
+  protocol::ReadPageRequest late = Request("big", 5, kPage);
+  late.deadline_ms = 100;
+  ASSERT_TRUE(testing::SendRequest(s.get(), 2, late).ok());
+  for (int i = 0; i < 400 && server_->Stats().queued_requests == 0; ++i) {
+    std::this_thread::sleep_for(milliseconds(5));
+  }
+  ASSERT_EQ(server_->Stats().queued_requests, 1u);
+  clock.Advance(milliseconds(101));
+  gate_->Open();
+  for (int i = 0; i < 2; ++i) {
+    auto reply = ReadReply(s.get());
+    ASSERT_TRUE(reply.ok()) << reply.status().ToString();
+    if (reply->id == 1) {
+      EXPECT_EQ(reply->meta.status, StatusCode::kOk);
+      EXPECT_EQ(reply->data, data_.substr(3 * size_t{kPage}, kPage));
+    } else {
+      EXPECT_EQ(reply->meta.status, StatusCode::kDeadlineExceeded) << reply->meta.error_message;
+      EXPECT_TRUE(reply->data.empty());
+    }
+  }
+  EXPECT_EQ(gate_->arrivals(), 1u);  // Page 5 was never read from the source.
+}
+
 // Regression (heap over-read sent to the network): two pipelined requests for one page, the
 // first naming object_size=1, made the second's reply a range of the first's 1-byte buffer.
 TEST_F(ServerLimitsTest, PipelinedRequestsNamingOtherSizesGetOnlyBytesThatExist) {
