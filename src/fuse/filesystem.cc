@@ -361,14 +361,21 @@ void Filesystem::ObserveVersion(fuse_ino_t ino, const FileInfo& info) {
   // The new size is about to reach the kernel with this reply. Pages it cached for the old
   // version (the last one zero-filled past the old end) must go first, or a handle still open
   // on the old version would read them up to the new size.
-  if (!info.is_dir && inodes_.NoteStatVersion(ino, info.version)) InvalidateKernelData(ino);
+  if (info.is_dir) return;
+  bool changed;
+  {
+    std::unique_lock gate(ReplyGate(ino));  // Waits out replies of the old version in flight.
+    changed = inodes_.NoteStatVersion(ino, info.version);
+  }
+  if (changed) InvalidateKernelData(ino);
 }
 
 void Filesystem::InvalidateKernelData(fuse_ino_t ino) {
   fuse_session* session = session_.load();
   if (session == nullptr) return;
-  // Called after a read's reply was sent, or from getattr/lookup (which the kernel sends
-  // without holding page locks of the inode): nothing we block here waits on this thread.
+  // Called after a read's reply was sent, or from getattr/lookup/open (which the kernel sends
+  // without holding page locks or the lock of the inode; read-only opens only): nothing we
+  // block here waits on this thread.
   int rc = fuse_lowlevel_notify_inval_inode(session, ino, 0, 0);
   if (rc != 0 && rc != -ENOENT) {
     spdlog::debug("fuse: data invalidation of inode {} failed: {}", ino, std::strerror(-rc));
@@ -378,10 +385,23 @@ void Filesystem::InvalidateKernelData(fuse_ino_t ino) {
 bool Filesystem::DecideKeepCache(fuse_ino_t ino, const FileInfo& info) {
   // The kernel's cached pages of this inode are valid exactly when they came from the version
   // this open is pinned to, i.e. when the previous open of the inode saw the same version.
-  const bool same_version = inodes_.RecordOpenVersion(ino, info.version);
+  bool same_version;
+  {
+    // A version change starts a new epoch: replies of the old one in flight finish first (their
+    // pages are then dropped: this open gets keep_cache = 0).
+    std::unique_lock gate(ReplyGate(ino));
+    same_version = inodes_.RecordOpenVersion(ino, info.version);
+  }
   if (!same_version) {
     std::optional<uint64_t> told = inodes_.ReportedSize(ino);
-    if (told.has_value() && *told != info.size) InvalidateKernelAttrs(ino);
+    if (told.has_value() && *told != info.size) {
+      // Any getattr may bring the new size to the kernel before this open's reply drops the
+      // old version's pages: drop them first (no old page can come back: the epoch is new),
+      // or a handle still open on the old version could read the zero-filled tail of its
+      // last page up to the new size.
+      InvalidateKernelData(ino);
+      InvalidateKernelAttrs(ino);
+    }
   }
   return same_version;
 }
@@ -479,7 +499,17 @@ void Filesystem::Read(fuse_req_t req, size_t size, off_t off, fuse_file_info* fi
   for (std::span<const char> piece : view->pieces) {
     iov.push_back(iovec{const_cast<char*>(piece.data()), piece.size()});
   }
-  fuse_reply_iov(req, iov.data(), static_cast<int>(iov.size()));
+  {
+    // The version may have changed while the bytes were read: check again, and reply, under
+    // the inode's reply gate (see reply_gates_).
+    std::shared_lock gate(ReplyGate(file->ino));
+    if (inodes_.VersionEpoch(file->ino) != file->epoch) {
+      spdlog::info("fuse: read '{}': the object changed while this read ran", file->path);
+      fuse_reply_err(req, EIO);
+      return;
+    }
+    fuse_reply_iov(req, iov.data(), static_cast<int>(iov.size()));
+  }
   if (inodes_.VersionEpoch(file->ino) != file->epoch) {
     // A newer version was opened while this read ran: its bytes may now sit in the page cache
     // next to the new version's. Drop them, and do not trust the cache at the next open.

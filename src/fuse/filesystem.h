@@ -30,12 +30,14 @@
 #include <fuse_lowlevel.h>
 #include <sys/stat.h>
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <functional>
 #include <mutex>
 #include <memory>
 #include <optional>
+#include <shared_mutex>
 #include <span>
 #include <string>
 #include <unordered_map>
@@ -155,6 +157,15 @@ class Filesystem {
   const FilesystemConfig config_;
   InodeTable inodes_;
   std::atomic<fuse_session*> session_{nullptr};
+  // Makes a read's "is my handle's version still current?" check and its reply one step
+  // against a version change (a new epoch). A read holds its inode's gate shared from the
+  // check through fuse_reply_iov; the epoch is bumped under the gate held exclusively, and the
+  // kernel's pages are dropped after that. So a reply of the old version is either in the page
+  // cache before the drop (and dropped), or is EIO: never added after it, where a handle still
+  // open on the old version could read its zero-filled tail up to the new size. Striped by
+  // inode; no kernel call is made while a gate is held exclusively.
+  std::shared_mutex& ReplyGate(fuse_ino_t ino) { return reply_gates_[ino % reply_gates_.size()]; }
+  std::array<std::shared_mutex, 64> reply_gates_;
   std::function<void()> after_init_;
   std::once_flag after_init_once_;
 
