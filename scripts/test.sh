@@ -57,7 +57,7 @@ if [[ "${CAIRN_SKIP_SANITIZERS:-0}" != 1 ]]; then
   # The clang tree: cairn_cli and cairn_fuse pull in every library (thread-safety analysis);
   # the tests are those of the modules where threads meet.
   run scripts/build.sh tsan cairn_cli cairn_fuse common_test net_test pagestore_test \
-    membership_test worker_test client_test transport_test
+    membership_test worker_test client_test transport_test tls_test
   run env TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/scripts/tsan.supp" \
     ctest --test-dir build-tsan -L unit --output-on-failure -j 2 --timeout 600
   run scripts/fuzz.sh "${CAIRN_FUZZ_SECONDS:-20}"

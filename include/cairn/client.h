@@ -34,6 +34,15 @@ namespace protocol {
 class PageChannel;  // See src/protocol/page_channel.h.
 }
 
+// TLS on the page protocol (docs/security.md). An empty `ca_file` means plaintext, which a
+// worker serving beyond loopback refuses.
+struct TlsSettings {
+  std::string ca_file;    // PEM bundle of the CAs that sign the workers' certificates.
+  std::string cert_file;  // This end's certificate (mutual TLS: the principal it proves).
+  std::string key_file;   // Its private key.
+  bool enabled() const { return !ca_file.empty(); }
+};
+
 struct ClientOptions {
   std::vector<MountSpec> mounts;
   std::vector<std::string> workers;  // "host:port" of cache workers.
@@ -57,6 +66,8 @@ struct ClientOptions {
   // Admission for this client's reads: a one-pass scan (preprocessing, a checksum job) sets it so
   // the workers serve its misses without caching them and the training set stays cached.
   bool no_cache = false;
+  // TLS to the workers; a worker's certificate must name the host the client dials.
+  TlsSettings tls;
 };
 
 struct FileInfo {

@@ -119,6 +119,12 @@ StatusOr<worker::WorkerOptions> BuildUpWorker(const UpFlags& f, config::Config* 
   wo.page_size = cfg->client.page_size;
   wo.serve_tcp = !f.listen.empty();
   wo.config.listen = f.listen;
+  // --listen serves this node's cache to other clients: TLS as for `cairn worker`.
+  wo.tls = cfg->client.tls;
+  if (!source.tls_ca.empty()) wo.tls = {source.tls_ca, source.tls_cert, source.tls_key};
+  if (source.tls_ca.empty() && (!source.tls_cert.empty() || !source.tls_key.empty())) {
+    return InvalidArgumentError("--tls-cert/--tls-key need --tls-ca (the CA to trust)");
+  }
   wo.config.metrics_listen = f.metrics_listen;
   wo.config.id = "local";
   std::string dir = f.cache_dir.empty() ? DefaultCacheDir() : f.cache_dir;

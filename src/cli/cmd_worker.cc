@@ -25,6 +25,7 @@ struct WorkerFlags {
   int ufs_max_concurrency = 0;
   std::string ufs_max_bandwidth;
   bool no_peer_fill = false;
+  std::string insecure_plaintext;
 };
 
 Status BuildWorkerOptions(const WorkerFlags& f, worker::WorkerOptions* out) {
@@ -34,6 +35,7 @@ Status BuildWorkerOptions(const WorkerFlags& f, worker::WorkerOptions* out) {
   if (!f.metrics_listen.empty())
     w.metrics_listen = f.metrics_listen == "off" ? "" : f.metrics_listen;
   if (!f.id.empty()) w.id = f.id;
+  if (!f.insecure_plaintext.empty()) w.insecure_plaintext = f.insecure_plaintext;
   if (!f.eviction_policy.empty()) w.eviction_policy = f.eviction_policy;
   uint64_t default_capacity = 0;
   if (!f.cache_size.empty()) {
@@ -68,6 +70,7 @@ Status BuildWorkerOptions(const WorkerFlags& f, worker::WorkerOptions* out) {
     return InvalidArgumentError("--advertise needs --etcd (it is the address registered there)");
   }
   out->page_size = cfg.client.page_size;
+  out->tls = cfg.client.tls;
   out->serve_tcp = true;
   return Status::Ok();
 }
@@ -101,6 +104,9 @@ Runner RegisterWorker(CLI::App* app) {
   cmd->add_option("--lease-ttl", f->lease_ttl_s,
                   "Cluster mode: seconds before a crashed worker leaves the ring (default 5)")
       ->check(CLI::Range(1, 3600));
+  cmd->add_option("--insecure-plaintext", f->insecure_plaintext,
+                  "Serve without TLS on a non-loopback address, for the reason given (logged; "
+                  "e.g. \"isolated benchmark network\")");
   cmd->add_flag("--no-peer-fill", f->no_peer_fill,
                 "Cluster mode: read every missing page from the source, even when a replica "
                 "that has it is named (default: copy it from that replica; docs/cluster.md)");

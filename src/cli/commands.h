@@ -25,6 +25,8 @@ void RegisterRuleCommands(CLI::App* app, std::vector<std::pair<CLI::App*, Runner
 void RegisterReportCommand(CLI::App* app, std::vector<std::pair<CLI::App*, Runner>>* out);
 // mount add|ls|rm (the mount table in etcd) and status.
 void RegisterClusterCommands(CLI::App* app, std::vector<std::pair<CLI::App*, Runner>>* out);
+// cert ca|issue|show: a private CA and the certificates of a TLS cluster.
+void RegisterCertCommands(CLI::App* app, std::vector<std::pair<CLI::App*, Runner>>* out);
 
 }  // namespace cairn::cli
 

@@ -26,6 +26,15 @@ void AddSourceFlags(CLI::App* app, SourceFlags* f, bool with_workers) {
     app->add_flag("--no-cache", f->no_cache,
                   "One-pass scan: workers serve this client's misses without caching them");
   }
+  app->add_option("--tls-ca", f->tls_ca,
+                  "TLS: CA certificates (PEM) that sign the cluster's certificates; turns TLS on "
+                  "(docs/security.md)")
+      ->envname("CAIRN_TLS_CA");
+  app->add_option("--tls-cert", f->tls_cert,
+                  "TLS: this process's certificate (PEM); its common name is the principal")
+      ->envname("CAIRN_TLS_CERT");
+  app->add_option("--tls-key", f->tls_key, "TLS: the private key of --tls-cert (PEM)")
+      ->envname("CAIRN_TLS_KEY");
   app->add_option("--page-size", f->page_size, "Cache page size (default 1MiB)");
   app->add_option("--metadata-ttl", f->metadata_ttl,
                   "How long stat/list results are trusted (default 60s; 0 = always ask)");
@@ -36,6 +45,24 @@ void AddSourceFlags(CLI::App* app, SourceFlags* f, bool with_workers) {
   app->add_option("--profile", f->profile, "AWS profile in ~/.aws/credentials");
   app->add_flag("--virtual-hosted", f->virtual_hosted,
                 "Use virtual-hosted-style S3 addressing (default: path style)");
+}
+
+bool ScrubSecretArguments(int argc, char** argv) {
+  static constexpr std::string_view kFlag = "--secret-key";
+  bool found = false;
+  for (int i = 1; i < argc; ++i) {
+    std::string_view arg(argv[i]);
+    char* value = nullptr;
+    if (arg == kFlag && i + 1 < argc) {
+      value = argv[++i];
+    } else if (arg.size() > kFlag.size() && arg.starts_with(kFlag) && arg[kFlag.size()] == '=') {
+      value = argv[i] + kFlag.size() + 1;
+    }
+    if (value == nullptr) continue;
+    for (char* p = value; *p != '\0'; ++p) *p = '*';
+    found = true;
+  }
+  return found;
 }
 
 void AddEtcdFlag(CLI::App* app, std::string* etcd) {
@@ -115,6 +142,16 @@ StatusOr<config::Config> BuildConfig(const SourceFlags& f) {
     }
   }
   if (f.no_short_circuit) cfg.client.short_circuit = false;
+  if (!f.tls_ca.empty()) cfg.client.tls.ca_file = f.tls_ca;
+  if (!f.tls_cert.empty()) cfg.client.tls.cert_file = f.tls_cert;
+  if (!f.tls_key.empty()) cfg.client.tls.key_file = f.tls_key;
+  if (!cfg.client.tls.enabled() &&
+      (!cfg.client.tls.cert_file.empty() || !cfg.client.tls.key_file.empty())) {
+    return InvalidArgumentError("--tls-cert/--tls-key need --tls-ca (the CA to trust)");
+  }
+  if (cfg.client.tls.cert_file.empty() != cfg.client.tls.key_file.empty()) {
+    return InvalidArgumentError("--tls-cert and --tls-key go together");
+  }
   if (f.no_cache) cfg.client.no_cache = true;
   if (!f.page_size.empty()) {
     auto ps = ParseBytes(f.page_size);

@@ -36,10 +36,16 @@ struct SourceFlags {
   bool virtual_hosted = false;
   bool no_short_circuit = false;
   bool no_cache = false;
-  std::string etcd;  // Cluster mode: etcd endpoints (--etcd or $CAIRN_ETCD).
+  std::string etcd;                       // Cluster mode: etcd endpoints (--etcd or $CAIRN_ETCD).
+  std::string tls_ca, tls_cert, tls_key;  // TLS to the workers (and, for a worker, its own).
 };
 
 void AddSourceFlags(CLI::App* app, SourceFlags* flags, bool with_workers);
+
+// Overwrites the value of --secret-key in argv with '*' (after parsing), so that
+// /proc/PID/cmdline stops showing it to other users of the machine. True if one was found (the
+// caller warns: it was visible until now).
+bool ScrubSecretArguments(int argc, char** argv);
 
 // Adds --etcd (default $CAIRN_ETCD) to a command.
 void AddEtcdFlag(CLI::App* app, std::string* etcd);

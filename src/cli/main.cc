@@ -34,6 +34,7 @@ int main(int argc, char** argv) {
   RegisterCacheCommands(&app, &commands);
   RegisterRuleCommands(&app, &commands);
   RegisterReportCommand(&app, &commands);
+  RegisterCertCommands(&app, &commands);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -47,6 +48,12 @@ int main(int argc, char** argv) {
   }
   cairn::Status s = cairn::InitLogging(log_level);
   if (!s.ok()) return Fail(s);
+  if (ScrubSecretArguments(argc, argv)) {
+    spdlog::warn(
+        "--secret-key on the command line was readable by other users of this machine (in "
+        "/proc) until now; prefer AWS_SECRET_ACCESS_KEY, ~/.aws/credentials or a config file "
+        "only you can read");
+  }
   const uint64_t open_files = RaiseOpenFileLimit();
   if (open_files < 4096) {
     spdlog::debug("open-file limit is {} (ulimit -n): a busy worker may run out", open_files);

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "client/file_reader.h"
+#include "tls/tls_context.h"
 #include "transport/remote_channel.h"
 #include "protocol/wire.h"
 
@@ -69,6 +70,19 @@ StatusOr<std::unique_ptr<PageFetcher>> MakePageFetcher(const ClientOptions& opti
     ro.short_circuit = options.short_circuit;
     ro.connect_timeout = std::min<std::chrono::milliseconds>(options.worker_timeout,
                                                              std::chrono::milliseconds(1000));
+    if (options.tls.enabled()) {
+      tls::TlsOptions t;
+      t.ca_file = options.tls.ca_file;
+      t.cert_file = options.tls.cert_file;
+      t.key_file = options.tls.key_file;
+      CAIRN_ASSIGN_OR_RETURN(std::shared_ptr<tls::TlsContext> ctx,
+                             tls::TlsContext::Create(tls::TlsContext::Role::kClient, t));
+      // A TLS handshake is two round trips more than a TCP connect.
+      ro.connect_timeout = std::max(ro.connect_timeout, std::chrono::milliseconds(2000));
+      ro.connect = [ctx](const std::string& address, std::chrono::milliseconds timeout) {
+        return tls::Dial(ctx.get(), address, timeout);
+      };
+    }
     factory = [ro](const placement::WorkerNode& node) mutable {
       ro.address = node.address;
       return std::make_unique<transport::RemoteChannel>(ro);

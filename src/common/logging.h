@@ -3,8 +3,11 @@
 #ifndef CAIRN_COMMON_LOGGING_H_
 #define CAIRN_COMMON_LOGGING_H_
 
+#include <spdlog/formatter.h>
 #include <spdlog/spdlog.h>
 
+#include <memory>
+#include <string>
 #include <string_view>
 
 #include "common/status.h"
@@ -13,6 +16,11 @@ namespace cairn {
 
 // level: "trace", "debug", "info", "warn", "error", "off". InvalidArgument otherwise.
 Status InitLogging(std::string_view level);
+
+// The formatter of every log line: `pattern`, with control characters in the message escaped
+// ("\n", "\r", "\t", "\xNN"). Messages quote names that come from peers and sources (object
+// keys, paths): one such name must never start a forged log line of its own.
+std::unique_ptr<spdlog::formatter> MakeLogFormatter(const std::string& pattern);
 
 }  // namespace cairn
 

@@ -61,6 +61,26 @@ StatusOr<MountSpec> ParseMount(const json& m, size_t index) {
   return spec;
 }
 
+Status ParseTls(const json& t, TlsSettings* out) {
+  if (!t.is_object()) return FieldError("tls", "must be an object");
+  for (const auto& [k, v] : t.items()) {
+    if (k == "ca_file") {
+      CAIRN_ASSIGN_OR_RETURN(out->ca_file, GetString(t, "ca_file", "tls."));
+    } else if (k == "cert_file") {
+      CAIRN_ASSIGN_OR_RETURN(out->cert_file, GetString(t, "cert_file", "tls."));
+    } else if (k == "key_file") {
+      CAIRN_ASSIGN_OR_RETURN(out->key_file, GetString(t, "key_file", "tls."));
+    } else {
+      return FieldError("tls." + k, "unknown field");
+    }
+  }
+  if (out->ca_file.empty()) return FieldError("tls.ca_file", "is required");
+  if (out->cert_file.empty() != out->key_file.empty()) {
+    return FieldError("tls", "cert_file and key_file go together");
+  }
+  return Status::Ok();
+}
+
 Status ParseWorker(const json& w, WorkerConfig* out) {
   if (!w.is_object()) return FieldError("worker", "must be an object");
   for (const auto& [k, v] : w.items()) {
@@ -72,6 +92,9 @@ Status ParseWorker(const json& w, WorkerConfig* out) {
       CAIRN_ASSIGN_OR_RETURN(out->metrics_listen, GetString(w, "metrics_listen", "worker."));
     } else if (k == "eviction_policy") {
       CAIRN_ASSIGN_OR_RETURN(out->eviction_policy, GetString(w, "eviction_policy", "worker."));
+    } else if (k == "insecure_plaintext") {
+      CAIRN_ASSIGN_OR_RETURN(out->insecure_plaintext,
+                             GetString(w, "insecure_plaintext", "worker."));
     } else if (k == "cache_dirs") {
       if (!v.is_array()) return FieldError("worker.cache_dirs", "must be an array");
       for (size_t i = 0; i < v.size(); ++i) {
@@ -125,6 +148,8 @@ StatusOr<Config> ParseConfig(std::string_view text) {
         return FieldError(k, "must be a string of comma-separated etcd URLs");
       }
       config.client.etcd_endpoints = v.get<std::string>();
+    } else if (k == "tls") {
+      CAIRN_RETURN_IF_ERROR(ParseTls(v, &config.client.tls));
     } else if (k == "worker") {
       CAIRN_RETURN_IF_ERROR(ParseWorker(v, &config.worker));
     } else {

@@ -35,6 +35,9 @@ struct WorkerConfig {
   std::string metrics_listen = "0.0.0.0:9100";  // Empty = no HTTP endpoint.
   std::vector<CacheDir> cache_dirs;
   std::string eviction_policy = "lru";
+  // Why this worker may serve plaintext beyond loopback (docs/security.md); empty: it may not,
+  // and without TLS it only listens on a loopback address.
+  std::string insecure_plaintext;
   // Caps on all of this worker's source requests together (0 = none): docs/ufs.md.
   int ufs_max_concurrency = 0;
   uint64_t ufs_max_bytes_per_second = 0;

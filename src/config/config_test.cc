@@ -38,6 +38,28 @@ TEST(ConfigTest, RejectsBadFieldsWithTheirNames) {
   EXPECT_NE(bad_cap.status().message().find("capacity"), std::string::npos);
 }
 
+TEST(ConfigTest, ParsesTlsAndThePlaintextReason) {
+  auto c = ParseConfig(R"({"tls": {"ca_file": "/p/ca.crt", "cert_file": "/p/w.crt",
+                                   "key_file": "/p/w.key"},
+                           "worker": {"insecure_plaintext": "isolated test network"}})");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_TRUE(c->client.tls.enabled());
+  EXPECT_EQ(c->client.tls.cert_file, "/p/w.crt");
+  EXPECT_EQ(c->client.tls.key_file, "/p/w.key");
+  EXPECT_EQ(c->worker.insecure_plaintext, "isolated test network");
+  EXPECT_NE(ParseConfig(R"({"tls": {"cert_file": "/w.crt", "key_file": "/w.key"}})")
+                .status()
+                .message()
+                .find("tls.ca_file"),
+            std::string::npos);
+  EXPECT_FALSE(ParseConfig(R"({"tls": {"ca_file": "/ca", "cert_file": "/w.crt"}})").ok());
+  EXPECT_NE(ParseConfig(R"({"tls": {"ca_file": "/ca", "ciphers": "x"}})")
+                .status()
+                .message()
+                .find("tls.ciphers"),
+            std::string::npos);
+}
+
 TEST(ConfigTest, ParsesFlags) {
   auto m = ParseMountFlag("/lake=s3://b/p");
   ASSERT_TRUE(m.ok());

@@ -1,5 +1,6 @@
-// Byte streams between clients and workers. `Stream` is the seam where TLS will plug in: the
-// worker and client code only see this interface; TcpStream is the plain-TCP implementation.
+// Byte streams between clients and workers. `Stream` is the seam where TLS plugs in: the
+// worker and client code only see this interface; TcpStream is the plain-TCP implementation and
+// src/tls wraps one in TLS.
 //
 // Thread-safety: one reader thread and one writer thread may use a Stream at the same time
 // (reads and writes are independent); two concurrent writers must serialise themselves.
@@ -37,7 +38,18 @@ class Stream {
   // Wakes any blocked reader/writer; later calls fail. Idempotent.
   virtual void Shutdown() = 0;
   virtual std::string PeerName() const = 0;
+  // The socket under the stream, for layers that wrap it (TLS); -1 if there is none.
+  virtual int NativeHandle() const { return -1; }
+  // The identity the peer proved (the common name of its TLS client certificate); empty on a
+  // plaintext stream or when the peer presented no certificate.
+  virtual std::string PeerPrincipal() const { return {}; }
+  // True when the peer runs on this machine (a loopback or one of this host's own addresses
+  // on both ends, or a Unix socket): only such a peer may be told local file paths.
+  virtual bool PeerOnThisHost() const { return false; }
 };
+
+// True for "localhost", 127.0.0.0/8 and ::1 (a listener there is not reachable from others).
+bool IsLoopbackHost(std::string_view host);
 
 // Splits "host:port" (IPv4 names or "[v6]:port"); InvalidArgument otherwise.
 Status ParseHostPort(std::string_view text, std::string* host, uint16_t* port);

@@ -32,7 +32,8 @@ Status SocketError(int err, std::string_view what, std::string_view peer) {
 
 class TcpStream : public Stream {
  public:
-  TcpStream(int fd, std::string peer) : fd_(fd), peer_(std::move(peer)) {
+  TcpStream(int fd, std::string peer)
+      : fd_(fd), peer_(std::move(peer)), on_this_host_(SameHost(fd)) {
     int one = 1;
     setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     int buf = 4 << 20;
@@ -112,6 +113,8 @@ class TcpStream : public Stream {
   }
 
   std::string PeerName() const override { return peer_; }
+  int NativeHandle() const override { return fd_; }
+  bool PeerOnThisHost() const override { return on_this_host_; }
 
  private:
   void SetTimeout(int option, std::chrono::milliseconds timeout) {
@@ -121,8 +124,34 @@ class TcpStream : public Stream {
     setsockopt(fd_, SOL_SOCKET, option, &tv, sizeof(tv));
   }
 
+  // Both ends share an address (a connection to one of this host's own addresses, loopback
+  // included), or the socket is a Unix socket.
+  static bool SameHost(int fd) {
+    sockaddr_storage local{}, remote{};
+    socklen_t ll = sizeof(local), rl = sizeof(remote);
+    if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &ll) != 0 ||
+        getpeername(fd, reinterpret_cast<sockaddr*>(&remote), &rl) != 0) {
+      return false;
+    }
+    if (local.ss_family == AF_UNIX) return true;
+    if (local.ss_family != remote.ss_family) return false;
+    if (local.ss_family == AF_INET) {
+      auto* a = reinterpret_cast<const sockaddr_in*>(&local);
+      auto* b = reinterpret_cast<const sockaddr_in*>(&remote);
+      return a->sin_addr.s_addr == b->sin_addr.s_addr || (ntohl(b->sin_addr.s_addr) >> 24) == 127;
+    }
+    if (local.ss_family == AF_INET6) {
+      auto* a = reinterpret_cast<const sockaddr_in6*>(&local);
+      auto* b = reinterpret_cast<const sockaddr_in6*>(&remote);
+      return std::memcmp(&a->sin6_addr, &b->sin6_addr, sizeof(in6_addr)) == 0 ||
+             IN6_IS_ADDR_LOOPBACK(&b->sin6_addr);
+    }
+    return false;
+  }
+
   int fd_;
   std::string peer_;
+  const bool on_this_host_;
   std::atomic<bool> shut_{false};
 };
 
@@ -164,6 +193,13 @@ StatusOr<std::pair<std::unique_ptr<Stream>, std::unique_ptr<Stream>>> StreamPair
   }
   return std::make_pair(std::unique_ptr<Stream>(new TcpStream(fds[0], "pair-a")),
                         std::unique_ptr<Stream>(new TcpStream(fds[1], "pair-b")));
+}
+
+bool IsLoopbackHost(std::string_view host) {
+  if (host == "localhost" || host == "::1") return true;
+  in_addr a{};
+  const std::string h(host);
+  return inet_pton(AF_INET, h.c_str(), &a) == 1 && (ntohl(a.s_addr) >> 24) == 127;
 }
 
 Status ParseHostPort(std::string_view text, std::string* host, uint16_t* port) {

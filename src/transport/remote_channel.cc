@@ -326,7 +326,8 @@ std::shared_ptr<const std::vector<std::string>> RemoteChannel::ShortCircuitDirs(
   if (!options_.short_circuit || suspect()) return nullptr;  // Failover decides for suspects.
   // The first read of a fresh channel connects now: the handshake tells whether the worker
   // shares this machine, so even that read can skip the network.
-  if (!handshaken_.load(std::memory_order_acquire) && !GetConnection()) return nullptr;
+  std::string ignored;  // Logged by GetConnection; the read that follows reports it.
+  if (!handshaken_.load(std::memory_order_acquire) && !GetConnection(&ignored)) return nullptr;
   MutexLock l(&mu_);
   return short_circuit_dirs_;
 }
@@ -339,7 +340,7 @@ void RemoteChannel::MarkSuspect() {
   suspect_until_us_.store(options_.clock->NowMicros() + options_.suspect_backoff.count() * 1000);
 }
 
-std::shared_ptr<RemoteChannel::Conn> RemoteChannel::GetConnection() {
+std::shared_ptr<RemoteChannel::Conn> RemoteChannel::GetConnection(std::string* why) {
   size_t slot = round_robin_.fetch_add(1) % options_.connections;
   {
     MutexLock l(&mu_);
@@ -356,6 +357,7 @@ std::shared_ptr<RemoteChannel::Conn> RemoteChannel::GetConnection() {
     } else {
       spdlog::warn("cannot reach worker {}: {}", options_.address, opened.status().ToString());
     }
+    *why = opened.status().message();
     MarkSuspect();
     return nullptr;
   }
@@ -388,14 +390,17 @@ void RemoteChannel::Call(const protocol::Request& request, std::span<char> dest,
   uint32_t& deadline_ms = protocol::BaseOf(sent).deadline_ms;
   if (deadline_ms == 0) deadline_ms = static_cast<uint32_t>(options_.request_timeout.count());
   // A connection closed a moment ago (idle, or by the worker) is replaced once.
+  std::string why;
   for (int attempt = 0; attempt < 2; ++attempt) {
-    std::shared_ptr<Conn> conn = GetConnection();
+    std::shared_ptr<Conn> conn = GetConnection(&why);
     if (!conn) break;
     int64_t now = options_.clock->NowMicros();
     int64_t deadline = now + int64_t{deadline_ms} * 1000;
     if (conn->Send(next_id_.fetch_add(1), sent, dest, done, deadline, now)) return;
   }
-  done(UnavailableError("worker " + options_.address + " is unreachable"));
+  // Unavailable whatever the reason (a refused TLS handshake too): the caller fails over.
+  done(UnavailableError("worker " + options_.address + " is unreachable" +
+                        (why.empty() ? "" : ": " + why)));
 }
 
 void RemoteChannel::SweepLoop() {

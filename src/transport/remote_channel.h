@@ -62,7 +62,8 @@ class RemoteChannel : public protocol::PageChannel {
 
  private:
   class Conn;
-  std::shared_ptr<Conn> GetConnection() EXCLUDES(mu_);
+  // A live connection, or null with the reason the new one failed in `*why`.
+  std::shared_ptr<Conn> GetConnection(std::string* why) EXCLUDES(mu_);
   void MarkSuspect();
   // The worker's cache folders if this process sees the same INSTANCE tokens in them.
   std::shared_ptr<const std::vector<std::string>> CheckShortCircuit(

@@ -87,6 +87,20 @@ TEST_F(S3HttpTest, NotFoundCodesAndBadRequest) {
   for (const auto& r : server_->requests()) EXPECT_NE(r.method, "DELETE");
 }
 
+TEST_F(S3HttpTest, KeysWithDotSegmentsAreRefusedBeforeAnyRequest) {
+  Serve([](const RecordedRequest& r) { return FakeHttpServer::Response(200, {}, "x"); });
+  auto s3 = Open();
+  for (std::string key : {"../secret", "a/../../b", "a/./b", ".", "x/.."}) {
+    std::string buf(4, '\0');
+    auto read = s3->Read(key, "", 0, std::span<char>(buf.data(), buf.size()));
+    EXPECT_EQ(read.status().code(), StatusCode::kInvalidArgument) << key;
+    EXPECT_EQ(s3->Stat(key).status().code(), StatusCode::kInvalidArgument) << key;
+  }
+  EXPECT_TRUE(server_->requests().empty()) << "a dot-segment key reached the server";
+  // Dots inside a name are ordinary characters.
+  EXPECT_TRUE(s3->Stat("a..b/.hidden/c.").ok());
+}
+
 TEST_F(S3HttpTest, SlowDownIsUnavailableAndRetried) {
   Serve([](const RecordedRequest& r) {
     return FakeHttpServer::Response(503, {}, ErrorXml("SlowDown", "Reduce your request rate"));

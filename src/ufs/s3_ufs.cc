@@ -130,6 +130,20 @@ Status S3UnderStorage::ValidateKey(std::string_view key) const {
   if (key.front() == '/') {
     return InvalidArgumentError("key '" + std::string(key) + "' must not start with '/'");
   }
+  // S3 itself takes "a/../b" literally, but a path-normalising proxy or gateway in front of it
+  // would resolve it, possibly outside the mount's prefix: such keys are never sent.
+  for (size_t start = 0; start <= key.size();) {
+    size_t slash = key.find('/', start);
+    std::string_view comp =
+        key.substr(start, slash == std::string_view::npos ? std::string_view::npos : slash - start);
+    if (comp == "." || comp == "..") {
+      return InvalidArgumentError("key '" + std::string(key) +
+                                  "' has a '.' or '..' component (refused: it could resolve "
+                                  "outside the mount)");
+    }
+    if (slash == std::string_view::npos) break;
+    start = slash + 1;
+  }
   if (FullKey(key).size() > kMaxKeyBytes) {
     return InvalidArgumentError("key '" + std::string(key) + "' is longer than S3's 1024 bytes");
   }

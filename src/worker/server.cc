@@ -30,12 +30,17 @@ struct WorkerServer::Counters {
                               "connection cap")),
         timed_out(r->AddCounter("cairn_worker_connections_timed_out_total",
                                 "Client connections closed for a send, handshake or idle "
-                                "timeout")) {}
+                                "timeout")),
+        tls_refused(r->AddCounter("cairn_worker_connections_tls_refused_total",
+                                  "Client connections closed for a failed TLS handshake "
+                                  "(refused certificate) or for speaking plaintext to a TLS "
+                                  "worker")) {}
   std::unique_ptr<metrics::Registry> owned;
   metrics::Gauge* connections;
   metrics::Counter* accepted;
   metrics::Counter* refused;
   metrics::Counter* timed_out;
+  metrics::Counter* tls_refused;
 };
 
 // One answer to one request, built by whichever thread served it and written by the reader
@@ -110,9 +115,18 @@ class WorkerServer::Connection : public std::enable_shared_from_this<Connection>
       if (header_read.code() == StatusCode::kDeadlineExceeded) {
         return DeadlineExceededError(greeted() ? "idle for too long" : "no request in time");
       }
+      if (!greeted() && options_.tls != nullptr && !header_read.ok()) {
+        return RefuseTls(std::move(header_read));
+      }
       CAIRN_RETURN_IF_ERROR(header_read);
       const int64_t received = clock().NowMicros();
       StatusOr<FrameHeader> decoded = protocol::DecodeFrameHeader(raw);
+      if (!decoded.ok() && !greeted() && options_.tls == nullptr &&
+          static_cast<unsigned char>(raw[0]) == 0x16 && raw[1] == 0x03) {
+        return FailedPreconditionError(
+            "a TLS client connected to this plaintext worker (start the worker with --tls-ca, "
+            "--tls-cert and --tls-key, or connect without TLS)");
+      }
       if (decoded.status().code() == StatusCode::kFailedPrecondition) {
         return RefuseVersion(decoded.status());
       }
@@ -138,8 +152,12 @@ class WorkerServer::Connection : public std::enable_shared_from_this<Connection>
           protocol::HelloReply hello;
           hello.page_size = service_->page_size();
           hello.worker_id = service_->worker_id();
-          hello.instance_token = service_->options().instance_token;
-          hello.cache_dirs = service_->options().cache_dirs;
+          // Local paths and the token that proves them are for clients on this machine only
+          // (short-circuit reads); others learn nothing about the worker's disks.
+          if (stream_->PeerOnThisHost()) {
+            hello.instance_token = service_->options().instance_token;
+            hello.cache_dirs = service_->options().cache_dirs;
+          }
           CAIRN_RETURN_IF_ERROR(
               Send(MessageType::kHelloReply, header.request_id, protocol::EncodeHelloReply(hello)));
           break;
@@ -162,6 +180,19 @@ class WorkerServer::Connection : public std::enable_shared_from_this<Connection>
     });
     if (closed_) return UnavailableError("connection closed");
     return Status::Ok();
+  }
+
+  // A failed TLS handshake (logged with its reason by ReadLoop); a plaintext client is told
+  // in the clear, in a frame it can read, how to connect.
+  Status RefuseTls(Status why) {
+    const StatusCode code = why.code();
+    if (code == StatusCode::kFailedPrecondition || code == StatusCode::kPermissionDenied) {
+      server_->counters_->tls_refused->Increment();
+    }
+    if (code != StatusCode::kFailedPrecondition) return why;
+    return RefuseVersion(FailedPreconditionError(
+        "this worker requires TLS: connect with the cluster's CA and a client certificate "
+        "(--tls-ca, --tls-cert, --tls-key; docs/security.md)"));
   }
 
   // Tells a peer that speaks another protocol version which ones this worker speaks (in a
@@ -439,6 +470,7 @@ void WorkerServer::Admit(std::unique_ptr<net::Stream> stream) {
     }
     silent->Shutdown();
   }
+  if (options_.tls != nullptr) stream = options_.tls->WrapAccepted(std::move(stream));
   auto conn =
       std::make_shared<Connection>(next_connection_id_.fetch_add(1), std::move(stream), this);
   connections_.push_back(conn);
@@ -467,6 +499,7 @@ ServerStats WorkerServer::Stats() {
   s.accepted = counters_->accepted->value();
   s.refused = counters_->refused->value();
   s.timed_out = counters_->timed_out->value();
+  s.tls_refused = counters_->tls_refused->value();
   s.queued_requests = miss_pool_->QueueLength() + mount_wait_pool_->QueueLength();
   return s;
 }

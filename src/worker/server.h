@@ -38,6 +38,7 @@
 #include "common/thread_annotations.h"
 #include "metrics/registry.h"
 #include "net/stream.h"
+#include "tls/tls_context.h"
 #include "worker/page_service.h"
 
 namespace cairn::worker {
@@ -52,6 +53,10 @@ struct ServerOptions {
   std::chrono::milliseconds send_timeout{10000};
   std::chrono::milliseconds handshake_timeout{10000};
   std::chrono::milliseconds idle_timeout{300000};
+  // TLS (docs/security.md): set, every connection must complete a TLS handshake (mutual TLS
+  // when the context requires client certificates) before its first frame is read; a
+  // plaintext client is told so in a kVersionMismatch frame and closed.
+  std::shared_ptr<tls::TlsContext> tls;
   // Server metrics (connections, refusals, timeouts) go here when set. Not owned.
   metrics::Registry* registry = nullptr;
   // Times requests against their deadlines (a request that waited for a miss thread past its
@@ -64,6 +69,7 @@ struct ServerStats {
   uint64_t accepted = 0;         // Since start.
   uint64_t refused = 0;          // Over the connection cap.
   uint64_t timed_out = 0;        // Closed for a send, handshake or idle timeout.
+  uint64_t tls_refused = 0;      // Closed for a failed TLS handshake or a plaintext client.
   uint64_t queued_requests = 0;  // Waiting for a miss or mount-wait thread now.
 };
 

@@ -10,6 +10,7 @@
 
 #include "mount/mount_table.h"
 #include "net/stream.h"
+#include "tls/tls_context.h"
 #include "transport/remote_channel.h"
 
 namespace cairn::worker {
@@ -42,6 +43,40 @@ StatusOr<std::unique_ptr<Worker>> Worker::Start(WorkerOptions options) {
   return w;
 }
 
+namespace {
+
+// The page service's TLS and the dialler's for its peers, or why it may serve plaintext.
+Status MakeTls(const WorkerOptions& o, const std::string& listen_host,
+               std::shared_ptr<tls::TlsContext>* server, std::shared_ptr<tls::TlsContext>* peers) {
+  if (!o.tls.enabled()) {
+    if (net::IsLoopbackHost(listen_host)) return Status::Ok();
+    if (o.config.insecure_plaintext.empty()) {
+      return InvalidArgumentError(
+          "the worker would serve plaintext on " + o.config.listen +
+          ": give it TLS (--tls-ca, --tls-cert, --tls-key; `cairn cert` makes them), listen on a "
+          "loopback address, or state why plaintext is acceptable with --insecure-plaintext "
+          "REASON (docs/security.md)");
+    }
+    spdlog::warn("serving plaintext on {} (--insecure-plaintext: {})", o.config.listen,
+                 o.config.insecure_plaintext);
+    return Status::Ok();
+  }
+  if (o.tls.cert_file.empty()) {
+    return InvalidArgumentError(
+        "a TLS worker needs its node certificate and key (--tls-cert, --tls-key)");
+  }
+  tls::TlsOptions t;
+  t.ca_file = o.tls.ca_file;
+  t.cert_file = o.tls.cert_file;
+  t.key_file = o.tls.key_file;
+  t.require_peer_certificate = true;
+  CAIRN_ASSIGN_OR_RETURN(*server, tls::TlsContext::Create(tls::TlsContext::Role::kServer, t));
+  CAIRN_ASSIGN_OR_RETURN(*peers, tls::TlsContext::Create(tls::TlsContext::Role::kClient, t));
+  return Status::Ok();
+}
+
+}  // namespace
+
 Status Worker::Init(WorkerOptions options) {
   const config::WorkerConfig& cfg = options.config;
   if (cfg.cache_dirs.empty()) return InvalidArgumentError("the worker needs a cache folder");
@@ -50,6 +85,9 @@ Status Worker::Init(WorkerOptions options) {
   if (options.serve_tcp) {
     CAIRN_RETURN_IF_ERROR(net::ParseHostPort(cfg.listen, &listen_host, &listen_port));
   }
+  std::shared_ptr<tls::TlsContext> server_tls, peer_tls;
+  if (options.serve_tcp)
+    CAIRN_RETURN_IF_ERROR(MakeTls(options, listen_host, &server_tls, &peer_tls));
   id_ = cfg.id;
   if (id_.empty()) {
     char host[256] = "worker";
@@ -119,6 +157,11 @@ Status Worker::Init(WorkerOptions options) {
     ro.page_size = options.page_size;
     ro.request_timeout = po.peer_timeout;
     ro.short_circuit = false;  // The peer's files are its own, even on a shared machine.
+    if (peer_tls != nullptr) {
+      ro.connect = [peer_tls](const std::string& address, std::chrono::milliseconds timeout) {
+        return tls::Dial(peer_tls.get(), address, timeout);
+      };
+    }
     peers_ = std::make_unique<PeerSet>(id_, [ro](const std::string& address) {
       transport::RemoteChannelOptions to_peer = ro;
       to_peer.address = address;
@@ -152,6 +195,7 @@ Status Worker::Init(WorkerOptions options) {
     sv.host = listen_host;
     sv.port = listen_port;
     sv.registry = registry_.get();
+    sv.tls = server_tls;
     CAIRN_ASSIGN_OR_RETURN(server_, WorkerServer::Start(service_.get(), sv));
   }
   if (!cfg.metrics_listen.empty()) {

@@ -42,6 +42,10 @@ struct WorkerOptions {
   // replicas; a copy request names the worker to copy from) instead of reading the source. Off:
   // every missing page comes from the source (for comparison and as a way out).
   bool peer_fill = true;
+  // TLS of the page service and of the connections to peers (the same certificate: node
+  // certificates are both server and client). Not enabled: plaintext, allowed only on a
+  // loopback listen address unless config.insecure_plaintext says why.
+  TlsSettings tls;
   // Test seam: mounts over these under-storages instead of opening the specs' URIs.
   std::vector<std::shared_ptr<ufs::UnderStorage>> ufs_override;
 };
@@ -58,6 +62,7 @@ class Worker {
   metrics::Registry* registry() { return registry_.get(); }
   pagestore::PageStore* store() { return store_.get(); }
   uint16_t port() const { return server_ ? server_->port() : 0; }
+  ServerStats server_stats() { return server_ ? server_->Stats() : ServerStats{}; }
   uint16_t metrics_port() const { return http_ ? http_->port() : 0; }
   const std::string& id() const { return id_; }
   // The address registered in etcd (cluster mode), else "".

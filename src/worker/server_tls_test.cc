@@ -1,0 +1,200 @@
+// The page service over TLS: a real Worker with a node certificate from a test CA, clients
+// dialling with and without certificates, and plaintext in both directions.
+#include <gtest/gtest.h>
+
+#include <future>
+#include <thread>
+
+#include "common/checksum.h"
+#include "testing/frames.h"
+#include "testing/test_pki.h"
+#include "testing/test_util.h"
+#include "tls/tls_context.h"
+#include "transport/remote_channel.h"
+#include "ufs/memory_ufs.h"
+#include "worker/worker.h"
+
+namespace cairn::worker {
+namespace {
+
+using std::chrono::milliseconds;
+
+constexpr uint32_t kPage = 1 << 20;
+
+class ServerTlsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    memory_ = std::make_shared<ufs::MemoryUnderStorage>("mem://lake");
+    content_ = testing::RandomBytes(kPage + 4096, 11);
+    memory_->Put("file.bin", content_);
+    node_ = pki_.Node("worker-1");
+  }
+
+  Status StartWorker(bool tls, const std::string& listen = "127.0.0.1:0",
+                     const std::string& plaintext_reason = "") {
+    WorkerOptions o;
+    MountSpec spec;
+    spec.path = "/lake";
+    spec.uri = "mem://lake";
+    o.mounts = {spec};
+    o.ufs_override = {memory_};
+    o.config.listen = listen;
+    o.config.metrics_listen = "";
+    o.config.insecure_plaintext = plaintext_reason;
+    o.config.cache_dirs.push_back({cache_.str(), 64ull << 20});
+    if (tls) o.tls = {pki_.ca_file(), node_.cert, node_.key};
+    auto w = Worker::Start(o);
+    if (!w.ok()) return w.status();
+    worker_ = std::move(w).value();
+    return Status::Ok();
+  }
+
+  std::string Address() const { return "127.0.0.1:" + std::to_string(worker_->port()); }
+
+  // A channel to the worker; `tls` null: plaintext.
+  std::unique_ptr<transport::RemoteChannel> Channel(std::shared_ptr<tls::TlsContext> tls) {
+    transport::RemoteChannelOptions ro;
+    ro.address = Address();
+    ro.page_size = kPage;
+    ro.short_circuit = false;
+    ro.connect_timeout = milliseconds(3000);
+    if (tls != nullptr) {
+      ro.connect = [tls](const std::string& address, milliseconds timeout) {
+        return tls::Dial(tls.get(), address, timeout);
+      };
+    }
+    return std::make_unique<transport::RemoteChannel>(ro);
+  }
+
+  std::shared_ptr<tls::TlsContext> ClientTls(const testing::TestPki::Files* files) {
+    tls::TlsOptions o;
+    o.ca_file = pki_.ca_file();
+    if (files != nullptr) {
+      o.cert_file = files->cert;
+      o.key_file = files->key;
+    }
+    auto ctx = tls::TlsContext::Create(tls::TlsContext::Role::kClient, o);
+    EXPECT_TRUE(ctx.ok()) << ctx.status().ToString();
+    return *ctx;
+  }
+
+  StatusOr<protocol::PageReply> Read(transport::RemoteChannel* channel, uint64_t page,
+                                     std::string* out) {
+    protocol::ReadPageRequest r;
+    r.page.page_size = kPage;
+    r.page.mount = "/lake";
+    r.page.key = "file.bin";
+    r.page.version = memory_->Stat("file.bin")->version;
+    r.page.object_size = content_.size();
+    r.page.page_index = page;
+    r.offset = 0;
+    r.length = page == 0 ? kPage : 4096;
+    const uint32_t page_length = page == 0 ? kPage : 4096;  // The last page is short.
+    out->assign(protocol::AlignedRange(0, r.length, page_length).size(), '\0');
+    std::promise<StatusOr<protocol::PageReply>> done;
+    channel->Call(r, *out, [&done](StatusOr<protocol::PageReply> reply) {
+      done.set_value(std::move(reply));
+    });
+    return done.get_future().get();
+  }
+
+  testing::TempDir cache_{"cache"};
+  testing::TestPki pki_;
+  testing::TestPki::Files node_;
+  std::string content_;
+  std::shared_ptr<ufs::MemoryUnderStorage> memory_;
+  std::unique_ptr<Worker> worker_;
+};
+
+TEST_F(ServerTlsTest, AClientWithACertificateReadsExactBytesMissAndHit) {
+  ASSERT_TRUE(StartWorker(/*tls=*/true).ok());
+  testing::TestPki::Files team = pki_.ClientCert("team-a");
+  auto channel = Channel(ClientTls(&team));
+  std::string bytes;
+  for (int round = 0; round < 2; ++round) {  // A miss, then (once stored) hits via SendFile.
+    for (uint64_t page = 0; page < 2; ++page) {
+      auto reply = Read(channel.get(), page, &bytes);
+      ASSERT_TRUE(reply.ok()) << reply.status().ToString();
+      ASSERT_EQ(reply->data_length, page == 0 ? kPage : 4096u);
+      EXPECT_TRUE(std::string_view(bytes).substr(0, reply->data_length) ==
+                  std::string_view(content_).substr(page * kPage, reply->data_length));
+      EXPECT_EQ(ChunkChecksums(std::string_view(bytes).substr(0, reply->data_length)),
+                reply->checksums);
+    }
+    for (int i = 0; i < 200 && worker_->store()->Stats().pages < 2; ++i) {
+      std::this_thread::sleep_for(milliseconds(5));
+    }
+  }
+}
+
+TEST_F(ServerTlsTest, PlaintextClientsAndClientsWithoutACertificateAreRefusedWithTheReason) {
+  ASSERT_TRUE(StartWorker(/*tls=*/true).ok());
+  std::string bytes;
+  auto plain = Read(Channel(nullptr).get(), 0, &bytes);
+  EXPECT_EQ(plain.status().code(), StatusCode::kUnavailable) << plain.status().ToString();
+  EXPECT_NE(plain.status().message().find("requires TLS"), std::string::npos)
+      << plain.status().ToString();
+
+  auto anonymous = Read(Channel(ClientTls(nullptr)).get(), 0, &bytes);
+  EXPECT_FALSE(anonymous.ok());
+  EXPECT_NE(anonymous.status().message().find("certificate"), std::string::npos)
+      << anonymous.status().ToString();
+
+  testing::TestPki stranger("stranger-ca");
+  testing::TestPki::Files foreign = stranger.ClientCert("team-x");
+  tls::TlsOptions o;
+  o.ca_file = pki_.ca_file();
+  o.cert_file = foreign.cert;
+  o.key_file = foreign.key;
+  auto foreign_ctx = tls::TlsContext::Create(tls::TlsContext::Role::kClient, o);
+  ASSERT_TRUE(foreign_ctx.ok());
+  EXPECT_FALSE(Read(Channel(*foreign_ctx).get(), 0, &bytes).ok());
+
+  ServerStats stats = worker_->server_stats();
+  EXPECT_EQ(stats.tls_refused, 3u);
+  EXPECT_EQ(worker_->store()->Stats().pages, 0u) << "nothing was served to a refused client";
+}
+
+TEST_F(ServerTlsTest, ATlsClientOfAPlaintextWorkerIsToldSo) {
+  ASSERT_TRUE(StartWorker(/*tls=*/false).ok());
+  testing::TestPki::Files team = pki_.ClientCert("team-a");
+  std::string bytes;
+  auto reply = Read(Channel(ClientTls(&team)).get(), 0, &bytes);
+  EXPECT_EQ(reply.status().code(), StatusCode::kUnavailable) << reply.status().ToString();
+  EXPECT_NE(reply.status().message().find("plaintext"), std::string::npos)
+      << reply.status().ToString();
+}
+
+TEST_F(ServerTlsTest, PlaintextBeyondLoopbackNeedsAStatedReason) {
+  Status refused = StartWorker(/*tls=*/false, "0.0.0.0:0");
+  EXPECT_EQ(refused.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.message().find("--insecure-plaintext"), std::string::npos)
+      << refused.ToString();
+  EXPECT_TRUE(StartWorker(/*tls=*/false, "0.0.0.0:0", "isolated benchmark network").ok());
+  worker_.reset();
+  EXPECT_TRUE(StartWorker(/*tls=*/true, "0.0.0.0:0").ok());
+}
+
+TEST_F(ServerTlsTest, HelloNamesCacheFoldersOnlyToClientsOnThisMachine) {
+  // Over loopback (this machine) a Hello carries the folders for short-circuit reads; the
+  // stream says whether the peer is local (a remote peer cannot be made in a unit test: see
+  // PeerOnThisHost in net/stream.h).
+  ASSERT_TRUE(StartWorker(/*tls=*/true).ok());
+  testing::TestPki::Files team = pki_.ClientCert("team-a");
+  auto tls = ClientTls(&team);
+  auto stream = tls::Dial(tls.get(), Address(), milliseconds(3000));
+  ASSERT_TRUE(stream.ok()) << stream.status().ToString();
+  EXPECT_TRUE((*stream)->PeerOnThisHost());
+  EXPECT_EQ((*stream)->PeerPrincipal(), "worker-1");
+  ASSERT_TRUE(testing::SendFrame(stream->get(), protocol::MessageType::kHello, 1,
+                                 protocol::EncodeHelloRequest({}))
+                  .ok());
+  auto hello = testing::ReadFrame(stream->get());
+  ASSERT_TRUE(hello.ok()) << hello.status().ToString();
+  auto decoded = protocol::DecodeHelloReply(hello->second);
+  ASSERT_TRUE(decoded.ok());
+  EXPECT_EQ(decoded->cache_dirs.size(), 1u);
+}
+
+}  // namespace
+}  // namespace cairn::worker

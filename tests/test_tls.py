@@ -1,0 +1,137 @@
+"""TLS on the page protocol (issue 9, docs/security.md): `cairn cert`, workers and clients with
+mutual TLS in cluster mode (replica copies between workers go over TLS too), the refusal of
+plaintext clients, and a worker that will not serve plaintext beyond loopback.
+
+Real processes, real certificates made by `cairn cert`, a real etcd (tests/cluster_util.py)."""
+
+import os
+import random
+
+import pytest
+
+from cluster_util import (etcd, PAGES, UFS_BYTES, Cluster, metrics_of,  # noqa: F401 (fixture)
+                          one_error_line)
+from conftest import S3_BUCKET, KiB, MiB, free_port, read_whole, wait_until
+from lake import Lake
+
+TLS_REFUSED = "cairn_worker_connections_tls_refused_total"
+PEER_FILLS = "cairn_worker_peer_fills_total"
+MOUNT = "/tls/lake"
+
+
+@pytest.fixture
+def cluster(etcd, harness):
+    return Cluster(harness, etcd, lease_ttl=2)
+
+
+@pytest.fixture
+def pki(harness, tmp_path):
+    """A CA, node certificates for w1 and w2 (127.0.0.1) and a client certificate, all made
+    with `cairn cert` as an operator would."""
+    d = tmp_path / "pki"
+    d.mkdir()
+
+    def cert(*args):
+        r = harness.run(["cert", *args])
+        assert r.returncode == 0, r.stderr.decode(errors="replace")
+        return r
+
+    cert("ca", "--out", d, "--name", "test-cluster-ca")
+    for node in ("w1", "w2"):
+        cert("issue", node, "--ca", d, "--host", "127.0.0.1", "--host", "localhost", "--out", d)
+    cert("issue", "team-a", "--client", "--ca", d, "--out", d)
+    assert oct(os.stat(d / "ca.key").st_mode & 0o777) == "0o600"
+    assert oct(os.stat(d / "team-a.key").st_mode & 0o777) == "0o600"
+    return d
+
+
+def tls_flags(pki, name):
+    return ["--tls-ca", str(pki / "ca.crt"), "--tls-cert", str(pki / f"{name}.crt"),
+            "--tls-key", str(pki / f"{name}.key")]
+
+
+def small_lake(tmp_path):
+    rng = random.Random(9)
+    sizes = {"a.bin": 3 * MiB + 17, "b.bin": MiB, "c/d.bin": 200 * KiB, "e.bin": 1}
+    return Lake(tmp_path / "lake", {n: rng.randbytes(s) for n, s in sizes.items()})
+
+
+def test_a_tls_cluster_serves_and_replicates_over_mutual_tls(cluster, pki, tmp_path):
+    lake = small_lake(tmp_path)
+    for wid in ("w1", "w2"):
+        cluster.start_worker(wid, extra=tls_flags(pki, wid))
+    cluster.mount_add(MOUNT, lake.uri, "--replicas", "2")
+    fuse = cluster.fuse(extra=[*tls_flags(pki, "team-a"), "--no-short-circuit"])
+    for name, data in lake.files.items():
+        got = read_whole(os.path.join(fuse.mountpoint, MOUNT.lstrip("/"), name))
+        assert got == data, f"{name}: {len(got)} bytes differ from the source's {len(data)}"
+
+    # Every page on both workers, read from the source once: the second copy came from the
+    # other worker, over a worker-to-worker TLS connection with the node certificates.
+    pages = lake.pages()
+    wait_until(lambda: cluster.metric_sum(PAGES) >= 2 * pages, 15, f"{2 * pages} pages cached")
+    assert cluster.metric_sum(PAGES) == 2 * pages
+    assert cluster.metric_sum(PEER_FILLS) == pages
+    assert cluster.metric_sum(UFS_BYTES) == lake.bytes()
+    assert cluster.metric_sum(TLS_REFUSED) == 0
+
+    # A client without TLS is refused by name; its read falls back to the source and succeeds.
+    r = cluster.cli(["cat", f"{MOUNT}/a.bin", "--no-short-circuit"])
+    assert r.returncode == 0, r.stderr.decode(errors="replace")
+    assert r.stdout == lake.files["a.bin"]
+    assert b"this worker requires TLS" in r.stderr, r.stderr.decode(errors="replace")
+    assert cluster.metric_sum(TLS_REFUSED) >= 1
+
+    # A TLS client without a certificate is refused by the workers (mutual TLS).
+    no_cert = ["--tls-ca", str(pki / "ca.crt")]
+    r = cluster.cli(["cat", f"{MOUNT}/b.bin", "--no-short-circuit", *no_cert])
+    assert r.returncode == 0 and r.stdout == lake.files["b.bin"]
+    assert b"certificate required" in r.stderr, r.stderr.decode(errors="replace")
+    assert cluster.metric_sum(UFS_BYTES) == lake.bytes(), "refused clients got nothing served"
+
+
+def test_a_worker_refuses_to_serve_plaintext_beyond_loopback(harness, tmp_path, pki):
+    lake = small_lake(tmp_path)
+    base = ["worker", "--mount", f"/d={lake.uri}", "--cache-dir", str(tmp_path / "cache"),
+            "--cache-size", "64MiB", "--metrics-listen", "off"]
+    r = harness.run([*base, "--listen", f"0.0.0.0:{free_port()}"], timeout=20)
+    assert r.returncode == 1
+    line = one_error_line(r.stderr)
+    assert "serve plaintext on 0.0.0.0" in line and "--insecure-plaintext" in line, line
+
+    # A certificate whose key is another's is refused at start, naming the file.
+    bad = ["--tls-ca", str(pki / "ca.crt"), "--tls-cert", str(pki / "w1.crt"),
+           "--tls-key", str(pki / "w2.key")]
+    r = harness.run([*base, "--listen", f"0.0.0.0:{free_port()}", *bad], timeout=20)
+    assert r.returncode == 1
+    assert "w2.key" in one_error_line(r.stderr)
+
+
+def test_cert_command_errors_are_one_line(harness, pki, tmp_path):
+    def err(*args):
+        r = harness.run(["cert", *args])
+        assert r.returncode == 1, (args, r.returncode, r.stdout, r.stderr)
+        return one_error_line(r.stderr)
+
+    assert "needs at least one host" in err("issue", "w3", "--ca", pki, "--out", tmp_path)
+    assert "exists" in err("issue", "w1", "--ca", pki, "--host", "127.0.0.1", "--out", pki)
+    assert "exists" in err("ca", "--out", pki)
+    assert "neither a host name nor an IP" in err("issue", "w4", "--ca", pki, "--host", "a b",
+                                                  "--out", tmp_path)
+    assert "ca.crt" in err("issue", "w5", "--ca", tmp_path / "nowhere", "--host", "x",
+                           "--out", tmp_path)
+    r = harness.run(["cert", "show", pki / "team-a.crt"])
+    assert r.returncode == 0
+    assert b"principal: team-a" in r.stdout and b"expires in 364 days" in r.stdout, r.stdout
+    assert "not a PEM certificate" in err("show", pki / "team-a.key")
+
+
+def test_a_secret_key_flag_is_hidden_from_other_users(harness, s3server, tmp_path):
+    """--secret-key is overwritten in the process's arguments once parsed: /proc/PID/cmdline,
+    readable by every user of the machine, stops showing it (and the process says so)."""
+    w = harness.worker([f"/s3=s3://{S3_BUCKET}/none"], str(tmp_path / "cache"), s3=s3server)
+    args = open(f"/proc/{w.pid}/cmdline", "rb").read().split(b"\0")
+    secret = s3server.flags()[s3server.flags().index("--secret-key") + 1].encode()
+    shown = args[args.index(b"--secret-key") + 1]
+    assert shown == b"*" * len(secret), args
+    wait_until(lambda: "readable by other users" in w.log_tail(50), 5, "the warning")
