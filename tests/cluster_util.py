@@ -15,6 +15,7 @@ import json
 import os
 import signal
 import socket
+import ssl
 import time
 import urllib.request
 from pathlib import Path
@@ -67,13 +68,22 @@ def _port_free(port):
 class Etcd:
     """One single-member etcd on 127.0.0.1. Not thread-safe: drive it from one thread."""
 
-    def __init__(self, workdir, name="etcd"):
+    def __init__(self, workdir, name="etcd", tls=None):
+        """`tls`: {"ca", "cert", "key", "client_cert", "client_key"} file paths: etcd then
+        serves https and requires client certificates signed by `ca`; this helper uses
+        `client_cert` to talk to it."""
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.data_dir = self.workdir / "data"
         self.name = name
         self.client_port, self.peer_port = distinct_free_ports(2)
-        self.url = f"http://127.0.0.1:{self.client_port}"
+        self.tls = tls
+        scheme = "https" if tls else "http"
+        self.url = f"{scheme}://127.0.0.1:{self.client_port}"
+        self.ssl_context = None
+        if tls:
+            self.ssl_context = ssl.create_default_context(cafile=str(tls["ca"]))
+            self.ssl_context.load_cert_chain(str(tls["client_cert"]), str(tls["client_key"]))
         self.proc = None
         self.starts = 0
 
@@ -85,7 +95,10 @@ class Etcd:
                 "--listen-client-urls", self.url, "--advertise-client-urls", self.url,
                 "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
                 "--initial-cluster", f"default={peer}",
-                "--heartbeat-interval", "10", "--election-timeout", "100"]
+                "--heartbeat-interval", "10", "--election-timeout", "100",
+                *(["--cert-file", self.tls["cert"], "--key-file", self.tls["key"],
+                   "--trusted-ca-file", self.tls["ca"], "--client-cert-auth"]
+                  if self.tls else [])]
 
     def start(self, timeout=20.0):
         """Starts etcd (again, on the same ports and data folder) and waits until healthy."""
@@ -107,7 +120,12 @@ class Etcd:
 
     def healthy(self):
         try:
-            status, body = http_get(self.client_port, "/health", timeout=1.0)
+            if self.tls:
+                with urllib.request.urlopen(self.url + "/health", timeout=1.0,
+                                            context=self.ssl_context) as resp:
+                    status, body = resp.status, resp.read().decode()
+            else:
+                status, body = http_get(self.client_port, "/health", timeout=1.0)
         except OSError:
             return False
         # 3.4 answers {"health":"true"} once the member has a leader (itself).
@@ -147,7 +165,7 @@ class Etcd:
     def _post(self, path, body, timeout=3.0):
         req = urllib.request.Request(self.url + path, data=json.dumps(body).encode(),
                                      headers={"Content-Type": "application/json"})
-        with urllib.request.urlopen(req, timeout=timeout) as resp:
+        with urllib.request.urlopen(req, timeout=timeout, context=self.ssl_context) as resp:
             return json.loads(resp.read().decode())
 
     def get_prefix(self, prefix):

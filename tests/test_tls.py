@@ -9,19 +9,13 @@ import random
 
 import pytest
 
-from cluster_util import (etcd, PAGES, UFS_BYTES, Cluster, metrics_of,  # noqa: F401 (fixture)
-                          one_error_line)
+from cluster_util import PAGES, UFS_BYTES, Cluster, Etcd, one_error_line
 from conftest import S3_BUCKET, KiB, MiB, free_port, read_whole, wait_until
 from lake import Lake
 
 TLS_REFUSED = "cairn_worker_connections_tls_refused_total"
 PEER_FILLS = "cairn_worker_peer_fills_total"
 MOUNT = "/tls/lake"
-
-
-@pytest.fixture
-def cluster(etcd, harness):
-    return Cluster(harness, etcd, lease_ttl=2)
 
 
 @pytest.fixture
@@ -45,6 +39,28 @@ def pki(harness, tmp_path):
     return d
 
 
+@pytest.fixture
+def tls_cluster(harness, pki, tmp_path):
+    """A cluster whose etcd serves https and requires client certificates from the same CA
+    (its certificate made by `cairn cert issue` too)."""
+    r = harness.run(["cert", "issue", "etcd-1", "--ca", pki, "--host", "127.0.0.1", "--out", pki])
+    assert r.returncode == 0, r.stderr.decode(errors="replace")
+    e = Etcd(tmp_path / "etcd", tls={"ca": pki / "ca.crt", "cert": pki / "etcd-1.crt",
+                                     "key": pki / "etcd-1.key",
+                                     "client_cert": pki / "team-a.crt",
+                                     "client_key": pki / "team-a.key"})
+    e.start()
+    yield Cluster(harness, e, lease_ttl=2)
+    errors = harness.cleanup()  # The workers deregister while etcd still runs.
+    e.stop()
+    assert not errors, errors
+
+
+def etcd_flags(pki, name):
+    return ["--etcd-ca", str(pki / "ca.crt"), "--etcd-cert", str(pki / f"{name}.crt"),
+            "--etcd-key", str(pki / f"{name}.key")]
+
+
 def tls_flags(pki, name):
     return ["--tls-ca", str(pki / "ca.crt"), "--tls-cert", str(pki / f"{name}.crt"),
             "--tls-key", str(pki / f"{name}.key")]
@@ -56,12 +72,18 @@ def small_lake(tmp_path):
     return Lake(tmp_path / "lake", {n: rng.randbytes(s) for n, s in sizes.items()})
 
 
-def test_a_tls_cluster_serves_and_replicates_over_mutual_tls(cluster, pki, tmp_path):
+def test_a_tls_cluster_serves_and_replicates_over_mutual_tls(tls_cluster, pki, tmp_path):
+    """Every hop encrypted and both ends authenticated: clients and workers to etcd (https,
+    client certificates), clients to workers and workers to workers (mutual TLS)."""
+    cluster = tls_cluster
     lake = small_lake(tmp_path)
     for wid in ("w1", "w2"):
-        cluster.start_worker(wid, extra=tls_flags(pki, wid))
-    cluster.mount_add(MOUNT, lake.uri, "--replicas", "2")
-    fuse = cluster.fuse(extra=[*tls_flags(pki, "team-a"), "--no-short-circuit"])
+        cluster.start_worker(wid, extra=[*tls_flags(pki, wid), *etcd_flags(pki, wid)])
+    r = cluster.cli(["mount", "add", MOUNT, lake.uri, "--replicas", "2",
+                     *etcd_flags(pki, "team-a")])
+    assert r.returncode == 0, r.stderr.decode(errors="replace")
+    client = [*tls_flags(pki, "team-a"), *etcd_flags(pki, "team-a")]
+    fuse = cluster.fuse(extra=[*client, "--no-short-circuit"])
     for name, data in lake.files.items():
         got = read_whole(os.path.join(fuse.mountpoint, MOUNT.lstrip("/"), name))
         assert got == data, f"{name}: {len(got)} bytes differ from the source's {len(data)}"
@@ -75,19 +97,31 @@ def test_a_tls_cluster_serves_and_replicates_over_mutual_tls(cluster, pki, tmp_p
     assert cluster.metric_sum(UFS_BYTES) == lake.bytes()
     assert cluster.metric_sum(TLS_REFUSED) == 0
 
-    # A client without TLS is refused by name; its read falls back to the source and succeeds.
-    r = cluster.cli(["cat", f"{MOUNT}/a.bin", "--no-short-circuit"])
+    # A client without TLS to the workers is refused by name; its read falls back to the source
+    # and succeeds.
+    r = cluster.cli(["cat", f"{MOUNT}/a.bin", "--no-short-circuit", *etcd_flags(pki, "team-a")])
     assert r.returncode == 0, r.stderr.decode(errors="replace")
     assert r.stdout == lake.files["a.bin"]
     assert b"this worker requires TLS" in r.stderr, r.stderr.decode(errors="replace")
     assert cluster.metric_sum(TLS_REFUSED) >= 1
 
     # A TLS client without a certificate is refused by the workers (mutual TLS).
-    no_cert = ["--tls-ca", str(pki / "ca.crt")]
+    no_cert = ["--tls-ca", str(pki / "ca.crt"), *etcd_flags(pki, "team-a")]
     r = cluster.cli(["cat", f"{MOUNT}/b.bin", "--no-short-circuit", *no_cert])
     assert r.returncode == 0 and r.stdout == lake.files["b.bin"]
     assert b"certificate required" in r.stderr, r.stderr.decode(errors="replace")
     assert cluster.metric_sum(UFS_BYTES) == lake.bytes(), "refused clients got nothing served"
+
+    # etcd refuses a client without a certificate, and a client that does not trust etcd's CA
+    # refuses etcd: one clear line each, exit 1.
+    r = cluster.cli(["mount", "ls", "--etcd-ca", str(pki / "ca.crt")])
+    assert r.returncode == 1
+    assert "--etcd-cert" in one_error_line(r.stderr)
+    r = cluster.cli(["mount", "ls", *etcd_flags(pki, "team-a")[2:]])
+    assert r.returncode == 1
+    assert "certificate" in one_error_line(r.stderr).lower()
+    r = cluster.cli(["mount", "ls", "--json", *etcd_flags(pki, "team-a")])
+    assert r.returncode == 0 and MOUNT.encode() in r.stdout
 
 
 def test_a_worker_refuses_to_serve_plaintext_beyond_loopback(harness, tmp_path, pki):

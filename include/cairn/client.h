@@ -50,6 +50,9 @@ struct ClientOptions {
   // and the mount table then come from etcd and follow its changes (`mounts` and `workers` must
   // be empty). If etcd becomes unreachable the client keeps the last known ones.
   std::string etcd_endpoints;
+  // TLS to etcd (https endpoints): `ca_file` empty means the system's CA bundle; a certificate
+  // and key for an etcd that requires client certificates.
+  TlsSettings etcd_tls;
   // How long Create waits for the first read of etcd (Unavailable after it).
   std::chrono::milliseconds etcd_first_sync_timeout{10000};
   // When set, page reads go to this channel (an in-process worker, cairn up) instead of TCP

@@ -37,7 +37,7 @@ nlohmann::json MountJson(const MountSpec& m) {
 // ---- cairn mount add|ls|rm ----
 
 struct MountCmdFlags {
-  std::string etcd;
+  EtcdFlags etcd;
   std::string path;
   std::string uri;
   std::vector<std::string> options;  // key=value
@@ -157,7 +157,7 @@ WorkerStatus ProbeWorker(const membership::WorkerRecord& record) {
 }
 
 struct StatusFlags {
-  std::string etcd;
+  EtcdFlags etcd;
   bool json = false;
 };
 

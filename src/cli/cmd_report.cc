@@ -25,7 +25,7 @@ namespace cairn::cli {
 namespace {
 
 struct ReportFlags {
-  std::string etcd;
+  EtcdFlags etcd;
   std::string path;  // Optional: only mounts at or under (or above) this path.
   bool json = false;
   bool dataset_size = false;
@@ -120,6 +120,7 @@ int RunReport(const ReportFlags& f) {
   if (f.dataset_size) {
     ClientOptions co;
     co.etcd_endpoints = (*etcd)->options().endpoints;
+    co.etcd_tls = f.etcd.tls();
     auto client = Client::Create(co);
     if (!client.ok()) return Fail(client.status());
     for (auto& [path, r] : report) {

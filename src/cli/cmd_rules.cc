@@ -19,7 +19,7 @@ namespace cairn::cli {
 namespace {
 
 struct RuleFlags {
-  std::string etcd;
+  EtcdFlags etcd;
   std::string path;
   std::string value;
   bool json = false;

@@ -63,6 +63,7 @@ Status BuildWorkerOptions(const WorkerFlags& f, worker::WorkerOptions* out) {
   out->config = w;
   out->mounts = cfg.client.mounts;
   out->etcd_endpoints = cfg.client.etcd_endpoints;
+  out->etcd_tls = cfg.client.etcd_tls;
   out->advertise_address = f.advertise;
   out->lease_ttl = std::chrono::seconds(f.lease_ttl_s);
   out->peer_fill = !f.no_peer_fill;

@@ -65,11 +65,20 @@ bool ScrubSecretArguments(int argc, char** argv) {
   return found;
 }
 
-void AddEtcdFlag(CLI::App* app, std::string* etcd) {
-  app->add_option("--etcd", *etcd,
-                  "Cluster mode: etcd endpoints, e.g. http://10.0.0.1:2379,http://10.0.0.2:2379 "
+void AddEtcdFlag(CLI::App* app, EtcdFlags* etcd) {
+  app->add_option("--etcd", etcd->endpoints,
+                  "Cluster mode: etcd endpoints, e.g. https://10.0.0.1:2379,https://10.0.0.2:2379 "
                   "(workers and mounts then come from etcd)")
       ->envname("CAIRN_ETCD");
+  app->add_option("--etcd-ca", etcd->ca,
+                  "CA certificates (PEM) that sign etcd's certificate (https; default: the "
+                  "system's)")
+      ->envname("CAIRN_ETCD_CA");
+  app->add_option("--etcd-cert", etcd->cert,
+                  "Client certificate (PEM) for an etcd that requires one (--client-cert-auth)")
+      ->envname("CAIRN_ETCD_CERT");
+  app->add_option("--etcd-key", etcd->key, "The private key of --etcd-cert (PEM)")
+      ->envname("CAIRN_ETCD_KEY");
 }
 
 StatusOr<std::string> NormalizeEtcdEndpoints(const std::string& flag) {
@@ -92,12 +101,13 @@ StatusOr<std::string> NormalizeEtcdEndpoints(const std::string& flag) {
   return out;
 }
 
-StatusOr<std::unique_ptr<membership::EtcdCoordination>> ConnectEtcd(const std::string& flag) {
-  if (flag.empty()) {
+StatusOr<std::unique_ptr<membership::EtcdCoordination>> ConnectEtcd(const EtcdFlags& flags) {
+  if (flags.empty()) {
     return InvalidArgumentError("no etcd given: pass --etcd URL or set CAIRN_ETCD");
   }
   membership::EtcdOptions eo;
-  CAIRN_ASSIGN_OR_RETURN(eo.endpoints, NormalizeEtcdEndpoints(flag));
+  CAIRN_ASSIGN_OR_RETURN(eo.endpoints, NormalizeEtcdEndpoints(flags.endpoints));
+  eo.tls = {flags.ca, flags.cert, flags.key};
   eo.request_timeout_ms = 5000;
   return membership::EtcdCoordination::Create(eo);
 }
@@ -131,7 +141,10 @@ StatusOr<config::Config> BuildConfig(const SourceFlags& f) {
     cfg.client.mounts.push_back(std::move(spec));
   }
   for (const std::string& w : f.workers) cfg.client.workers.push_back(w);
-  if (!f.etcd.empty()) cfg.client.etcd_endpoints = f.etcd;
+  if (!f.etcd.empty()) {
+    cfg.client.etcd_endpoints = f.etcd.endpoints;
+    cfg.client.etcd_tls = f.etcd.tls();
+  }
   if (!cfg.client.etcd_endpoints.empty()) {
     CAIRN_ASSIGN_OR_RETURN(cfg.client.etcd_endpoints,
                            NormalizeEtcdEndpoints(cfg.client.etcd_endpoints));

@@ -24,6 +24,14 @@ inline constexpr int kExitError = 1;
 inline constexpr int kExitUsage = 2;
 
 // Flags that describe where data comes from and which workers serve it.
+// --etcd and the TLS files for etcd.
+struct EtcdFlags {
+  std::string endpoints;  // --etcd or $CAIRN_ETCD.
+  std::string ca, cert, key;
+  bool empty() const { return endpoints.empty(); }
+  TlsSettings tls() const { return {ca, cert, key}; }
+};
+
 struct SourceFlags {
   std::string config_path;
   std::vector<std::string> mounts;   // PATH=URI
@@ -36,7 +44,7 @@ struct SourceFlags {
   bool virtual_hosted = false;
   bool no_short_circuit = false;
   bool no_cache = false;
-  std::string etcd;                       // Cluster mode: etcd endpoints (--etcd or $CAIRN_ETCD).
+  EtcdFlags etcd;                         // Cluster mode.
   std::string tls_ca, tls_cert, tls_key;  // TLS to the workers (and, for a worker, its own).
 };
 
@@ -47,14 +55,14 @@ void AddSourceFlags(CLI::App* app, SourceFlags* flags, bool with_workers);
 // caller warns: it was visible until now).
 bool ScrubSecretArguments(int argc, char** argv);
 
-// Adds --etcd (default $CAIRN_ETCD) to a command.
-void AddEtcdFlag(CLI::App* app, std::string* etcd);
+// Adds --etcd (default $CAIRN_ETCD) and --etcd-ca/--etcd-cert/--etcd-key to a command.
+void AddEtcdFlag(CLI::App* app, EtcdFlags* etcd);
 // "host:port" or URLs, comma-separated -> "http://host:port,..." (InvalidArgument if malformed).
 StatusOr<std::string> NormalizeEtcdEndpoints(const std::string& flag);
 
 // An etcd client for the cluster commands (mount, rules, status, report) from their --etcd flag.
 // InvalidArgument when no etcd is given or an endpoint is malformed; does not contact etcd.
-StatusOr<std::unique_ptr<membership::EtcdCoordination>> ConnectEtcd(const std::string& flag);
+StatusOr<std::unique_ptr<membership::EtcdCoordination>> ConnectEtcd(const EtcdFlags& flags);
 
 // Builds the configuration: the config file (if any), then flags on top.
 StatusOr<config::Config> BuildConfig(const SourceFlags& flags);

@@ -18,10 +18,11 @@ constexpr std::string_view kInvalidationsPrefix = "/cairn/v1/invalidations/";
 }  // namespace
 
 StatusOr<std::unique_ptr<ClusterFeed>> ClusterFeed::Start(
-    const std::string& endpoints, ClientImpl* client,
+    const std::string& endpoints, const TlsSettings& tls, ClientImpl* client,
     std::chrono::milliseconds first_sync_timeout) {
   membership::EtcdOptions eo;
   eo.endpoints = endpoints;
+  eo.tls = {tls.ca_file, tls.cert_file, tls.key_file};
   CAIRN_ASSIGN_OR_RETURN(auto etcd, membership::EtcdCoordination::Create(eo));
   std::unique_ptr<ClusterFeed> feed(new ClusterFeed());
   feed->owned_coordination_ = std::move(etcd);

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "cairn/client.h"
 #include "common/status.h"
 #include "membership/coordination.h"
 #include "membership/prefix_mirror.h"
@@ -34,7 +35,7 @@ class ClusterFeed {
   // owned; must outlive the feed). Unavailable if etcd did not answer in time; InvalidArgument
   // for bad endpoints.
   static StatusOr<std::unique_ptr<ClusterFeed>> Start(const std::string& endpoints,
-                                                      ClientImpl* client,
+                                                      const TlsSettings& tls, ClientImpl* client,
                                                       std::chrono::milliseconds first_sync_timeout);
   // For tests: over an existing coordination service (not owned; must outlive the feed).
   static StatusOr<std::unique_ptr<ClusterFeed>> StartWith(

@@ -61,22 +61,25 @@ StatusOr<MountSpec> ParseMount(const json& m, size_t index) {
   return spec;
 }
 
-Status ParseTls(const json& t, TlsSettings* out) {
-  if (!t.is_object()) return FieldError("tls", "must be an object");
+// `name` is "tls" (the page protocol: a CA is required) or "etcd_tls" (the system's CAs by
+// default).
+Status ParseTls(const json& t, const std::string& name, TlsSettings* out) {
+  if (!t.is_object()) return FieldError(name, "must be an object");
+  const std::string where = name + ".";
   for (const auto& [k, v] : t.items()) {
     if (k == "ca_file") {
-      CAIRN_ASSIGN_OR_RETURN(out->ca_file, GetString(t, "ca_file", "tls."));
+      CAIRN_ASSIGN_OR_RETURN(out->ca_file, GetString(t, "ca_file", where));
     } else if (k == "cert_file") {
-      CAIRN_ASSIGN_OR_RETURN(out->cert_file, GetString(t, "cert_file", "tls."));
+      CAIRN_ASSIGN_OR_RETURN(out->cert_file, GetString(t, "cert_file", where));
     } else if (k == "key_file") {
-      CAIRN_ASSIGN_OR_RETURN(out->key_file, GetString(t, "key_file", "tls."));
+      CAIRN_ASSIGN_OR_RETURN(out->key_file, GetString(t, "key_file", where));
     } else {
-      return FieldError("tls." + k, "unknown field");
+      return FieldError(where + k, "unknown field");
     }
   }
-  if (out->ca_file.empty()) return FieldError("tls.ca_file", "is required");
+  if (name == "tls" && out->ca_file.empty()) return FieldError("tls.ca_file", "is required");
   if (out->cert_file.empty() != out->key_file.empty()) {
-    return FieldError("tls", "cert_file and key_file go together");
+    return FieldError(name, "cert_file and key_file go together");
   }
   return Status::Ok();
 }
@@ -149,7 +152,9 @@ StatusOr<Config> ParseConfig(std::string_view text) {
       }
       config.client.etcd_endpoints = v.get<std::string>();
     } else if (k == "tls") {
-      CAIRN_RETURN_IF_ERROR(ParseTls(v, &config.client.tls));
+      CAIRN_RETURN_IF_ERROR(ParseTls(v, k, &config.client.tls));
+    } else if (k == "etcd_tls") {
+      CAIRN_RETURN_IF_ERROR(ParseTls(v, k, &config.client.etcd_tls));
     } else if (k == "worker") {
       CAIRN_RETURN_IF_ERROR(ParseWorker(v, &config.worker));
     } else {

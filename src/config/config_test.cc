@@ -47,6 +47,10 @@ TEST(ConfigTest, ParsesTlsAndThePlaintextReason) {
   EXPECT_EQ(c->client.tls.cert_file, "/p/w.crt");
   EXPECT_EQ(c->client.tls.key_file, "/p/w.key");
   EXPECT_EQ(c->worker.insecure_plaintext, "isolated test network");
+  auto etcd = ParseConfig(R"({"etcd_tls": {"cert_file": "/p/e.crt", "key_file": "/p/e.key"}})");
+  ASSERT_TRUE(etcd.ok()) << etcd.status().ToString();
+  EXPECT_EQ(etcd->client.etcd_tls.cert_file, "/p/e.crt");
+  EXPECT_TRUE(etcd->client.etcd_tls.ca_file.empty()) << "the system's CAs by default";
   EXPECT_NE(ParseConfig(R"({"tls": {"cert_file": "/w.crt", "key_file": "/w.key"}})")
                 .status()
                 .message()

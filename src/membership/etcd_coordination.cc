@@ -1,7 +1,10 @@
 #include "membership/etcd_coordination.h"
 
 #include <curl/curl.h>
+#include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <mutex>
 #include <optional>
 #include <sstream>
@@ -46,6 +49,26 @@ bool NotConnected(CURLcode code) {
          code == CURLE_COULDNT_RESOLVE_PROXY;
 }
 
+// curl's text for `code`, with what to check when it is a TLS failure on an https endpoint (an
+// etcd that requires client certificates closes the connection: "Failure when receiving data").
+std::string CurlError(CURLcode code, const std::string& endpoint, const EtcdOptions& o) {
+  std::string text = curl_easy_strerror(code);
+  const bool tls_failure = code == CURLE_SSL_CONNECT_ERROR ||
+                           code == CURLE_PEER_FAILED_VERIFICATION ||
+                           code == CURLE_SSL_CERTPROBLEM || code == CURLE_SSL_CACERT_BADFILE ||
+                           code == CURLE_RECV_ERROR || code == CURLE_SEND_ERROR;
+  if (!tls_failure || endpoint.rfind("https://", 0) != 0) return text;
+  if (o.tls.cert_file.empty()) {
+    return text +
+           " (TLS: no client certificate was sent; an etcd with --client-cert-auth needs "
+           "--etcd-cert and --etcd-key; etcd's own certificate is checked against " +
+           (o.tls.ca_file.empty() ? std::string("the system's CAs") : o.tls.ca_file) + ")";
+  }
+  return text + " (TLS: etcd's certificate is checked against " +
+         (o.tls.ca_file.empty() ? std::string("the system's CAs (--etcd-ca)") : o.tls.ca_file) +
+         "; etcd checks " + o.tls.cert_file + ")";
+}
+
 void SetCommonOptions(CURL* h, const EtcdOptions& o, const std::string& url,
                       const std::string& body, curl_slist* headers) {
   curl_easy_setopt(h, CURLOPT_URL, url.c_str());
@@ -57,6 +80,13 @@ void SetCommonOptions(CURL* h, const EtcdOptions& o, const std::string& url,
   curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, static_cast<long>(body.size()));
   curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers);
   curl_easy_setopt(h, CURLOPT_USERAGENT, "cairn/0.1");
+  // TLS 1.2 at least (etcd 3.4 speaks 1.3 too); the peer and its host name are always verified.
+  curl_easy_setopt(h, CURLOPT_SSLVERSION, static_cast<long>(CURL_SSLVERSION_TLSv1_2));
+  if (!o.tls.ca_file.empty()) curl_easy_setopt(h, CURLOPT_CAINFO, o.tls.ca_file.c_str());
+  if (!o.tls.cert_file.empty()) {
+    curl_easy_setopt(h, CURLOPT_SSLCERT, o.tls.cert_file.c_str());
+    curl_easy_setopt(h, CURLOPT_SSLKEY, o.tls.key_file.c_str());
+  }
 }
 
 // A reply that does not decode breaks the gateway's contract: Internal, as coordination.h says.
@@ -148,13 +178,13 @@ class EtcdCoordination::Stream : public WatchHandle {
       CURLcode code = Perform(endpoint + "/v3/watch", body);
       if (NotConnected(code)) {
         last = UnavailableError("watch: cannot connect to " + endpoint + ": " +
-                                curl_easy_strerror(code));
+                                CurlError(code, endpoint, owner_->options()));
         continue;
       }
       owner_->Prefer(endpoint);
       if (!stream_status_.ok()) return stream_status_;
       return UnavailableError(std::string("watch stream on ") + endpoint +
-                              " ended: " + curl_easy_strerror(code));
+                              " ended: " + CurlError(code, endpoint, owner_->options()));
     }
     return last;
   }
@@ -305,6 +335,17 @@ StatusOr<std::unique_ptr<EtcdCoordination>> EtcdCoordination::Create(EtcdOptions
     endpoints.push_back(item);
   }
   if (endpoints.empty()) return InvalidArgumentError("no etcd endpoints given");
+  const EtcdTls& tls = options.tls;
+  if (tls.cert_file.empty() != tls.key_file.empty()) {
+    return InvalidArgumentError(
+        "etcd TLS: a client certificate needs its key, and a key its "
+        "certificate");
+  }
+  for (const std::string* file : {&tls.ca_file, &tls.cert_file, &tls.key_file}) {
+    if (!file->empty() && access(file->c_str(), R_OK) != 0) {
+      return InvalidArgumentError("etcd TLS file " + *file + ": " + std::strerror(errno));
+    }
+  }
   GlobalInitOnce();
   return std::unique_ptr<EtcdCoordination>(
       new EtcdCoordination(std::move(options), std::move(endpoints)));
@@ -374,7 +415,7 @@ StatusOr<json> EtcdCoordination::Post(const std::string& path, const json& body,
       break;
     }
     last = UnavailableError(std::string(context) + ": etcd at " + endpoint + ": " +
-                            curl_easy_strerror(code));
+                            CurlError(code, endpoint, options_));
     if (!NotConnected(code)) break;  // The request may have been sent: do not resend it.
   }
   curl_slist_free_all(headers);

@@ -34,9 +34,19 @@
 
 namespace cairn::membership {
 
+// TLS to etcd (https:// endpoints; docs/security.md): the CAs that sign etcd's certificate
+// (empty: the system's bundle) and, for an etcd that requires client certificates
+// (--client-cert-auth), this process's certificate and key.
+struct EtcdTls {
+  std::string ca_file;
+  std::string cert_file;
+  std::string key_file;
+};
+
 struct EtcdOptions {
   // Comma-separated base URLs: "http://127.0.0.1:2379,http://10.0.0.2:2379".
   std::string endpoints = "http://127.0.0.1:2379";
+  EtcdTls tls;
   long connect_timeout_ms = 1000;
   long request_timeout_ms = 5000;
   // Watch reconnect backoff: doubles from initial to max while etcd cannot be reached.

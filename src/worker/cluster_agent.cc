@@ -24,6 +24,7 @@ StatusOr<std::unique_ptr<ClusterAgent>> ClusterAgent::Start(
   if (coordination == nullptr) {
     membership::EtcdOptions eo;
     eo.endpoints = options.etcd_endpoints;
+    eo.tls = options.etcd_tls;
     CAIRN_ASSIGN_OR_RETURN(agent->owned_coordination_, membership::EtcdCoordination::Create(eo));
     coordination = agent->owned_coordination_.get();
   }

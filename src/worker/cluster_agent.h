@@ -23,6 +23,7 @@
 
 #include "common/status.h"
 #include "membership/coordination.h"
+#include "membership/etcd_coordination.h"
 #include "membership/prefix_mirror.h"
 #include "membership/records.h"
 #include "membership/worker_registry.h"
@@ -38,6 +39,7 @@ namespace cairn::worker {
 
 struct ClusterAgentOptions {
   std::string etcd_endpoints;  // Comma-separated URLs.
+  membership::EtcdTls etcd_tls;
   membership::WorkerRecord record;
   std::chrono::seconds lease_ttl{5};
   // Worker-wide source caps applied to every mount from etcd.

@@ -248,6 +248,7 @@ Status Worker::JoinCluster(const WorkerOptions& options) {
   }
   ClusterAgentOptions co;
   co.etcd_endpoints = options.etcd_endpoints;
+  co.etcd_tls = {options.etcd_tls.ca_file, options.etcd_tls.cert_file, options.etcd_tls.key_file};
   co.lease_ttl = options.lease_ttl;
   co.record.id = id_;
   co.record.address = advertised_;

@@ -34,6 +34,7 @@ struct WorkerOptions {
   // Cluster mode: etcd endpoints (comma-separated URLs). The mount table then comes from etcd
   // (`mounts` must be empty) and the worker registers itself there (see ClusterAgent).
   std::string etcd_endpoints;
+  TlsSettings etcd_tls;  // TLS to etcd (https endpoints); see membership::EtcdTls.
   // "host:port" clients use to reach the page service; default: the listen address, with a
   // wildcard host replaced by this machine's host name.
   std::string advertise_address;
