@@ -322,7 +322,9 @@ void HttpServer::AcceptLoop() {
     ReapFinished();
 
     MutexLock lock(&mu_);
-    if (connections_.size() >= options_.max_connections) {
+    size_t live = 0;
+    for (const auto& c : connections_) live += c->evicted.load() ? 0 : 1;
+    if (live >= options_.max_connections && !EvictIdleLocked()) {
       // Best effort, without waiting: this thread must not block on a client.
       const std::string busy =
           Serialize(ErrorResponse(503, "too many connections\n"), false, false);
@@ -345,7 +347,28 @@ void HttpServer::AcceptLoop() {
   }
 }
 
+bool HttpServer::EvictIdleLocked() {
+  Connection* victim = nullptr;
+  for (const auto& c : connections_) {
+    if (c->evicted.load() || c->done.load() || !c->idle.load()) continue;
+    if (victim == nullptr || c->idle_since_us.load() < victim->idle_since_us.load()) {
+      victim = c.get();
+    }
+  }
+  if (victim == nullptr) return false;
+  victim->evicted = true;
+  MutexLock fd_lock(&victim->fd_mu);
+  if (!victim->fd_closed) ::shutdown(victim->fd, SHUT_RDWR);  // Wakes its poll(); it exits.
+  return true;
+}
+
 namespace {
+
+int64_t SteadyMicros() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             SteadyClock::now().time_since_epoch())
+      .count();
+}
 
 Response Route(const HttpRequest& request, const HttpServerOptions& options) {
   const bool is_metrics = request.path == "/metrics";
@@ -414,6 +437,10 @@ void HttpServer::ServeConnection(Connection* connection) {
     const auto idle_deadline = SteadyClock::now() + options_.idle_timeout;
     std::optional<SteadyClock::time_point> request_deadline;
     if (!in.empty()) request_deadline = SteadyClock::now() + options_.request_timeout;
+    if (in.empty()) {
+      connection->idle_since_us = SteadyMicros();
+      connection->idle = true;
+    }
     HeadParse parse = ParseRequestHead(in, options_.max_request_bytes);
     while (parse.state == HeadParse::State::kIncomplete) {
       const Read read = ReadSome(fd, stop_fd_, request_deadline.value_or(idle_deadline), &in);
@@ -424,9 +451,11 @@ void HttpServer::ServeConnection(Connection* connection) {
         open = false;
         break;
       }
+      connection->idle = false;
       if (!request_deadline) request_deadline = SteadyClock::now() + options_.request_timeout;
       parse = ParseRequestHead(in, options_.max_request_bytes);
     }
+    connection->idle = false;
     if (!open) break;
     if (parse.state == HeadParse::State::kMalformed) {
       respond(ErrorResponse(400, "bad request: " + parse.error + "\n"), false, false);
@@ -458,7 +487,12 @@ void HttpServer::ServeConnection(Connection* connection) {
     // 3. The answer.
     open = respond(Route(request, options_), request.keep_alive, request.method == "HEAD");
   }
-  ::close(fd);
+  connection->idle = false;
+  {
+    MutexLock fd_lock(&connection->fd_mu);
+    ::close(fd);
+    connection->fd_closed = true;
+  }
   connection->done.store(true, std::memory_order_release);
 }
 

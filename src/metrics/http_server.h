@@ -4,7 +4,12 @@
 //   GET|HEAD /healthz  200 "ok\n", or 503 "<reason>\n" when the health callback says unhealthy
 //   other methods on those paths: 405; any other path: 404
 //   malformed request: 400 and close; head over max_request_bytes: 431 and close; body over it:
-//   413 and close; Transfer-Encoding bodies: 501 and close; more than max_connections: 503, close.
+//   413 and close; Transfer-Encoding bodies: 501 and close.
+//
+// At max_connections, a new connection closes the connection that has waited longest without a
+// request in progress (a silent connection, or a keep-alive one between requests) to make room:
+// idle connections cannot lock scrapes and health probes out. Only when every connection is in
+// the middle of a request (bounded by request_timeout) is the new one answered 503 and closed.
 //
 // One accept thread plus one thread per connection (at most max_connections). Keep-alive and
 // pipelining work. A slow client cannot pin a thread: a request must arrive whole within
@@ -82,6 +87,13 @@ class HttpServer {
     int fd = -1;
     std::thread thread;
     std::atomic<bool> done{false};
+    // Waiting for the first byte of a request, since `idle_since_us` (steady clock).
+    std::atomic<bool> idle{true};
+    std::atomic<int64_t> idle_since_us{0};
+    std::atomic<bool> evicted{false};
+    // Guards closing `fd` against a concurrent eviction's shutdown() of a reused descriptor.
+    Mutex fd_mu;
+    bool fd_closed GUARDED_BY(fd_mu) = false;
   };
 
   HttpServer(HttpServerOptions options, int listen_fd, int stop_fd, uint16_t port);
@@ -90,6 +102,8 @@ class HttpServer {
   void ServeConnection(Connection* connection);
   // Joins and frees connections whose threads have finished.
   void ReapFinished() EXCLUDES(mu_);
+  // At the cap: closes the longest-idle connection; false if every one is busy.
+  bool EvictIdleLocked() REQUIRES(mu_);
 
   const HttpServerOptions options_;
   const int listen_fd_;

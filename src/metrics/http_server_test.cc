@@ -330,20 +330,48 @@ TEST_F(HttpServerTest, IdleConnectionIsClosedSilently) {
   EXPECT_TRUE(client.ClosedByPeer());
 }
 
-TEST_F(HttpServerTest, ConnectionLimitAnswers503) {
+TEST_F(HttpServerTest, ConnectionLimitAnswers503WhenEveryConnectionIsMidRequest) {
   options_.max_connections = 1;
   auto server = StartServer();
   ASSERT_NE(server, nullptr);
   RawClient first(server->port());
-  ASSERT_TRUE(first.Send(Get("/healthz")));
-  ASSERT_TRUE(first.Read().has_value());  // The first connection is now being served.
+  ASSERT_TRUE(first.Send("GET /heal"));  // A request in progress: not idle.
+  std::this_thread::sleep_for(milliseconds(100));
   RawClient second(server->port());
   auto refused = second.Read();
   ASSERT_TRUE(refused.has_value());
   EXPECT_EQ(refused->status, 503);
   // The first connection is unaffected.
-  ASSERT_TRUE(first.Send(Get("/healthz")));
-  EXPECT_TRUE(first.Read().has_value());
+  ASSERT_TRUE(first.Send("thz HTTP/1.1\r\nHost: x\r\n\r\n"));
+  auto answered = first.Read();
+  ASSERT_TRUE(answered.has_value());
+  EXPECT_EQ(answered->status, 200);
+}
+
+TEST_F(HttpServerTest, IdleConnectionsCannotLockOutScrapes) {
+  // Silent connections fill every slot (as a port scan or a hostile client would); each new
+  // scrape closes the longest-idle one instead of being refused.
+  options_.max_connections = 4;
+  auto server = StartServer();
+  ASSERT_NE(server, nullptr);
+  std::vector<std::unique_ptr<RawClient>> silent;
+  for (int i = 0; i < 4; ++i) {
+    silent.push_back(std::make_unique<RawClient>(server->port()));
+    ASSERT_TRUE(silent.back()->connected());
+    std::this_thread::sleep_for(milliseconds(30));  // Distinct idle times: [0] is the oldest.
+  }
+  for (int scrape = 0; scrape < 3; ++scrape) {
+    RawClient probe(server->port());
+    ASSERT_TRUE(probe.Send(Get("/healthz")));
+    auto response = probe.Read();
+    ASSERT_TRUE(response.has_value()) << scrape;
+    EXPECT_EQ(response->status, 200) << scrape;
+    // The oldest silent connection made room; the attacker fills the slot again.
+    EXPECT_TRUE(silent[scrape]->ClosedByPeer()) << scrape;
+    silent.push_back(std::make_unique<RawClient>(server->port()));
+    std::this_thread::sleep_for(milliseconds(30));
+  }
+  EXPECT_LE(server->open_connections(), 5u);
 }
 
 TEST_F(HttpServerTest, ManyConcurrentClients) {
