@@ -1,5 +1,6 @@
 #include "membership/records.h"
 
+#include <cctype>
 #include <chrono>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -99,13 +100,51 @@ Status ValidateWorkerId(std::string_view id) {
   return Status::Ok();
 }
 
+Status ValidateHostPort(std::string_view address) {
+  const size_t colon = address.rfind(':');
+  if (colon == std::string_view::npos || colon == 0 || colon + 1 == address.size() ||
+      address.size() > 300) {
+    return InvalidArgumentError("'" + std::string(address) + "' is not host:port");
+  }
+  std::string_view host = address.substr(0, colon);
+  std::string_view port = address.substr(colon + 1);
+  bool bracketed = host.size() > 2 && host.front() == '[' && host.back() == ']';
+  if (bracketed) host = host.substr(1, host.size() - 2);
+  for (char c : host) {
+    const bool ok =
+        bracketed
+            ? (std::isxdigit(static_cast<unsigned char>(c)) || c == ':' || c == '.')
+            : (std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_');
+    if (!ok) {
+      return InvalidArgumentError("'" + std::string(address) +
+                                  "' is not host:port (a host name, an IPv4 address or [IPv6])");
+    }
+  }
+  uint32_t value = 0;
+  for (char c : port) {
+    if (!std::isdigit(static_cast<unsigned char>(c)) || port.size() > 5) {
+      return InvalidArgumentError("'" + std::string(address) + "' has a bad port");
+    }
+    value = value * 10 + static_cast<uint32_t>(c - '0');
+  }
+  if (value == 0 || value > 65535) {
+    return InvalidArgumentError("'" + std::string(address) + "' has a bad port");
+  }
+  return Status::Ok();
+}
+
 Status ValidateWorkerRecord(const WorkerRecord& record) {
   CAIRN_RETURN_IF_ERROR(ValidateWorkerId(record.id));
   if (record.address.empty()) {
     return InvalidArgumentError("worker " + record.id + " has no address");
   }
-  if (!IsValidUtf8(record.address) || !IsValidUtf8(record.metrics_address)) {
-    return InvalidArgumentError("worker " + record.id + ": addresses must be valid UTF-8");
+  // Clients dial `address` and the CLI fetches `metrics_address`: anything but host:port (a
+  // URL with a path, credentials, a scheme) is refused, whoever wrote it into etcd.
+  Status address = ValidateHostPort(record.address);
+  if (!address.ok()) return address.WithContext("worker " + record.id + " address");
+  if (!record.metrics_address.empty()) {
+    Status metrics = ValidateHostPort(record.metrics_address);
+    if (!metrics.ok()) return metrics.WithContext("worker " + record.id + " metrics_address");
   }
   return Status::Ok();
 }
@@ -137,6 +176,8 @@ StatusOr<WorkerRecord> DecodeWorkerRecord(std::string_view text) {
   CAIRN_ASSIGN_OR_RETURN(std::optional<uint64_t> capacity, JsonUint64(j, "capacity_bytes", where));
   if (capacity) r.capacity_bytes = *capacity;
   CAIRN_ASSIGN_OR_RETURN(r.start_time_unix_ms, Int64Field(j, "start_time_unix_ms", 0, where));
+  Status valid = ValidateWorkerRecord(r);
+  if (!valid.ok()) return valid.WithContext(where);
   return r;
 }
 

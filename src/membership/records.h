@@ -40,8 +40,10 @@ struct WorkerRecord {
 // OK if `id` matches [A-Za-z0-9._:-]{1,128}; InvalidArgument (naming the id) otherwise.
 Status ValidateWorkerId(std::string_view id);
 
-// OK if the id is valid, the address is non-empty and every string is valid UTF-8 (so the record
-// encodes exactly); InvalidArgument otherwise.
+// OK if the id is valid and the address (and the metrics address, when set) is host:port: a
+// host name, an IPv4 address or a bracketed IPv6 address, and a port 1-65535. DecodeWorkerRecord
+// applies it too: a record that anyone wrote into etcd never makes a client dial, or the CLI
+// fetch, a URL. InvalidArgument otherwise.
 Status ValidateWorkerRecord(const WorkerRecord& record);
 
 // Whether `s` is valid UTF-8 (JSON strings must be).

@@ -63,9 +63,30 @@ TEST(WorkerRecordTest, DecodeRejectsMalformedRecords) {
       R"({"id":"w1","address":"h:1","start_time_unix_ms":"1"})",
       R"({"id":"w1","address":"h:1","start_time_unix_ms":18446744073709551615})",
       "{\"id\":\"w1\",\"address\":\"\xff\"}",  // Invalid UTF-8.
+      // Addresses a client would dial or the CLI would fetch: host:port only.
+      R"({"id":"w1","address":"http://evil.example/x:80"})",
+      R"({"id":"w1","address":"user@host:80"})",
+      R"({"id":"w1","address":"a b:80"})",
+      R"({"id":"w1","address":"host"})",
+      R"({"id":"w1","address":"host:0"})",
+      R"({"id":"w1","address":"host:65536"})",
+      R"({"id":"w1","address":"host:80x"})",
+      R"({"id":"w1","address":"h:1","metrics_address":"169.254.169.254/latest:80"})",
+      R"({"id":"w1","address":"h:1","metrics_address":"h\nforged:80"})",
   };
   for (const char* text : bad) {
     EXPECT_EQ(DecodeWorkerRecord(text).status().code(), StatusCode::kInvalidArgument) << text;
+  }
+}
+
+TEST(WorkerRecordTest, AddressesAreHostAndPort) {
+  for (const char* good : {"10.0.0.7:7070", "cache-1.dc1:7070", "[::1]:7070", "[fe80::1]:1",
+                           "host_name:65535", "h:1"}) {
+    WorkerRecord r = SampleWorker();
+    r.address = good;
+    r.metrics_address = good;
+    EXPECT_TRUE(ValidateWorkerRecord(r).ok()) << good;
+    EXPECT_TRUE(DecodeWorkerRecord(EncodeWorkerRecord(r)).ok()) << good;
   }
 }
 
