@@ -24,6 +24,9 @@ struct TlsContext::Loaded {
 
 namespace {
 
+constexpr char kCipherSuites[] =
+    "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256";
+
 Status FileError(std::string_view what, const std::string& path, std::string reason) {
   return InvalidArgumentError(std::string(what) + " " + path + ": " + reason);
 }
@@ -63,6 +66,10 @@ StatusOr<SslCtxPtr> BuildContext(TlsContext::Role role, const TlsOptions& o) {
   if (!ctx) return InternalError("OpenSSL: cannot create a TLS context: " + DrainErrors());
   SSL_CTX* c = ctx.get();
   SSL_CTX_set_min_proto_version(c, TLS1_3_VERSION);
+  // AES-128-GCM first: with AES-NI it encrypts pages about a third faster than AES-256-GCM,
+  // OpenSSL's default first choice, at a security margin that is not the weak point here.
+  SSL_CTX_set_ciphersuites(c, kCipherSuites);
+  if (server) SSL_CTX_set_options(c, SSL_OP_CIPHER_SERVER_PREFERENCE);
   SSL_CTX_set_mode(c, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
   if (!o.cert_file.empty()) {
     CAIRN_RETURN_IF_ERROR(CheckReadable("TLS certificate file", o.cert_file));

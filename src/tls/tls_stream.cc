@@ -144,7 +144,8 @@ Status TlsStream::WriteAll(std::span<const std::span<const char>> buffers) {
 Status TlsStream::SendFile(int fd, uint64_t offset, uint64_t length) {
   if (!handshaken_.load()) return FailedPreconditionError("TLS write before the handshake");
   // No sendfile through TLS without kernel TLS: the bytes pass through user space once.
-  std::vector<char> chunk(static_cast<size_t>(std::min<uint64_t>(length, kFileChunk)));
+  std::vector<char>& chunk = file_chunk_;
+  if (chunk.size() < kFileChunk) chunk.resize(kFileChunk);
   while (length > 0) {
     size_t want = static_cast<size_t>(std::min<uint64_t>(length, chunk.size()));
     ssize_t n = pread(fd, chunk.data(), want, static_cast<off_t>(offset));

@@ -66,7 +66,8 @@ class TlsStream : public net::Stream {
   std::atomic<bool> shut_{false};
   std::atomic<int64_t> read_timeout_ms_{0};
   std::atomic<int64_t> write_timeout_ms_{0};
-  std::vector<char> staging_;  // Writer only: small buffers gathered into one record.
+  std::vector<char> staging_;     // Writer only: small buffers gathered into one record.
+  std::vector<char> file_chunk_;  // Writer only: SendFile's bounce buffer, kept between calls.
 };
 
 }  // namespace cairn::tls::internal
