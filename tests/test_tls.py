@@ -154,6 +154,10 @@ def test_cert_command_errors_are_one_line(harness, pki, tmp_path):
                                                   "--out", tmp_path)
     assert "ca.crt" in err("issue", "w5", "--ca", tmp_path / "nowhere", "--host", "x",
                            "--out", tmp_path)
+    # NAME names the files: no way out of --out.
+    assert "start with '.'" in err("issue", "../escape", "--client", "--ca", pki, "--out", pki)
+    assert "may only contain" in err("issue", "a/b", "--client", "--ca", pki, "--out", pki)
+    assert not (pki.parent / "escape.key").exists()
     r = harness.run(["cert", "show", pki / "team-a.crt"])
     assert r.returncode == 0
     assert b"principal: team-a" in r.stdout and b"expires in 364 days" in r.stdout, r.stdout

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -44,9 +45,17 @@ Status WriteNew(const std::string& path, const std::string& text, mode_t mode, b
     return AlreadyExistsError(path + " exists (give --force to replace it)");
   }
   const std::string tmp = path + ".tmp";
-  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+  // A fresh file of ours (O_EXCL): never one someone else created in a shared folder, which
+  // would then hold the private key.
+  unlink(tmp.c_str());
+  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
   if (fd < 0) return IoError("cannot create " + tmp + ": " + std::strerror(errno));
-  fchmod(fd, mode);  // Whatever the umask.
+  if (fchmod(fd, mode) != 0) {  // Whatever the umask.
+    int err = errno;
+    close(fd);
+    unlink(tmp.c_str());
+    return IoError("cannot set the mode of " + tmp + ": " + std::strerror(err));
+  }
   size_t done = 0;
   while (done < text.size()) {
     ssize_t n = write(fd, text.data() + done, text.size() - done);
@@ -98,7 +107,24 @@ int RunCa(const CertFlags& f) {
   return kExitOk;
 }
 
+// NAME becomes a file name: no path separators, no leading dot.
+Status CheckFileStem(const std::string& name) {
+  if (name.empty() || name.front() == '.' || name.size() > 64) {
+    return InvalidArgumentError("certificate name '" + name +
+                                "' must be 1 to 64 characters and not start with '.'");
+  }
+  for (char c : name) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != '-' &&
+        c != '@') {
+      return InvalidArgumentError("certificate name '" + name +
+                                  "' may only contain A-Z a-z 0-9 . _ - @ (it names the files)");
+    }
+  }
+  return Status::Ok();
+}
+
 int RunIssue(const CertFlags& f) {
+  if (Status s = CheckFileStem(f.name); !s.ok()) return Fail(s);
   auto ca_cert = ReadFile(f.ca_dir + "/ca.crt");
   if (!ca_cert.ok()) return Fail(ca_cert.status().WithContext("--ca"));
   auto ca_key = ReadFile(f.ca_dir + "/ca.key");

@@ -141,10 +141,11 @@ StatusOr<config::Config> BuildConfig(const SourceFlags& f) {
     cfg.client.mounts.push_back(std::move(spec));
   }
   for (const std::string& w : f.workers) cfg.client.workers.push_back(w);
-  if (!f.etcd.empty()) {
-    cfg.client.etcd_endpoints = f.etcd.endpoints;
-    cfg.client.etcd_tls = f.etcd.tls();
-  }
+  if (!f.etcd.empty()) cfg.client.etcd_endpoints = f.etcd.endpoints;
+  // Flags override the config file's etcd TLS settings one by one.
+  if (!f.etcd.ca.empty()) cfg.client.etcd_tls.ca_file = f.etcd.ca;
+  if (!f.etcd.cert.empty()) cfg.client.etcd_tls.cert_file = f.etcd.cert;
+  if (!f.etcd.key.empty()) cfg.client.etcd_tls.key_file = f.etcd.key;
   if (!cfg.client.etcd_endpoints.empty()) {
     CAIRN_ASSIGN_OR_RETURN(cfg.client.etcd_endpoints,
                            NormalizeEtcdEndpoints(cfg.client.etcd_endpoints));

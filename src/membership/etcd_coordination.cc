@@ -336,6 +336,14 @@ StatusOr<std::unique_ptr<EtcdCoordination>> EtcdCoordination::Create(EtcdOptions
   }
   if (endpoints.empty()) return InvalidArgumentError("no etcd endpoints given");
   const EtcdTls& tls = options.tls;
+  const bool tls_files = !tls.ca_file.empty() || !tls.cert_file.empty() || !tls.key_file.empty();
+  for (const std::string& e : endpoints) {
+    if (tls_files && e.rfind("http://", 0) == 0) {
+      // The TLS files would be ignored and everything sent in the clear: say so instead.
+      return InvalidArgumentError("etcd TLS files are given but endpoint " + e +
+                                  " is plaintext http://: use https://");
+    }
+  }
   if (tls.cert_file.empty() != tls.key_file.empty()) {
     return InvalidArgumentError(
         "etcd TLS: a client certificate needs its key, and a key its "

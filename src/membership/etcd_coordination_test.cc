@@ -83,6 +83,23 @@ TEST(EtcdCoordinationTest, RejectsBadEndpointLists) {
             StatusCode::kInvalidArgument);
 }
 
+TEST(EtcdCoordinationTest, RefusesTlsFilesWithPlaintextEndpointsAndMissingFiles) {
+  EtcdOptions o = FastOptions("https://127.0.0.1:2379,http://127.0.0.1:2380");
+  o.tls.ca_file = "/etc/hostname";  // Any readable file: the endpoint check comes first.
+  auto mixed = EtcdCoordination::Create(o);
+  EXPECT_EQ(mixed.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(mixed.status().message().find("http://127.0.0.1:2380"), std::string::npos)
+      << mixed.status().ToString();
+  o = FastOptions("https://127.0.0.1:2379");
+  o.tls.ca_file = "/nonexistent/ca.crt";
+  EXPECT_NE(EtcdCoordination::Create(o).status().message().find("/nonexistent/ca.crt"),
+            std::string::npos);
+  o.tls.ca_file.clear();
+  o.tls.cert_file = "/etc/hostname";
+  EXPECT_EQ(EtcdCoordination::Create(o).status().code(), StatusCode::kInvalidArgument)
+      << "a certificate without its key";
+}
+
 TEST(EtcdCoordinationTest, KilledEtcdGivesUnavailableQuicklyAndRestartRecovers) {
   StatusOr<std::unique_ptr<EtcdProcess>> started = EtcdProcess::Start();
   ASSERT_TRUE(started.ok()) << started.status().ToString();

@@ -100,11 +100,21 @@ Status ValidateWorkerId(std::string_view id) {
   return Status::Ok();
 }
 
+// `text` for an error message: control characters and non-ASCII bytes as '?' (the value came
+// from etcd and the message may reach a terminal).
+std::string Printable(std::string_view text) {
+  std::string out(text.substr(0, 200));
+  for (char& c : out) {
+    if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) >= 0x7f) c = '?';
+  }
+  return out;
+}
+
 Status ValidateHostPort(std::string_view address) {
   const size_t colon = address.rfind(':');
   if (colon == std::string_view::npos || colon == 0 || colon + 1 == address.size() ||
       address.size() > 300) {
-    return InvalidArgumentError("'" + std::string(address) + "' is not host:port");
+    return InvalidArgumentError("'" + Printable(address) + "' is not host:port");
   }
   std::string_view host = address.substr(0, colon);
   std::string_view port = address.substr(colon + 1);
@@ -116,19 +126,19 @@ Status ValidateHostPort(std::string_view address) {
             ? (std::isxdigit(static_cast<unsigned char>(c)) || c == ':' || c == '.')
             : (std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_');
     if (!ok) {
-      return InvalidArgumentError("'" + std::string(address) +
+      return InvalidArgumentError("'" + Printable(address) +
                                   "' is not host:port (a host name, an IPv4 address or [IPv6])");
     }
   }
   uint32_t value = 0;
   for (char c : port) {
     if (!std::isdigit(static_cast<unsigned char>(c)) || port.size() > 5) {
-      return InvalidArgumentError("'" + std::string(address) + "' has a bad port");
+      return InvalidArgumentError("'" + Printable(address) + "' has a bad port");
     }
     value = value * 10 + static_cast<uint32_t>(c - '0');
   }
   if (value == 0 || value > 65535) {
-    return InvalidArgumentError("'" + std::string(address) + "' has a bad port");
+    return InvalidArgumentError("'" + Printable(address) + "' has a bad port");
   }
   return Status::Ok();
 }

@@ -79,6 +79,13 @@ TEST(WorkerRecordTest, DecodeRejectsMalformedRecords) {
   }
 }
 
+TEST(WorkerRecordTest, AddressErrorsDoNotEchoControlCharacters) {
+  auto r = DecodeWorkerRecord(R"({"id":"w1","address":"h\nforged\u001b[0m:80"})");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message().find('\n'), std::string::npos) << r.status().message();
+  EXPECT_EQ(r.status().message().find('\x1b'), std::string::npos) << r.status().message();
+}
+
 TEST(WorkerRecordTest, AddressesAreHostAndPort) {
   for (const char* good : {"10.0.0.7:7070", "cache-1.dc1:7070", "[::1]:7070", "[fe80::1]:1",
                            "host_name:65535", "h:1"}) {

@@ -22,9 +22,16 @@
 #include "metrics/http_request.h"
 
 namespace cairn::metrics {
+
 namespace {
 
 using SteadyClock = std::chrono::steady_clock;
+
+int64_t SteadyMicros() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             SteadyClock::now().time_since_epoch())
+      .count();
+}
 
 constexpr int kListenBacklog = 128;
 // After an error response, how long to drain what the client still sends before closing; closing
@@ -335,6 +342,7 @@ void HttpServer::AcceptLoop() {
     }
     auto connection = std::make_unique<Connection>();
     connection->fd = fd;
+    connection->idle_since_us = SteadyMicros();  // Not "idle since forever" before it runs.
     Connection* raw = connection.get();
     try {
       raw->thread = std::thread([this, raw] { ServeConnection(raw); });
@@ -363,12 +371,6 @@ bool HttpServer::EvictIdleLocked() {
 }
 
 namespace {
-
-int64_t SteadyMicros() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(
-             SteadyClock::now().time_since_epoch())
-      .count();
-}
 
 Response Route(const HttpRequest& request, const HttpServerOptions& options) {
   const bool is_metrics = request.path == "/metrics";

@@ -8,8 +8,10 @@
 //
 // At max_connections, a new connection closes the connection that has waited longest without a
 // request in progress (a silent connection, or a keep-alive one between requests) to make room:
-// idle connections cannot lock scrapes and health probes out. Only when every connection is in
-// the middle of a request (bounded by request_timeout) is the new one answered 503 and closed.
+// idle connections cannot lock scrapes and health probes out (a request that arrives on the
+// chosen connection at that instant is lost with it; the client sees a reset). Only when every
+// connection is in the middle of a request (bounded by request_timeout) is the new one answered
+// 503 and closed.
 //
 // One accept thread plus one thread per connection (at most max_connections). Keep-alive and
 // pipelining work. A slow client cannot pin a thread: a request must arrive whole within

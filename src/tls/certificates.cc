@@ -178,10 +178,14 @@ StatusOr<KeyAndCert> IssueCertificate(const KeyAndCert& ca, const CertSpec& spec
     return InvalidArgumentError("the CA certificate is not a CA");
   }
   BioPtr key_bio = internal::MemoryBio(ca.key_pem);
-  PkeyPtr ca_key(PEM_read_bio_PrivateKey(key_bio.get(), nullptr, nullptr, nullptr));
+  // No passphrase callback prompting on the terminal: an encrypted key is refused.
+  PkeyPtr ca_key(PEM_read_bio_PrivateKey(
+      key_bio.get(), nullptr, [](char*, int, int, void*) { return 0; }, nullptr));
   if (!ca_key) {
     DrainErrors();
-    return InvalidArgumentError("the CA key does not parse as PEM");
+    return InvalidArgumentError(
+        "the CA key does not parse as PEM (an encrypted key is not "
+        "supported)");
   }
   if (X509_check_private_key(ca_cert.get(), ca_key.get()) != 1) {
     DrainErrors();

@@ -71,6 +71,9 @@ StatusOr<SslCtxPtr> BuildContext(TlsContext::Role role, const TlsOptions& o) {
   SSL_CTX_set_ciphersuites(c, kCipherSuites);
   if (server) SSL_CTX_set_options(c, SSL_OP_CIPHER_SERVER_PREFERENCE);
   SSL_CTX_set_mode(c, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+  // An encrypted key must fail to load, not prompt on the terminal (from a reload, in the
+  // middle of serving).
+  SSL_CTX_set_default_passwd_cb(c, [](char*, int, int, void*) { return 0; });
   if (!o.cert_file.empty()) {
     CAIRN_RETURN_IF_ERROR(CheckReadable("TLS certificate file", o.cert_file));
     CAIRN_RETURN_IF_ERROR(CheckReadable("TLS key file", o.key_file));
@@ -175,11 +178,15 @@ std::shared_ptr<TlsContext::Loaded> TlsContext::Current() {
   return loaded_;
 }
 
-std::unique_ptr<net::Stream> TlsContext::WrapAccepted(std::unique_ptr<net::Stream> tcp) {
+StatusOr<std::unique_ptr<net::Stream>> TlsContext::WrapAccepted(std::unique_ptr<net::Stream> tcp) {
+  if (role_ != Role::kServer) return FailedPreconditionError("WrapAccepted needs a server context");
+  if (tcp->NativeHandle() < 0) return InvalidArgumentError("TLS needs a socket stream");
   std::shared_ptr<Loaded> loaded = Current();
   SslPtr ssl(SSL_new(loaded->ctx.get()));  // Holds its own reference on the context.
+  if (!ssl) return InternalError("OpenSSL: SSL_new: " + DrainErrors());
   SSL_set_accept_state(ssl.get());
-  return std::make_unique<internal::TlsStream>(std::move(tcp), std::move(ssl), /*server=*/true);
+  return std::unique_ptr<net::Stream>(
+      std::make_unique<internal::TlsStream>(std::move(tcp), std::move(ssl), /*server=*/true));
 }
 
 StatusOr<std::unique_ptr<net::Stream>> TlsContext::Connect(std::unique_ptr<net::Stream> tcp,

@@ -2,11 +2,14 @@
 //
 // A server context wraps accepted streams; the handshake runs inside the first ReadFull, so it
 // is bounded by the connection's read timeout and costs the accepting thread nothing. A client
-// context dials: Connect runs the handshake at once, so a refusal surfaces where the connection
-// was asked for, with its reason. Both ends verify the other against `ca_file`; a client checks
-// that the server's certificate names the host it dialled (DNS or IP subjectAltName); a server
-// with `require_peer_certificate` (mutual TLS, the cluster default) refuses clients without a
-// valid certificate. TLS 1.2 and older are refused.
+// context dials: Connect runs the handshake at once, so a refused server certificate surfaces
+// where the connection was asked for, with its reason. A refused *client* certificate cannot:
+// in TLS 1.3 the client's handshake completes before the server checks its certificate, so the
+// refusal arrives on the client's first read (PermissionDenied with the server's alert, or
+// Unavailable if the connection closed first). Both ends verify the other against `ca_file`; a
+// client checks that the server's certificate names the host it dialled (DNS or IP subjectAltName);
+// a server with `require_peer_certificate` (mutual TLS, the cluster default) refuses clients
+// without a valid certificate. TLS 1.2 and older are refused.
 //
 // Refusals and what they mean (Status codes of ReadFull/WriteAll/Connect):
 //   FailedPrecondition  the peer spoke plaintext to a TLS server ("plaintext connection refused:
@@ -63,9 +66,12 @@ class TlsContext {
   static StatusOr<std::shared_ptr<TlsContext>> Create(Role role, TlsOptions options);
   ~TlsContext();
 
-  // Server: a TLS stream over an accepted connection (no I/O here). Its first ReadFull runs
-  // the handshake under the read timeout; a ReadFull of zero bytes runs only the handshake.
-  std::unique_ptr<net::Stream> WrapAccepted(std::unique_ptr<net::Stream> tcp) EXCLUDES(mu_);
+  // Server: a TLS stream over an accepted connection (no I/O here, except re-reading changed
+  // certificate files at most once per interval). Its first ReadFull runs the handshake under
+  // the read timeout; a ReadFull of zero bytes runs only the handshake. Internal if OpenSSL
+  // cannot allocate the connection's state.
+  StatusOr<std::unique_ptr<net::Stream>> WrapAccepted(std::unique_ptr<net::Stream> tcp)
+      EXCLUDES(mu_);
 
   // Client: the handshake over a connected stream, verifying that the server's certificate
   // names `host` (the host part of the address dialled: a DNS name or an IP address).

@@ -19,6 +19,35 @@ constexpr size_t kFileChunk = 256 * 1024;
 // The first byte of every TLS record that opens a connection (a handshake record).
 constexpr unsigned char kTlsHandshakeRecord = 0x16;
 
+// A socket BIO whose writes cannot raise SIGPIPE: OpenSSL's own socket BIO uses write(), and a
+// process that embeds the client library need not ignore SIGPIPE, so a peer that hangs up (a
+// worker refusing this client's certificate after the TLS 1.3 handshake) would kill it.
+int SendWithoutSigpipe(BIO* bio, const char* data, int length) {
+  int fd = -1;
+  BIO_get_fd(bio, &fd);
+  errno = 0;
+  const ssize_t n = send(fd, data, static_cast<size_t>(length), MSG_NOSIGNAL);
+  BIO_clear_retry_flags(bio);
+  if (n <= 0 && BIO_sock_should_retry(static_cast<int>(n))) BIO_set_retry_write(bio);
+  return static_cast<int>(n);
+}
+
+const BIO_METHOD* NoSigpipeSocketMethod() {
+  static const BIO_METHOD* method = [] {
+    const BIO_METHOD* base = BIO_s_socket();
+    BIO_METHOD* m = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK | BIO_TYPE_DESCRIPTOR,
+                                 "cairn socket");
+    BIO_meth_set_write(m, SendWithoutSigpipe);
+    BIO_meth_set_read(m, BIO_meth_get_read(base));
+    BIO_meth_set_puts(m, BIO_meth_get_puts(base));
+    BIO_meth_set_ctrl(m, BIO_meth_get_ctrl(base));
+    BIO_meth_set_create(m, BIO_meth_get_create(base));
+    BIO_meth_set_destroy(m, BIO_meth_get_destroy(base));
+    return m;
+  }();
+  return method;
+}
+
 const char* OpName(bool server, int op) {
   switch (op) {
     case 0:
@@ -41,7 +70,9 @@ TlsStream::TlsStream(std::unique_ptr<net::Stream> inner, SslPtr ssl, bool server
   int flags = fcntl(fd_, F_GETFL, 0);
   if (flags >= 0) fcntl(fd_, F_SETFL, flags | O_NONBLOCK);
   MutexLock l(&mu_);
-  SSL_set_fd(ssl_.get(), fd_);
+  BIO* bio = BIO_new(NoSigpipeSocketMethod());
+  BIO_set_fd(bio, fd_, BIO_NOCLOSE);  // `inner_` owns and closes the socket.
+  SSL_set_bio(ssl_.get(), bio, bio);  // The SSL object owns the BIO (one reference, both ways).
 }
 
 TlsStream::~TlsStream() {

@@ -1,5 +1,7 @@
 // TLS over real loopback TCP with certificates from a real private CA (testing::TestPki).
 #include <fcntl.h>
+#include <signal.h>
+#include <sys/socket.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -64,7 +66,7 @@ class TlsStreamTest : public ::testing::Test {
                         s->SetReadTimeout(timeout);
                         s->SetWriteTimeout(timeout);
                         if (server == nullptr) return s;
-                        auto wrapped = server->WrapAccepted(std::move(s));
+                        auto wrapped = std::move(server->WrapAccepted(std::move(s))).value();
                         wrapped->SetReadTimeout(timeout);
                         wrapped->SetWriteTimeout(timeout);
                         Status h = wrapped->ReadFull({});
@@ -191,6 +193,27 @@ TEST_F(TlsStreamTest, AReaderAndAWriterShareEachEndWithoutBlockingEachOther) {
   ASSERT_TRUE(b.ok()) << b.status().ToString();
   EXPECT_TRUE(*a == up);
   EXPECT_TRUE(*b == down);
+}
+
+TEST_F(TlsStreamTest, WritingToAPeerThatHungUpIsAnErrorNotSigpipe) {
+  // A program embedding the client does not ignore SIGPIPE; a write that fails with EPIPE
+  // must be an error, not a signal that kills it (OpenSSL's own socket BIO uses write(): with
+  // it, this test dies of SIGPIPE, exit 141).
+  auto previous = signal(SIGPIPE, SIG_DFL);
+  TestPki pki;
+  auto server = Server(pki.Options(pki.Node("worker-1")));
+  auto client = Client(pki.Options(pki.ClientCert("team-a")));
+  auto accepted = AcceptOne(server);
+  auto dialled = Dial(client.get(), address_, milliseconds(3000));
+  ASSERT_TRUE(dialled.ok()) << dialled.status().ToString();
+  std::unique_ptr<net::Stream> srv = accepted.get();
+  // The socket's sending side closed under the stream (as when Shutdown() races a writer that
+  // already passed its check): every send() now fails with EPIPE, which raises SIGPIPE unless
+  // the send says MSG_NOSIGNAL.
+  ASSERT_EQ(::shutdown((*dialled)->NativeHandle(), SHUT_WR), 0);
+  Status s = WriteString(dialled->get(), std::string(1 << 16, 'x'));
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s.ToString();
+  signal(SIGPIPE, previous);
 }
 
 TEST_F(TlsStreamTest, APlaintextClientIsRefusedAndCanBeToldWhyInTheClear) {

@@ -442,7 +442,16 @@ void WorkerServer::AcceptLoop() {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
       continue;
     }
-    Admit(std::move(stream).value());
+    std::unique_ptr<net::Stream> accepted = std::move(stream).value();
+    if (options_.tls != nullptr) {  // Outside mu_: it may reload certificate files.
+      auto wrapped = options_.tls->WrapAccepted(std::move(accepted));
+      if (!wrapped.ok()) {
+        spdlog::warn("dropping a connection: {}", wrapped.status().ToString());
+        continue;
+      }
+      accepted = std::move(wrapped).value();
+    }
+    Admit(std::move(accepted));
   }
 }
 
@@ -470,7 +479,6 @@ void WorkerServer::Admit(std::unique_ptr<net::Stream> stream) {
     }
     silent->Shutdown();
   }
-  if (options_.tls != nullptr) stream = options_.tls->WrapAccepted(std::move(stream));
   auto conn =
       std::make_shared<Connection>(next_connection_id_.fetch_add(1), std::move(stream), this);
   connections_.push_back(conn);
