@@ -513,6 +513,13 @@ StatusOr<PageResult> PageService::Read(const PageRef& page, uint32_t offset, uin
       CountHit(per_mount, for_peer, result.range.size());
       return result;
     }
+    // The fetch may have been stored and retired between the hit check above and the
+    // in-flight check (a page is published before its fetch is retired, so this order cannot
+    // miss both): look in the store once more before answering "not here", which would cost the
+    // asker a source read (a replica copy, a read repair) it does not need.
+    if (std::optional<PageResult> hit = ServeHit(r, offset, length, for_peer, start)) {
+      return std::move(*hit);
+    }
     // Not here: the client asks the other replicas before paying for the source.
     metrics_->cache_only_misses->Increment();
     PageResult none;
