@@ -1,6 +1,5 @@
 #include "tls/certificates.h"
 
-#include <arpa/inet.h>
 #include <openssl/rand.h>
 #include <openssl/x509v3.h>
 
@@ -13,6 +12,7 @@ namespace {
 
 using internal::BioPtr;
 using internal::DrainErrors;
+using internal::IsIpAddress;
 using internal::PkeyPtr;
 using internal::X509Ptr;
 
@@ -23,11 +23,6 @@ Status OpenSslError(std::string_view what) {
   std::string detail = DrainErrors();
   if (!detail.empty()) m += ": " + detail;
   return InternalError(std::move(m));
-}
-
-bool IsIpAddress(const std::string& host) {
-  unsigned char buf[16];
-  return inet_pton(AF_INET, host.c_str(), buf) == 1 || inet_pton(AF_INET6, host.c_str(), buf) == 1;
 }
 
 // RFC 1123 host names, with a leading "*." allowed for wildcards.

@@ -2,6 +2,7 @@
 #ifndef CAIRN_TLS_OPENSSL_UTIL_H_
 #define CAIRN_TLS_OPENSSL_UTIL_H_
 
+#include <arpa/inet.h>
 #include <openssl/bio.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
@@ -42,6 +43,12 @@ inline std::string DrainErrors() {
     out += text;
   }
   return out;
+}
+
+// True for a numeric IPv4 or IPv6 address (which certificates carry as IP, not DNS, names).
+inline bool IsIpAddress(const std::string& host) {
+  unsigned char buf[16];
+  return inet_pton(AF_INET, host.c_str(), buf) == 1 || inet_pton(AF_INET6, host.c_str(), buf) == 1;
 }
 
 inline BioPtr MemoryBio(std::string_view data) {

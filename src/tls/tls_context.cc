@@ -1,6 +1,5 @@
 #include "tls/tls_context.h"
 
-#include <arpa/inet.h>
 #include <openssl/x509v3.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
@@ -15,6 +14,7 @@
 namespace cairn::tls {
 
 using internal::DrainErrors;
+using internal::IsIpAddress;
 using internal::SslCtxPtr;
 using internal::SslPtr;
 
@@ -106,11 +106,6 @@ StatusOr<SslCtxPtr> BuildContext(TlsContext::Role role, const TlsOptions& o) {
   }
   ERR_clear_error();
   return ctx;
-}
-
-bool IsIpAddress(const std::string& host) {
-  unsigned char buf[16];
-  return inet_pton(AF_INET, host.c_str(), buf) == 1 || inet_pton(AF_INET6, host.c_str(), buf) == 1;
 }
 
 }  // namespace
