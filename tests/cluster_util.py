@@ -177,6 +177,11 @@ class Etcd:
         return {base64.b64decode(kv["key"]).decode(): base64.b64decode(kv.get("value", "")).decode()
                 for kv in out.get("kvs", [])}
 
+    def put(self, key, value):
+        """Writes `key` as anyone with etcd access could (tests of hand-written documents)."""
+        self._post("/v3/kv/put", {"key": base64.b64encode(key.encode()).decode(),
+                                  "value": base64.b64encode(value.encode()).decode()})
+
     def worker_ids(self):
         """Ids of the workers registered in etcd (keys under /cairn/v1/workers/)."""
         return sorted(k[len(WORKERS_PREFIX):] for k in self.get_prefix(WORKERS_PREFIX))

@@ -410,8 +410,11 @@ def test_admission_bypass_serves_without_caching(cluster, lake):
     # The rest of the mount is cached as usual (the check above can fail).
     for name in lake.folder("keep"):
         assert read_whole(mount_file(fuse, name), direct=True) == lake.files[name], name
+    # A miss is answered before its page is stored (the store runs on the worker's store
+    # threads): wait for the stores instead of reading the gauge at once.
+    wait_until(lambda: w.metric(per_mount(CACHED)) >= lake.bytes("keep"), 10,
+               "the keep pages to be stored", interval=0.05)
     m = w.metrics()
-    assert m[per_mount(CACHED)] >= lake.bytes("keep"), m[per_mount(CACHED)]
     assert m[BYPASSED] == after[BYPASSED], "a read outside the bypass path was bypassed"
     assert verify(cluster, ns("keep"))[0] == 0
     assert fuse.stop() == 0
@@ -568,6 +571,10 @@ def test_report_matches_worker_metrics(cluster, lake):
         return {mount: {f: sum(m.get(per_mount(series, mount), 0) for m in ms)
                         for f, series in REPORT_FIELDS.items()} for mount in (MOUNT, OTHER)}
 
+    # Misses are stored after they are answered: let the stores finish so the gauges hold still.
+    wait_until(lambda: sums()[MOUNT]["cached_bytes"] >= lake.bytes("val") + lake.bytes("norm")
+               and sums()[OTHER]["cached_bytes"] >= 2 * MiB, 10, "the cold reads to be stored",
+               interval=0.05)
     before = sums()
     r = cluster.cli(["report", "--json", "--dataset-size"])
     assert r.returncode == 0, r.stderr

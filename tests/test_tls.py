@@ -5,71 +5,14 @@ plaintext clients, and a worker that will not serve plaintext beyond loopback.
 Real processes, real certificates made by `cairn cert`, a real etcd (tests/cluster_util.py)."""
 
 import os
-import random
 
-import pytest
-
-from cluster_util import PAGES, UFS_BYTES, Cluster, Etcd, one_error_line
-from conftest import S3_BUCKET, KiB, MiB, free_port, read_whole, wait_until
-from lake import Lake
+from cluster_util import PAGES, UFS_BYTES, one_error_line
+from conftest import S3_BUCKET, free_port, read_whole, wait_until
+from security_util import etcd_flags, pki, small_lake, tls_cluster, tls_flags  # noqa: F401
 
 TLS_REFUSED = "cairn_worker_connections_tls_refused_total"
 PEER_FILLS = "cairn_worker_peer_fills_total"
 MOUNT = "/tls/lake"
-
-
-@pytest.fixture
-def pki(harness, tmp_path):
-    """A CA, node certificates for w1 and w2 (127.0.0.1) and a client certificate, all made
-    with `cairn cert` as an operator would."""
-    d = tmp_path / "pki"
-    d.mkdir()
-
-    def cert(*args):
-        r = harness.run(["cert", *args])
-        assert r.returncode == 0, r.stderr.decode(errors="replace")
-        return r
-
-    cert("ca", "--out", d, "--name", "test-cluster-ca")
-    for node in ("w1", "w2"):
-        cert("issue", node, "--ca", d, "--host", "127.0.0.1", "--host", "localhost", "--out", d)
-    cert("issue", "team-a", "--client", "--ca", d, "--out", d)
-    assert oct(os.stat(d / "ca.key").st_mode & 0o777) == "0o600"
-    assert oct(os.stat(d / "team-a.key").st_mode & 0o777) == "0o600"
-    return d
-
-
-@pytest.fixture
-def tls_cluster(harness, pki, tmp_path):
-    """A cluster whose etcd serves https and requires client certificates from the same CA
-    (its certificate made by `cairn cert issue` too)."""
-    r = harness.run(["cert", "issue", "etcd-1", "--ca", pki, "--host", "127.0.0.1", "--out", pki])
-    assert r.returncode == 0, r.stderr.decode(errors="replace")
-    e = Etcd(tmp_path / "etcd", tls={"ca": pki / "ca.crt", "cert": pki / "etcd-1.crt",
-                                     "key": pki / "etcd-1.key",
-                                     "client_cert": pki / "team-a.crt",
-                                     "client_key": pki / "team-a.key"})
-    e.start()
-    yield Cluster(harness, e, lease_ttl=2)
-    errors = harness.cleanup()  # The workers deregister while etcd still runs.
-    e.stop()
-    assert not errors, errors
-
-
-def etcd_flags(pki, name):
-    return ["--etcd-ca", str(pki / "ca.crt"), "--etcd-cert", str(pki / f"{name}.crt"),
-            "--etcd-key", str(pki / f"{name}.key")]
-
-
-def tls_flags(pki, name):
-    return ["--tls-ca", str(pki / "ca.crt"), "--tls-cert", str(pki / f"{name}.crt"),
-            "--tls-key", str(pki / f"{name}.key")]
-
-
-def small_lake(tmp_path):
-    rng = random.Random(9)
-    sizes = {"a.bin": 3 * MiB + 17, "b.bin": MiB, "c/d.bin": 200 * KiB, "e.bin": 1}
-    return Lake(tmp_path / "lake", {n: rng.randbytes(s) for n, s in sizes.items()})
 
 
 def test_a_tls_cluster_serves_and_replicates_over_mutual_tls(tls_cluster, pki, tmp_path):

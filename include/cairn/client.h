@@ -71,6 +71,10 @@ struct ClientOptions {
   bool no_cache = false;
   // TLS to the workers; a worker's certificate must name the host the client dials.
   TlsSettings tls;
+  // A job token (`cairn token issue`): the workers authorize this client's requests as the
+  // token's principal instead of its certificate's. Sent only over TLS or to a worker on this
+  // machine. docs/security.md.
+  std::string token;
 };
 
 struct FileInfo {
@@ -182,6 +186,7 @@ struct LoadProgress {
   bool cancelled = false;
   double elapsed_seconds = 0;
   std::vector<std::string> missing_files;  // verify_only: files with missing pages (first 100).
+  std::string first_error;                 // Why the first failed page failed ("" when none did).
 };
 
 struct FreeResult {

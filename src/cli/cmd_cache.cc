@@ -78,6 +78,7 @@ nlohmann::json ToJson(const LoadProgress& p) {
           {"pages_cached_before", p.pages_cached_before},
           {"pages_loaded", p.pages_loaded},
           {"pages_failed", p.pages_failed},
+          {"first_error", p.first_error},
           {"pages_missing", p.pages_missing},
           {"bytes_from_source", p.bytes_from_source},
           {"listing_done", p.listing_done},
@@ -127,7 +128,8 @@ int RunLoad(const CacheFlags& f) {
   if (!result.ok()) return Fail(result.status());
   const LoadProgress& p = *result;
   if (f.json) {
-    std::printf("%s\n", ToJson(p).dump(2).c_str());
+    std::printf("%s\n",
+                ToJson(p).dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   } else if (f.verify) {
     std::printf("%" PRIu64 " files, %" PRIu64 " pages, %" PRIu64 " not cached%s\n", p.files_total,
                 p.pages_total, p.pages_missing,
@@ -146,8 +148,8 @@ int RunLoad(const CacheFlags& f) {
     return 130;
   }
   if (p.pages_failed > 0) {
-    std::fprintf(stderr, "cairn: error: %" PRIu64 " pages could not be %s\n", p.pages_failed,
-                 f.verify ? "checked" : "loaded");
+    std::fprintf(stderr, "cairn: error: %" PRIu64 " pages could not be %s (the first: %s)\n",
+                 p.pages_failed, f.verify ? "checked" : "loaded", p.first_error.c_str());
     return kExitError;
   }
   if (f.verify && p.pages_missing > 0) return kExitError;

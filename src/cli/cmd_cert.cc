@@ -14,6 +14,7 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "common/file_util.h"
 #include "tls/certificates.h"
 
 namespace cairn::cli {
@@ -30,55 +31,6 @@ struct CertFlags {
   std::string file;
 };
 
-StatusOr<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return NotFoundError("cannot read " + path + ": " + std::strerror(errno));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-// Writes `text` to `path` with `mode`, refusing to replace an existing file unless `force`
-// (a CA key overwritten by mistake orphans every certificate it signed).
-Status WriteNew(const std::string& path, const std::string& text, mode_t mode, bool force) {
-  if (!force && access(path.c_str(), F_OK) == 0) {
-    return AlreadyExistsError(path + " exists (give --force to replace it)");
-  }
-  const std::string tmp = path + ".tmp";
-  // A fresh file of ours (O_EXCL): never one someone else created in a shared folder, which
-  // would then hold the private key.
-  unlink(tmp.c_str());
-  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
-  if (fd < 0) return IoError("cannot create " + tmp + ": " + std::strerror(errno));
-  if (fchmod(fd, mode) != 0) {  // Whatever the umask.
-    int err = errno;
-    close(fd);
-    unlink(tmp.c_str());
-    return IoError("cannot set the mode of " + tmp + ": " + std::strerror(err));
-  }
-  size_t done = 0;
-  while (done < text.size()) {
-    ssize_t n = write(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      int err = errno;
-      close(fd);
-      unlink(tmp.c_str());
-      return IoError("cannot write " + tmp + ": " + std::strerror(err));
-    }
-    done += static_cast<size_t>(n);
-  }
-  if (fsync(fd) != 0 || close(fd) != 0) {
-    unlink(tmp.c_str());
-    return IoError("cannot write " + tmp + ": " + std::strerror(errno));
-  }
-  if (rename(tmp.c_str(), path.c_str()) != 0) {
-    unlink(tmp.c_str());
-    return IoError("cannot rename " + tmp + " to " + path + ": " + std::strerror(errno));
-  }
-  return Status::Ok();
-}
-
 Status WritePair(const CertFlags& f, const std::string& stem, const tls::KeyAndCert& pair) {
   const std::string key = f.out_dir + "/" + stem + ".key";
   const std::string crt = f.out_dir + "/" + stem + ".crt";
@@ -89,8 +41,8 @@ Status WritePair(const CertFlags& f, const std::string& stem, const tls::KeyAndC
       }
     }
   }
-  CAIRN_RETURN_IF_ERROR(WriteNew(key, pair.key_pem, 0600, f.force));
-  CAIRN_RETURN_IF_ERROR(WriteNew(crt, pair.cert_pem, 0644, f.force));
+  CAIRN_RETURN_IF_ERROR(WriteNewFile(key, pair.key_pem, 0600, f.force));
+  CAIRN_RETURN_IF_ERROR(WriteNewFile(crt, pair.cert_pem, 0644, f.force));
   std::printf("wrote %s and %s\n", crt.c_str(), key.c_str());
   return Status::Ok();
 }
@@ -125,9 +77,9 @@ Status CheckFileStem(const std::string& name) {
 
 int RunIssue(const CertFlags& f) {
   if (Status s = CheckFileStem(f.name); !s.ok()) return Fail(s);
-  auto ca_cert = ReadFile(f.ca_dir + "/ca.crt");
+  auto ca_cert = ReadSmallFile(f.ca_dir + "/ca.crt");
   if (!ca_cert.ok()) return Fail(ca_cert.status().WithContext("--ca"));
-  auto ca_key = ReadFile(f.ca_dir + "/ca.key");
+  auto ca_key = ReadSmallFile(f.ca_dir + "/ca.key");
   if (!ca_key.ok()) return Fail(ca_key.status().WithContext("--ca"));
   tls::CertSpec spec;
   spec.common_name = f.name;
@@ -145,7 +97,7 @@ int RunIssue(const CertFlags& f) {
 }
 
 int RunShow(const CertFlags& f) {
-  auto pem = ReadFile(f.file);
+  auto pem = ReadSmallFile(f.file);
   if (!pem.ok()) return Fail(pem.status());
   auto name = tls::CertificateCommonName(*pem);
   if (!name.ok()) return Fail(name.status().WithContext(f.file));

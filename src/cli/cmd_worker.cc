@@ -26,6 +26,7 @@ struct WorkerFlags {
   std::string ufs_max_bandwidth;
   bool no_peer_fill = false;
   std::string insecure_plaintext;
+  std::vector<std::string> token_public_keys;
 };
 
 Status BuildWorkerOptions(const WorkerFlags& f, worker::WorkerOptions* out) {
@@ -36,6 +37,7 @@ Status BuildWorkerOptions(const WorkerFlags& f, worker::WorkerOptions* out) {
     w.metrics_listen = f.metrics_listen == "off" ? "" : f.metrics_listen;
   if (!f.id.empty()) w.id = f.id;
   if (!f.insecure_plaintext.empty()) w.insecure_plaintext = f.insecure_plaintext;
+  if (!f.token_public_keys.empty()) w.token_public_keys = f.token_public_keys;
   if (!f.eviction_policy.empty()) w.eviction_policy = f.eviction_policy;
   uint64_t default_capacity = 0;
   if (!f.cache_size.empty()) {
@@ -105,6 +107,10 @@ Runner RegisterWorker(CLI::App* app) {
   cmd->add_option("--lease-ttl", f->lease_ttl_s,
                   "Cluster mode: seconds before a crashed worker leaves the ring (default 5)")
       ->check(CLI::Range(1, 3600));
+  cmd->add_option("--token-public-key", f->token_public_keys,
+                  "Accept job tokens signed by this key (PEM from `cairn token keygen`; repeat "
+                  "while rotating keys). Without one, clients presenting a token are refused")
+      ->check(CLI::ExistingFile);
   cmd->add_option("--insecure-plaintext", f->insecure_plaintext,
                   "Serve without TLS on a non-loopback address, for the reason given (logged; "
                   "e.g. \"isolated benchmark network\")");

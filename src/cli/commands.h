@@ -27,6 +27,8 @@ void RegisterReportCommand(CLI::App* app, std::vector<std::pair<CLI::App*, Runne
 void RegisterClusterCommands(CLI::App* app, std::vector<std::pair<CLI::App*, Runner>>* out);
 // cert ca|issue|show: a private CA and the certificates of a TLS cluster.
 void RegisterCertCommands(CLI::App* app, std::vector<std::pair<CLI::App*, Runner>>* out);
+// token keygen|issue|show and acl set|rm|ls|enable|disable: authorization.
+void RegisterAuthCommands(CLI::App* app, std::vector<std::pair<CLI::App*, Runner>>* out);
 
 }  // namespace cairn::cli
 

@@ -6,10 +6,12 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 
+#include "common/file_util.h"
 #include "common/units.h"
 
 namespace cairn::cli {
@@ -25,6 +27,12 @@ void AddSourceFlags(CLI::App* app, SourceFlags* f, bool with_workers) {
                   "Always ask workers over TCP, even one on this machine");
     app->add_flag("--no-cache", f->no_cache,
                   "One-pass scan: workers serve this client's misses without caching them");
+    app->add_option("--token", f->token,
+                    "Job token (`cairn token issue`): the workers authorize this client as its "
+                    "principal. Prefer $CAIRN_TOKEN or --token-file: a flag shows in ps")
+        ->envname("CAIRN_TOKEN");
+    app->add_option("--token-file", f->token_file, "Read the job token from this file")
+        ->envname("CAIRN_TOKEN_FILE");
   }
   app->add_option("--tls-ca", f->tls_ca,
                   "TLS: CA certificates (PEM) that sign the cluster's certificates; turns TLS on "
@@ -48,15 +56,18 @@ void AddSourceFlags(CLI::App* app, SourceFlags* f, bool with_workers) {
 }
 
 bool ScrubSecretArguments(int argc, char** argv) {
-  static constexpr std::string_view kFlag = "--secret-key";
+  static constexpr std::string_view kFlags[] = {"--secret-key", "--token"};
   bool found = false;
   for (int i = 1; i < argc; ++i) {
     std::string_view arg(argv[i]);
     char* value = nullptr;
-    if (arg == kFlag && i + 1 < argc) {
-      value = argv[++i];
-    } else if (arg.size() > kFlag.size() && arg.starts_with(kFlag) && arg[kFlag.size()] == '=') {
-      value = argv[i] + kFlag.size() + 1;
+    for (std::string_view flag : kFlags) {
+      if (arg == flag && i + 1 < argc) {
+        value = argv[++i];
+      } else if (arg.size() > flag.size() && arg.starts_with(flag) && arg[flag.size()] == '=') {
+        value = argv[i] + flag.size() + 1;
+      }
+      if (value != nullptr) break;
     }
     if (value == nullptr) continue;
     for (char* p = value; *p != '\0'; ++p) *p = '*';
@@ -165,6 +176,21 @@ StatusOr<config::Config> BuildConfig(const SourceFlags& f) {
   }
   if (cfg.client.tls.cert_file.empty() != cfg.client.tls.key_file.empty()) {
     return InvalidArgumentError("--tls-cert and --tls-key go together");
+  }
+  if (!f.token.empty() && !f.token_file.empty()) {
+    return InvalidArgumentError("give the token by --token or --token-file, not both");
+  }
+  if (!f.token_file.empty()) {
+    StatusOr<std::string> token = ReadSmallFile(f.token_file, 64 << 10);
+    if (!token.ok()) return token.status().WithContext("--token-file");
+    cfg.client.token = std::move(token).value();
+    while (!cfg.client.token.empty() &&
+           std::isspace(static_cast<unsigned char>(cfg.client.token.back()))) {
+      cfg.client.token.pop_back();
+    }
+    if (cfg.client.token.empty()) return InvalidArgumentError("--token-file: the file is empty");
+  } else if (!f.token.empty()) {
+    cfg.client.token = f.token;
   }
   if (f.no_cache) cfg.client.no_cache = true;
   if (!f.page_size.empty()) {

@@ -46,11 +46,12 @@ struct SourceFlags {
   bool no_cache = false;
   EtcdFlags etcd;                         // Cluster mode.
   std::string tls_ca, tls_cert, tls_key;  // TLS to the workers (and, for a worker, its own).
+  std::string token, token_file;          // A job token for the workers (client commands).
 };
 
 void AddSourceFlags(CLI::App* app, SourceFlags* flags, bool with_workers);
 
-// Overwrites the value of --secret-key in argv with '*' (after parsing), so that
+// Overwrites the values of --secret-key and --token in argv with '*' (after parsing), so that
 // /proc/PID/cmdline stops showing it to other users of the machine. True if one was found (the
 // caller warns: it was visible until now).
 bool ScrubSecretArguments(int argc, char** argv);

@@ -35,6 +35,7 @@ int main(int argc, char** argv) {
   RegisterRuleCommands(&app, &commands);
   RegisterReportCommand(&app, &commands);
   RegisterCertCommands(&app, &commands);
+  RegisterAuthCommands(&app, &commands);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -50,9 +51,9 @@ int main(int argc, char** argv) {
   if (!s.ok()) return Fail(s);
   if (ScrubSecretArguments(argc, argv)) {
     spdlog::warn(
-        "--secret-key on the command line was readable by other users of this machine (in "
-        "/proc) until now; prefer AWS_SECRET_ACCESS_KEY, ~/.aws/credentials or a config file "
-        "only you can read");
+        "--secret-key or --token on the command line was readable by other users of this "
+        "machine (in /proc) until now; prefer the environment (AWS_SECRET_ACCESS_KEY, "
+        "CAIRN_TOKEN) or a file only you can read (~/.aws/credentials, --token-file)");
   }
   const uint64_t open_files = RaiseOpenFileLimit();
   if (open_files < 4096) {

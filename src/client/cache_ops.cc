@@ -63,6 +63,9 @@ void ClassifyLoad(const PageFetcher::ControlResult& r, uint32_t page_length, boo
                   LoadProgress* p, uint64_t* refund, FileState* file) {
   if (r.sent == 0 || r.failed > 0) {
     ++p->pages_failed;
+    if (p->first_error.empty()) {
+      p->first_error = r.sent == 0 ? "no worker to load it" : r.first_error.ToString();
+    }
     *refund += uint64_t{page_length} * static_cast<uint64_t>(r.failed);  // Nothing read there.
   }
   if (r.sent == 0) return;

@@ -68,6 +68,7 @@ StatusOr<std::unique_ptr<PageFetcher>> MakePageFetcher(const ClientOptions& opti
     ro.page_size = options.page_size;
     ro.request_timeout = options.worker_timeout;
     ro.short_circuit = options.short_circuit;
+    ro.token = options.token;
     ro.connect_timeout = std::min<std::chrono::milliseconds>(options.worker_timeout,
                                                              std::chrono::milliseconds(1000));
     if (options.tls.enabled()) {

@@ -183,7 +183,11 @@ Status PageFetcher::ReadRange(const ObjectRef& object, uint64_t page_index, uint
     }
     Status s = source.status();
     // The object itself changed or vanished: no other worker or the source can do better.
-    if (s.code() == StatusCode::kFailedPrecondition || s.code() == StatusCode::kNotFound) {
+    // PermissionDenied: the cluster's policy (or the worker's view of this client's token)
+    // refuses the read, and every worker applies the same policy; reading around it from the
+    // source would defeat it.
+    if (s.code() == StatusCode::kFailedPrecondition || s.code() == StatusCode::kNotFound ||
+        s.code() == StatusCode::kPermissionDenied) {
       return s;
     }
     counters_.page_read_failures.fetch_add(1, std::memory_order_relaxed);

@@ -98,6 +98,14 @@ Status ParseWorker(const json& w, WorkerConfig* out) {
     } else if (k == "insecure_plaintext") {
       CAIRN_ASSIGN_OR_RETURN(out->insecure_plaintext,
                              GetString(w, "insecure_plaintext", "worker."));
+    } else if (k == "token_public_keys") {
+      if (!v.is_array()) return FieldError("worker.token_public_keys", "must be an array of paths");
+      for (const auto& item : v) {
+        if (!item.is_string() || item.get<std::string>().empty()) {
+          return FieldError("worker.token_public_keys", "must be an array of paths");
+        }
+        out->token_public_keys.push_back(item.get<std::string>());
+      }
     } else if (k == "cache_dirs") {
       if (!v.is_array()) return FieldError("worker.cache_dirs", "must be an array");
       for (size_t i = 0; i < v.size(); ++i) {

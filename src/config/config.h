@@ -38,6 +38,9 @@ struct WorkerConfig {
   // Why this worker may serve plaintext beyond loopback (docs/security.md); empty: it may not,
   // and without TLS it only listens on a loopback address.
   std::string insecure_plaintext;
+  // Public keys (PEM files from `cairn token keygen`) that sign the tokens this worker accepts
+  // (docs/security.md); several while a key is rotated. Empty: tokens are refused.
+  std::vector<std::string> token_public_keys;
   // Caps on all of this worker's source requests together (0 = none): docs/ufs.md.
   int ufs_max_concurrency = 0;
   uint64_t ufs_max_bytes_per_second = 0;

@@ -38,6 +38,18 @@ TEST(ConfigTest, RejectsBadFieldsWithTheirNames) {
   EXPECT_NE(bad_cap.status().message().find("capacity"), std::string::npos);
 }
 
+TEST(ConfigTest, ParsesTokenPublicKeys) {
+  auto c = ParseConfig(R"({"worker": {"token_public_keys": ["/p/old.pub", "/p/new.pub"]}})");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->worker.token_public_keys, (std::vector<std::string>{"/p/old.pub", "/p/new.pub"}));
+  for (const char* bad : {R"({"worker": {"token_public_keys": "/p/k.pub"}})",
+                          R"({"worker": {"token_public_keys": [1]}})",
+                          R"({"worker": {"token_public_keys": [""]}})"}) {
+    auto r = ParseConfig(bad);
+    EXPECT_NE(r.status().message().find("token_public_keys"), std::string::npos) << bad;
+  }
+}
+
 TEST(ConfigTest, ParsesTlsAndThePlaintextReason) {
   auto c = ParseConfig(R"({"tls": {"ca_file": "/p/ca.crt", "cert_file": "/p/w.crt",
                                    "key_file": "/p/w.key"},

@@ -43,6 +43,11 @@ class Stream {
   // The identity the peer proved (the common name of its TLS client certificate); empty on a
   // plaintext stream or when the peer presented no certificate.
   virtual std::string PeerPrincipal() const { return {}; }
+  // True when that certificate is a node certificate (extended key usage serverAuth, which
+  // `cairn cert issue --node` sets and client certificates lack): the peer is a cluster member.
+  virtual bool PeerIsClusterNode() const { return false; }
+  // True when the bytes are encrypted and the peer authenticated (TLS).
+  virtual bool Encrypted() const { return false; }
   // True when the peer runs on this machine (a loopback or one of this host's own addresses
   // on both ends, or a Unix socket): only such a peer may be told local file paths.
   virtual bool PeerOnThisHost() const { return false; }

@@ -139,13 +139,15 @@ std::string EncodeHelloRequest(const HelloRequest& hello) {
   ByteWriter w;
   w.U32(hello.min_version);
   w.U32(hello.max_version);
+  w.Str(hello.token);
   return w.Take();
 }
 
 StatusOr<HelloRequest> DecodeHelloRequest(std::span<const char> payload) {
   ByteReader r(payload);
   HelloRequest h;
-  if (!r.U32(&h.min_version) || !r.U32(&h.max_version) || r.remaining() != 0) {
+  if (!r.U32(&h.min_version) || !r.U32(&h.max_version) || !r.Str(&h.token) || r.remaining() != 0 ||
+      h.token.size() > kMaxHelloToken) {
     return CorruptionError("malformed Hello");
   }
   return h;
@@ -360,6 +362,9 @@ StatusOr<ControlReply> DecodeControlReply(std::span<const char> payload) {
 
 std::string EncodeHelloReply(const HelloReply& reply) {
   ByteWriter w;
+  w.U8(static_cast<uint8_t>(reply.status));
+  w.Str(std::string_view(reply.error_message).substr(0, kMaxErrorMessage));
+  w.Str(reply.principal);
   w.U32(reply.protocol_version);
   w.U32(reply.page_size);
   w.Str(reply.worker_id);
@@ -373,10 +378,16 @@ StatusOr<HelloReply> DecodeHelloReply(std::span<const char> payload) {
   ByteReader r(payload);
   HelloReply h;
   uint16_t dirs = 0;
-  if (!r.U32(&h.protocol_version) || !r.U32(&h.page_size) || !r.Str(&h.worker_id) ||
+  uint8_t status = 0;
+  if (!r.U8(&status) || !r.Str(&h.error_message) || !r.Str(&h.principal) ||
+      !r.U32(&h.protocol_version) || !r.U32(&h.page_size) || !r.Str(&h.worker_id) ||
       !r.Str(&h.instance_token) || !r.U16(&dirs)) {
     return CorruptionError("truncated Hello reply");
   }
+  if (status > static_cast<uint8_t>(StatusCode::kInternal)) {
+    return CorruptionError("Hello reply with an unknown status");
+  }
+  h.status = static_cast<StatusCode>(status);
   h.cache_dirs.resize(dirs);
   for (std::string& d : h.cache_dirs) {
     if (!r.Str(&d)) return CorruptionError("truncated Hello reply");

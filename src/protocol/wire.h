@@ -22,8 +22,10 @@ namespace cairn::protocol {
 inline constexpr uint32_t kMagic = 0x4E524143;  // "CARN" in little-endian byte order.
 // The frame header's layout (magic, version, type, ...) is the same in every version, so any
 // version can read another's header and answer a mismatch with kVersionMismatch.
-inline constexpr uint8_t kVersion = 2;
-inline constexpr uint8_t kMinVersion = 2;  // Oldest version this build still speaks.
+// v3 (authorization): Hello carries the client's token; HelloReply the principal the worker
+// established, or why it refused the connection. v2 peers get a kVersionMismatch naming both.
+inline constexpr uint8_t kVersion = 3;
+inline constexpr uint8_t kMinVersion = 3;  // Oldest version this build still speaks.
 inline constexpr size_t kFrameHeaderSize = 24;
 // Largest payload accepted (a page of at most 16 MiB plus metadata); bigger frames are rejected.
 inline constexpr uint32_t kMaxPayload = (16u << 20) + (64u << 10);
@@ -64,10 +66,15 @@ StatusOr<FrameHeader> DecodeFrameHeader(std::span<const char, kFrameHeaderSize> 
 // The version byte of a header (for messages about a mismatch).
 uint8_t FrameVersion(std::span<const char, kFrameHeaderSize> bytes);
 
-// kHello payload: the range of versions the client speaks.
+// kHello payload: the range of versions the client speaks, and its credential.
+inline constexpr size_t kMaxHelloToken = 4096;
 struct HelloRequest {
   uint32_t min_version = kMinVersion;
   uint32_t max_version = kVersion;
+  // A signed token (auth/token.h) naming the principal the client acts as; empty = the
+  // identity of the connection (its TLS client certificate, or anonymous). At most
+  // kMaxHelloToken bytes (Corruption beyond).
+  std::string token;
 };
 std::string EncodeHelloRequest(const HelloRequest& hello);
 StatusOr<HelloRequest> DecodeHelloRequest(std::span<const char> payload);
@@ -187,6 +194,12 @@ std::string EncodeControlReply(const ControlReply& reply);
 StatusOr<ControlReply> DecodeControlReply(std::span<const char> payload);
 
 struct HelloReply {
+  // Not OK: the worker refused the client (a bad token: PermissionDenied) and closes the
+  // connection after this reply; the fields below are then empty.
+  StatusCode status = StatusCode::kOk;
+  std::string error_message;
+  // The principal the worker will authorize this connection's requests as ("" = anonymous).
+  std::string principal;
   uint32_t protocol_version = kVersion;
   uint32_t page_size = 0;
   std::string worker_id;

@@ -42,7 +42,7 @@ TEST(WireTest, CorruptHeadersAreRejected) {
 TEST(WireTest, OtherVersionsAreAMismatchNotCorruption) {
   std::array<char, kFrameHeaderSize> buf;
   EncodeFrameHeader({MessageType::kHello, 0, 1, 0}, buf.data());
-  for (uint8_t version : {uint8_t{1}, uint8_t{3}, uint8_t{200}}) {
+  for (uint8_t version : {uint8_t{1}, uint8_t{2}, uint8_t{4}, uint8_t{200}}) {
     auto copy = buf;
     copy[4] = static_cast<char>(version);
     // Re-seal the header checksum over the changed version byte.
@@ -64,6 +64,41 @@ TEST(WireTest, OtherVersionsAreAMismatchNotCorruption) {
   EXPECT_EQ(hello->min_version, kMinVersion);
   EXPECT_EQ(hello->max_version, kVersion);
   EXPECT_FALSE(DecodeHelloRequest("").ok());
+}
+
+TEST(WireTest, HelloCarriesTheTokenAndTheWorkersAnswer) {
+  HelloRequest asked;
+  asked.token = "cairn1.abc.def";
+  auto hello = DecodeHelloRequest(EncodeHelloRequest(asked));
+  ASSERT_TRUE(hello.ok());
+  EXPECT_EQ(hello->token, asked.token);
+  asked.token.assign(kMaxHelloToken + 1, 'x');
+  EXPECT_EQ(DecodeHelloRequest(EncodeHelloRequest(asked)).status().code(), StatusCode::kCorruption);
+  std::string encoded = EncodeHelloRequest({});
+  for (size_t n = 0; n < encoded.size(); ++n) {
+    EXPECT_FALSE(DecodeHelloRequest(std::string_view(encoded).substr(0, n)).ok()) << n;
+  }
+
+  HelloReply reply;
+  reply.principal = "team-a";
+  reply.page_size = 1 << 20;
+  reply.worker_id = "w1";
+  reply.cache_dirs = {"/a", "/b"};
+  auto got = DecodeHelloReply(EncodeHelloReply(reply));
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->status, StatusCode::kOk);
+  EXPECT_EQ(got->principal, "team-a");
+  EXPECT_EQ(got->cache_dirs, reply.cache_dirs);
+  HelloReply refused;
+  refused.status = StatusCode::kPermissionDenied;
+  refused.error_message = "token expired";
+  got = DecodeHelloReply(EncodeHelloReply(refused));
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->status, StatusCode::kPermissionDenied);
+  EXPECT_EQ(got->error_message, "token expired");
+  std::string bad = EncodeHelloReply(refused);
+  bad[0] = static_cast<char>(200);
+  EXPECT_EQ(DecodeHelloReply(bad).status().code(), StatusCode::kCorruption);
 }
 
 PageRef APage() {

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <openssl/x509v3.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -100,6 +101,11 @@ void TlsStream::Shutdown() {
 std::string TlsStream::PeerPrincipal() const {
   MutexLock l(&mu_);
   return principal_;
+}
+
+bool TlsStream::PeerIsClusterNode() const {
+  MutexLock l(&mu_);
+  return peer_is_node_;
 }
 
 Status TlsStream::Handshake(std::chrono::milliseconds timeout) {
@@ -262,6 +268,10 @@ Status TlsStream::Drive(Op op, char* data, size_t size, size_t* done,
             int len = X509_NAME_get_text_by_NID(X509_get_subject_name(peer), NID_commonName, cn,
                                                 sizeof(cn));
             if (len > 0) principal_.assign(cn, static_cast<size_t>(len));
+            // Only a certificate that lists its purposes and names serverAuth among them (a
+            // certificate without the extension is good for every purpose: not a node).
+            peer_is_node_ = (X509_get_extension_flags(peer) & EXFLAG_XKUSAGE) != 0 &&
+                            (X509_get_extended_key_usage(peer) & XKU_SSL_SERVER) != 0;
           }
         }
         return Status::Ok();

@@ -40,6 +40,8 @@ class TlsStream : public net::Stream {
   int NativeHandle() const override { return fd_; }
   bool PeerOnThisHost() const override { return inner_->PeerOnThisHost(); }
   std::string PeerPrincipal() const override EXCLUDES(mu_);
+  bool PeerIsClusterNode() const override EXCLUDES(mu_);
+  bool Encrypted() const override { return true; }
 
  private:
   enum class Op { kHandshake, kRead, kWrite };
@@ -60,6 +62,7 @@ class TlsStream : public net::Stream {
   mutable Mutex mu_;
   SslPtr ssl_ GUARDED_BY(mu_);
   std::string principal_ GUARDED_BY(mu_);
+  bool peer_is_node_ GUARDED_BY(mu_) = false;
   Mutex handshake_mu_;  // Serialises the server's lazy handshake.
   std::atomic<bool> handshaken_{false};
   std::atomic<bool> plaintext_peer_{false};

@@ -139,6 +139,10 @@ TEST_F(TlsStreamTest, MutualTlsCarriesBytesBothWaysAndNamesEachPeer) {
   EXPECT_TRUE(*got == header + body + tail);
   EXPECT_EQ(srv->PeerPrincipal(), "team-a");
   EXPECT_EQ(cli->PeerPrincipal(), "worker-1");
+  // A client certificate is not a cluster member's; a node certificate is.
+  EXPECT_FALSE(srv->PeerIsClusterNode());
+  EXPECT_TRUE(cli->PeerIsClusterNode());
+  EXPECT_TRUE(srv->Encrypted() && cli->Encrypted());
 
   // SendFile goes through TLS (no kernel sendfile): a range of a file, byte-exact.
   testing::TempDir dir;

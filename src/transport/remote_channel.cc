@@ -36,7 +36,8 @@ class RemoteChannel::Conn : public std::enable_shared_from_this<Conn> {
     auto conn =
         std::shared_ptr<Conn>(new Conn(std::move(stream).value(), options.clock->NowMicros()));
     conn->stream_->SetReadTimeout(options.request_timeout);
-    CAIRN_ASSIGN_OR_RETURN(*hello, conn->Handshake(options.page_size));
+    CAIRN_ASSIGN_OR_RETURN(*hello, conn->Handshake(options.page_size, options.token));
+    if (hello->status != StatusCode::kOk) return Status(hello->status, hello->error_message);
     conn->stream_->SetReadTimeout(std::chrono::milliseconds(0));  // The sweeper bounds waits.
     conn->reader_ = std::thread([c = conn] { c->ReadLoop(); });
     return conn;
@@ -129,9 +130,18 @@ class RemoteChannel::Conn : public std::enable_shared_from_this<Conn> {
   Conn(std::unique_ptr<net::Stream> stream, int64_t now_us)
       : stream_(std::move(stream)), last_used_us_(now_us) {}
 
-  StatusOr<protocol::HelloReply> Handshake(uint32_t page_size) {
+  StatusOr<protocol::HelloReply> Handshake(uint32_t page_size, const std::string& token) {
     std::array<char, protocol::kFrameHeaderSize> raw;
-    std::string asked = protocol::EncodeHelloRequest({});
+    protocol::HelloRequest request;
+    if (!token.empty()) {
+      if (!stream_->Encrypted() && !stream_->PeerOnThisHost()) {
+        return FailedPreconditionError("not sending the token to worker " + stream_->PeerName() +
+                                       " over plaintext: connect with TLS (--tls-ca, "
+                                       "--tls-cert, --tls-key)");
+      }
+      request.token = token;
+    }
+    std::string asked = protocol::EncodeHelloRequest(request);
     protocol::EncodeFrameHeader({MessageType::kHello, 0, 0, static_cast<uint32_t>(asked.size())},
                                 raw.data());
     std::array<std::span<const char>, 2> bufs{std::span<const char>(raw),
@@ -157,6 +167,7 @@ class RemoteChannel::Conn : public std::enable_shared_from_this<Conn> {
                                                          " refused this protocol version");
     }
     CAIRN_ASSIGN_OR_RETURN(protocol::HelloReply hello, protocol::DecodeHelloReply(payload));
+    if (hello.status != StatusCode::kOk) return hello;  // Open reports the worker's refusal.
     if (hello.page_size != page_size) {
       return FailedPreconditionError("worker " + stream_->PeerName() + " uses page size " +
                                      std::to_string(hello.page_size) + ", this client " +
@@ -326,7 +337,7 @@ std::shared_ptr<const std::vector<std::string>> RemoteChannel::ShortCircuitDirs(
   if (!options_.short_circuit || suspect()) return nullptr;  // Failover decides for suspects.
   // The first read of a fresh channel connects now: the handshake tells whether the worker
   // shares this machine, so even that read can skip the network.
-  std::string ignored;  // Logged by GetConnection; the read that follows reports it.
+  Status ignored;  // Logged by GetConnection; the read that follows reports it.
   if (!handshaken_.load(std::memory_order_acquire) && !GetConnection(&ignored)) return nullptr;
   MutexLock l(&mu_);
   return short_circuit_dirs_;
@@ -340,7 +351,13 @@ void RemoteChannel::MarkSuspect() {
   suspect_until_us_.store(options_.clock->NowMicros() + options_.suspect_backoff.count() * 1000);
 }
 
-std::shared_ptr<RemoteChannel::Conn> RemoteChannel::GetConnection(std::string* why) {
+Status RemoteChannel::Refusal() {
+  if (!suspect()) return Status::Ok();
+  MutexLock l(&mu_);
+  return refusal_;
+}
+
+std::shared_ptr<RemoteChannel::Conn> RemoteChannel::GetConnection(Status* why) {
   size_t slot = round_robin_.fetch_add(1) % options_.connections;
   {
     MutexLock l(&mu_);
@@ -357,7 +374,13 @@ std::shared_ptr<RemoteChannel::Conn> RemoteChannel::GetConnection(std::string* w
     } else {
       spdlog::warn("cannot reach worker {}: {}", options_.address, opened.status().ToString());
     }
-    *why = opened.status().message();
+    *why = opened.status();
+    {
+      // Only the worker's answer to this client's credential in HelloReply (a refused TLS
+      // handshake is a transport failure: the caller fails over as for any unreachable worker).
+      MutexLock l(&mu_);
+      refusal_ = hello.status != StatusCode::kOk ? opened.status() : Status::Ok();
+    }
     MarkSuspect();
     return nullptr;
   }
@@ -381,7 +404,10 @@ std::shared_ptr<RemoteChannel::Conn> RemoteChannel::GetConnection(std::string* w
 
 void RemoteChannel::Call(const protocol::Request& request, std::span<char> dest, Callback done) {
   if (suspect()) {
-    done(UnavailableError("worker " + options_.address + " is suspect (recently unreachable)"));
+    Status refused = Refusal();
+    done(!refused.ok() ? refused
+                       : UnavailableError("worker " + options_.address +
+                                          " is suspect (recently unreachable)"));
     return;
   }
   protocol::Request sent = request;
@@ -390,7 +416,7 @@ void RemoteChannel::Call(const protocol::Request& request, std::span<char> dest,
   uint32_t& deadline_ms = protocol::BaseOf(sent).deadline_ms;
   if (deadline_ms == 0) deadline_ms = static_cast<uint32_t>(options_.request_timeout.count());
   // A connection closed a moment ago (idle, or by the worker) is replaced once.
-  std::string why;
+  Status why;
   for (int attempt = 0; attempt < 2; ++attempt) {
     std::shared_ptr<Conn> conn = GetConnection(&why);
     if (!conn) break;
@@ -398,9 +424,14 @@ void RemoteChannel::Call(const protocol::Request& request, std::span<char> dest,
     int64_t deadline = now + int64_t{deadline_ms} * 1000;
     if (conn->Send(next_id_.fetch_add(1), sent, dest, done, deadline, now)) return;
   }
-  // Unavailable whatever the reason (a refused TLS handshake too): the caller fails over.
+  // A refused credential is the caller's to report (every worker would refuse it); anything
+  // else is Unavailable (a refused TLS handshake too): the caller fails over.
+  if (Status refused = Refusal(); !refused.ok()) {
+    done(refused);
+    return;
+  }
   done(UnavailableError("worker " + options_.address + " is unreachable" +
-                        (why.empty() ? "" : ": " + why)));
+                        (why.ok() ? "" : ": " + why.message())));
 }
 
 void RemoteChannel::SweepLoop() {

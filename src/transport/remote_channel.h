@@ -37,6 +37,10 @@ struct RemoteChannelOptions {
   // on the next request). Shorter than the worker's idle timeout (5 min), so the worker never
   // closes a connection just as a request is sent on it.
   std::chrono::milliseconds idle_close{60000};
+  // A signed token (auth/token.h) presented in Hello: the worker then authorizes this
+  // channel's requests as the token's principal. Sent only over TLS or to a worker on this
+  // machine (a bearer credential in the clear could be replayed); FailedPrecondition otherwise.
+  std::string token;
   // Read cached pages straight from the worker's files when it shares this machine.
   bool short_circuit = true;
   // The time source of deadlines, suspect periods and idle closes (a FakeClock in tests). Not
@@ -63,7 +67,11 @@ class RemoteChannel : public protocol::PageChannel {
  private:
   class Conn;
   // A live connection, or null with the reason the new one failed in `*why`.
-  std::shared_ptr<Conn> GetConnection(std::string* why) EXCLUDES(mu_);
+  // A connection, or null with the reason in `why`.
+  std::shared_ptr<Conn> GetConnection(Status* why) EXCLUDES(mu_);
+  // The worker's refusal of this client's credential (PermissionDenied), while the channel is
+  // suspect because of it; OK otherwise.
+  Status Refusal() EXCLUDES(mu_);
   void MarkSuspect();
   // The worker's cache folders if this process sees the same INSTANCE tokens in them.
   std::shared_ptr<const std::vector<std::string>> CheckShortCircuit(
@@ -73,6 +81,7 @@ class RemoteChannel : public protocol::PageChannel {
   RemoteChannelOptions options_;
   std::atomic<uint64_t> next_id_{1};
   std::atomic<uint64_t> round_robin_{0};
+  Status refusal_ GUARDED_BY(mu_);
   std::atomic<int64_t> suspect_until_us_{0};
   std::atomic<bool> handshaken_{false};
   std::atomic<bool> short_circuit_logged_{false};  // A Hello reply was received at least once.

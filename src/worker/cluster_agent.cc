@@ -4,6 +4,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "membership/acl_store.h"
 #include "membership/etcd_coordination.h"
 #include "membership/mount_store.h"
 #include "membership/rule_store.h"
@@ -65,6 +66,25 @@ StatusOr<std::unique_ptr<ClusterAgent>> ClusterAgent::Start(
         self->rules_updates_.fetch_add(1, std::memory_order_relaxed);
         self->ApplyPolicy();
       });
+  agent->acl_mirror_ = membership::PrefixMirror::Start(
+      coordination, std::string(membership::kAclKey),
+      [self, authorizer = options.authorizer](const membership::PrefixMirror::Snapshot& snapshot) {
+        if (authorizer == nullptr) return;
+        StatusOr<auth::Policy> policy = membership::ParseAclSnapshot(snapshot);
+        if (!policy.ok()) {
+          // Fail closed: whatever the broken document meant to allow, allow nothing.
+          spdlog::error(
+              "authorization policy in etcd does not decode ({}): denying every "
+              "request but cluster members' until it is fixed (cairn acl ls)",
+              policy.status().ToString());
+          authorizer->SetPolicy(auth::Policy{.enabled = true, .grants = {}});
+        } else {
+          spdlog::info("authorization policy from etcd: {}, {} grant(s)",
+                       policy->enabled ? "enabled" : "disabled", policy->grants.size());
+          authorizer->SetPolicy(std::move(policy).value());
+        }
+        self->acl_updates_.fetch_add(1, std::memory_order_relaxed);
+      });
   agent->workers_mirror_ = membership::PrefixMirror::Start(
       coordination, std::string(membership::kWorkersPrefix),
       [self, peers = options.peers](const membership::PrefixMirror::Snapshot& snapshot) {
@@ -76,7 +96,8 @@ StatusOr<std::unique_ptr<ClusterAgent>> ClusterAgent::Start(
         if (self->worker_count_.exchange(n) != n) self->ApplyPolicy();
       });
   if (!agent->mounts_->WaitForSync(options.first_sync_timeout) ||
-      !agent->rules_mirror_->WaitForSync(options.first_sync_timeout)) {
+      !agent->rules_mirror_->WaitForSync(options.first_sync_timeout) ||
+      !agent->acl_mirror_->WaitForSync(options.first_sync_timeout)) {
     return UnavailableError("no answer from etcd at " + options.etcd_endpoints + " within " +
                             std::to_string(options.first_sync_timeout.count()) + " ms");
   }
@@ -96,6 +117,10 @@ StatusOr<std::unique_ptr<ClusterAgent>> ClusterAgent::Start(
   registry->AddCallback(
       "cairn_worker_registered", "1 while this worker's record is in etcd (it is in the ring)",
       metrics::MetricType::kGauge, [self] { return self->registered() ? 1.0 : 0.0; });
+  registry->AddCallback("cairn_acl_updates_total",
+                        "Authorization policies received from etcd and applied",
+                        metrics::MetricType::kCounter,
+                        [self] { return static_cast<double>(self->acl_updates_.load()); });
   registry->AddCallback("cairn_rules_updates_total",
                         "Cache-management rule sets received from etcd and applied",
                         metrics::MetricType::kCounter,
@@ -112,6 +137,7 @@ ClusterAgent::~ClusterAgent() { Stop(); }
 void ClusterAgent::Stop() {
   if (registry_) registry_->Stop();
   workers_mirror_.reset();
+  acl_mirror_.reset();
   rules_mirror_.reset();
   mounts_.reset();
 }

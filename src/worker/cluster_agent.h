@@ -34,6 +34,7 @@
 #include "worker/page_rules.h"
 #include "worker/page_service.h"
 #include "worker/peer_set.h"
+#include "worker/request_authorizer.h"
 
 namespace cairn::worker {
 
@@ -48,6 +49,9 @@ struct ClusterAgentOptions {
   std::chrono::milliseconds first_sync_timeout{10000};
   // Fed with the other workers' ids and addresses for peer fills. Not owned; may be null.
   PeerSet* peers = nullptr;
+  // Given the authorization policy in etcd on every change (a document that does not decode
+  // denies everything but cluster members until it is fixed). Not owned; may be null.
+  RequestAuthorizer* authorizer = nullptr;
 };
 
 class ClusterAgent {
@@ -82,10 +86,12 @@ class ClusterAgent {
   std::unique_ptr<membership::Coordination> owned_coordination_;
   std::unique_ptr<membership::PrefixMirror> mounts_;
   std::unique_ptr<membership::PrefixMirror> rules_mirror_;
+  std::unique_ptr<membership::PrefixMirror> acl_mirror_;
   std::unique_ptr<membership::PrefixMirror> workers_mirror_;
   std::unique_ptr<membership::WorkerRegistry> registry_;
   std::atomic<uint64_t> mount_table_updates_{0};
   std::atomic<uint64_t> rules_updates_{0};
+  std::atomic<uint64_t> acl_updates_{0};
   std::atomic<size_t> worker_count_{1};
   Mutex mu_;  // Serialises ApplyPolicy (called from three mirror threads).
   std::set<uint32_t> quota_groups_ GUARDED_BY(mu_);  // Groups given a quota last time.

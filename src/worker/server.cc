@@ -150,11 +150,32 @@ class WorkerServer::Connection : public std::enable_shared_from_this<Connection>
                 ", this worker v" + std::to_string(protocol::kVersion)));
           }
           protocol::HelloReply hello;
+          if (!asked.token.empty()) {
+            StatusOr<auth::Identity> by_token =
+                options_.authorizer != nullptr
+                    ? options_.authorizer->IdentityOfToken(identity(), asked.token)
+                    : StatusOr<auth::Identity>(PermissionDeniedError(
+                          "this worker accepts no tokens (no authorization configured)"));
+            if (!by_token.ok()) {
+              // Told to the client, then closed: a client with a bad credential gets nothing.
+              hello.status = by_token.status().code();
+              hello.error_message = "worker " + service_->worker_id() +
+                                    " refused the token: " + by_token.status().message();
+              Send(MessageType::kHelloReply, header.request_id, protocol::EncodeHelloReply(hello))
+                  .IgnoreError();
+              return by_token.status();
+            }
+            identity_ = std::move(by_token).value();
+          }
+          hello.principal = identity().principal;
           hello.page_size = service_->page_size();
           hello.worker_id = service_->worker_id();
           // Local paths and the token that proves them are for clients on this machine only
-          // (short-circuit reads); others learn nothing about the worker's disks.
-          if (stream_->PeerOnThisHost()) {
+          // (short-circuit reads); others learn nothing about the worker's disks. Under an
+          // enabled policy not even those: short-circuit reads would bypass the checks.
+          const bool policy_enabled =
+              options_.authorizer != nullptr && options_.authorizer->policy()->enabled;
+          if (stream_->PeerOnThisHost() && !policy_enabled) {
             hello.instance_token = service_->options().instance_token;
             hello.cache_dirs = service_->options().cache_dirs;
           }
@@ -170,6 +191,18 @@ class WorkerServer::Connection : public std::enable_shared_from_this<Connection>
           break;
       }
     }
+  }
+
+  // Who this connection is (reader thread only): its certificate's principal, known once the
+  // lazy TLS handshake ran in the first read, or the token's once Hello presented one.
+  const auth::Identity& identity() {
+    if (!identity_known_) {
+      if (identity_.source == auth::Identity::Source::kAnonymous) {
+        identity_ = RequestAuthorizer::IdentityOf(*stream_);
+      }
+      identity_known_ = true;
+    }
+    return identity_;
   }
 
   // Blocks the reader while the connection has its maximum of requests outstanding.
@@ -214,6 +247,16 @@ class WorkerServer::Connection : public std::enable_shared_from_this<Connection>
       reply.data = protocol::WantsData(header.type);
       reply.error = request.status();
       return Write(reply);
+    }
+    if (options_.authorizer != nullptr) {
+      Status allowed = options_.authorizer->Check(identity(), *request, &audit_);
+      if (!allowed.ok()) {
+        Reply reply;
+        reply.id = id;
+        reply.data = protocol::WantsData(header.type);
+        reply.error = std::move(allowed);
+        return Write(reply);
+      }
     }
     // A hit, or a request that never reads the source, is served inline; a known mount's miss
     // goes to the miss threads, an unknown mount (which may wait for the table) to its own pool.
@@ -391,6 +434,10 @@ class WorkerServer::Connection : public std::enable_shared_from_this<Connection>
   std::deque<Reply> outbox_ GUARDED_BY(mu_);
   bool closed_ GUARDED_BY(mu_) = false;
   std::atomic<bool> greeted_{false};
+  // Reader thread only.
+  auth::Identity identity_;
+  bool identity_known_ = false;
+  ConnectionAudit audit_{stream_->PeerName()};
   std::atomic<bool> reader_done_{false};
   std::atomic<bool> writer_done_{false};
   std::thread reader_;

@@ -40,6 +40,7 @@
 #include "net/stream.h"
 #include "tls/tls_context.h"
 #include "worker/page_service.h"
+#include "worker/request_authorizer.h"
 
 namespace cairn::worker {
 
@@ -57,6 +58,9 @@ struct ServerOptions {
   // when the context requires client certificates) before its first frame is read; a
   // plaintext client is told so in a kVersionMismatch frame and closed.
   std::shared_ptr<tls::TlsContext> tls;
+  // Checks every request against the cluster's authorization policy and verifies Hello tokens
+  // (docs/security.md). Not owned; null: every request is allowed and tokens are refused.
+  RequestAuthorizer* authorizer = nullptr;
   // Server metrics (connections, refusals, timeouts) go here when set. Not owned.
   metrics::Registry* registry = nullptr;
   // Times requests against their deadlines (a request that waited for a miss thread past its

@@ -1,11 +1,14 @@
 // The page service over TLS: a real Worker with a node certificate from a test CA, clients
-// dialling with and without certificates, and plaintext in both directions.
+// dialling with and without certificates, and plaintext in both directions; and the
+// authorization of each request by principal (certificate or token) under a policy.
 #include <gtest/gtest.h>
 
 #include <future>
 #include <thread>
 
+#include "auth/token.h"
 #include "common/checksum.h"
+#include "common/file_util.h"
 #include "testing/frames.h"
 #include "testing/test_pki.h"
 #include "testing/test_util.h"
@@ -31,8 +34,10 @@ class ServerTlsTest : public ::testing::Test {
   }
 
   Status StartWorker(bool tls, const std::string& listen = "127.0.0.1:0",
-                     const std::string& plaintext_reason = "") {
+                     const std::string& plaintext_reason = "",
+                     std::vector<std::string> token_public_keys = {}) {
     WorkerOptions o;
+    o.config.token_public_keys = std::move(token_public_keys);
     MountSpec spec;
     spec.path = "/lake";
     spec.uri = "mem://lake";
@@ -52,8 +57,10 @@ class ServerTlsTest : public ::testing::Test {
   std::string Address() const { return "127.0.0.1:" + std::to_string(worker_->port()); }
 
   // A channel to the worker; `tls` null: plaintext.
-  std::unique_ptr<transport::RemoteChannel> Channel(std::shared_ptr<tls::TlsContext> tls) {
+  std::unique_ptr<transport::RemoteChannel> Channel(std::shared_ptr<tls::TlsContext> tls,
+                                                    std::string token = "") {
     transport::RemoteChannelOptions ro;
+    ro.token = std::move(token);
     ro.address = Address();
     ro.page_size = kPage;
     ro.short_circuit = false;
@@ -96,6 +103,35 @@ class ServerTlsTest : public ::testing::Test {
       done.set_value(std::move(reply));
     });
     return done.get_future().get();
+  }
+
+  // Sends `request` (a control request, or a page request without a destination buffer).
+  static Status Call(transport::RemoteChannel* channel, protocol::Request request) {
+    std::string out(kPage, '\0');
+    std::promise<Status> done;
+    channel->Call(request, protocol::WantsData(request) ? std::span<char>(out) : std::span<char>(),
+                  [&done](StatusOr<protocol::PageReply> reply) { done.set_value(reply.status()); });
+    return done.get_future().get();
+  }
+
+  template <typename R>
+  R About(std::string key = "file.bin") {
+    R r;
+    r.page.page_size = kPage;
+    r.page.mount = "/lake";
+    r.page.key = std::move(key);
+    r.page.version = memory_->Stat("file.bin")->version;
+    r.page.object_size = content_.size();
+    r.page.page_index = 0;
+    return r;
+  }
+
+  // The value of an unlabelled series, as scraped.
+  uint64_t Counter(const std::string& name) {
+    const std::string text = worker_->registry()->ExposeText();
+    size_t at = text.find("\n" + name + " ");
+    if (at == std::string::npos) return ~uint64_t{0};
+    return std::stoull(text.substr(at + name.size() + 2));
   }
 
   testing::TempDir cache_{"cache"};
@@ -194,6 +230,125 @@ TEST_F(ServerTlsTest, HelloNamesCacheFoldersOnlyToClientsOnThisMachine) {
   auto decoded = protocol::DecodeHelloReply(hello->second);
   ASSERT_TRUE(decoded.ok());
   EXPECT_EQ(decoded->cache_dirs.size(), 1u);
+}
+
+// ------------------------------------------------------------------------------------------
+// Authorization (docs/security.md): the worker checks every request against the policy.
+
+constexpr auth::AccessSet kRead = static_cast<auth::AccessSet>(auth::Access::kRead);
+constexpr auth::AccessSet kAdmin = static_cast<auth::AccessSet>(auth::Access::kAdmin);
+
+TEST_F(ServerTlsTest, ThePolicyDecidesEachRequestByPrincipalAndPath) {
+  ASSERT_TRUE(StartWorker(/*tls=*/true).ok());
+  worker_->authorizer()->SetPolicy({true,
+                                    {{"team-a", "/lake/file.bin", kRead},
+                                     {"ops", "/lake", kAdmin},
+                                     {"team-b", "/lake/file", kRead | kAdmin}}});
+  testing::TestPki::Files a = pki_.ClientCert("team-a"), b = pki_.ClientCert("team-b"),
+                          ops = pki_.ClientCert("ops");
+  auto team_a = Channel(ClientTls(&a)), team_b = Channel(ClientTls(&b)),
+       admin = Channel(ClientTls(&ops));
+  std::string bytes;
+  auto read = Read(team_a.get(), 0, &bytes);
+  ASSERT_TRUE(read.ok()) << read.status().ToString();
+  EXPECT_TRUE(std::string_view(bytes).substr(0, kPage) ==
+              std::string_view(content_).substr(0, kPage));
+
+  // "/lake/file" does not cover "/lake/file.bin": team-b gets nothing, not even a probe.
+  auto denied = Read(team_b.get(), 0, &bytes);
+  EXPECT_EQ(denied.status().code(), StatusCode::kPermissionDenied);
+  EXPECT_EQ(denied.status().message(),
+            "principal 'team-b' (certificate) has no read grant on /lake/file.bin");
+  EXPECT_EQ(Call(team_b.get(), About<protocol::ProbePageRequest>()).code(),
+            StatusCode::kPermissionDenied);
+
+  // Load and drop need admin; read does not give it, and admin does not give read.
+  EXPECT_EQ(Call(team_a.get(), About<protocol::LoadPageRequest>()).code(),
+            StatusCode::kPermissionDenied);
+  EXPECT_EQ(Call(team_a.get(), About<protocol::DropPageRequest>()).code(),
+            StatusCode::kPermissionDenied);
+  EXPECT_TRUE(Call(admin.get(), About<protocol::LoadPageRequest>()).ok());
+  EXPECT_EQ(Read(admin.get(), 0, &bytes).status().code(), StatusCode::kPermissionDenied);
+
+  // Worker-to-worker requests: only for a node certificate, whatever the grants say.
+  EXPECT_EQ(Call(admin.get(), About<protocol::PeerReadRequest>()).code(),
+            StatusCode::kPermissionDenied);
+  testing::TestPki::Files peer = pki_.Node("worker-2");
+  EXPECT_TRUE(Call(Channel(ClientTls(&peer)).get(), About<protocol::PeerReadRequest>()).ok());
+
+  // A key that walks out of its path cannot borrow a grant.
+  EXPECT_EQ(Call(team_a.get(), About<protocol::ProbePageRequest>("file.bin/../other")).code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(Counter("cairn_worker_requests_denied_total"), 7u);
+
+  // Short-circuit reads would bypass the checks: no cache folders in Hello under a policy.
+  auto stream = tls::Dial(ClientTls(&a).get(), Address(), milliseconds(3000));
+  ASSERT_TRUE(stream.ok()) << stream.status().ToString();
+  ASSERT_TRUE(testing::SendFrame(stream->get(), protocol::MessageType::kHello, 1,
+                                 protocol::EncodeHelloRequest({}))
+                  .ok());
+  auto hello = testing::ReadFrame(stream->get());
+  ASSERT_TRUE(hello.ok()) << hello.status().ToString();
+  auto decoded = protocol::DecodeHelloReply(hello->second);
+  ASSERT_TRUE(decoded.ok());
+  EXPECT_TRUE(decoded->cache_dirs.empty());
+  EXPECT_TRUE(decoded->instance_token.empty());
+  EXPECT_EQ(decoded->principal, "team-a");
+
+  // Disabled: everyone may do everything again.
+  worker_->authorizer()->SetPolicy({});
+  EXPECT_TRUE(Read(team_b.get(), 0, &bytes).ok());
+}
+
+TEST_F(ServerTlsTest, ATokenNamesThePrincipalAndABadOneIsRefusedAtHello) {
+  auto keys = auth::GenerateTokenKey();
+  ASSERT_TRUE(keys.ok());
+  const std::string pub = cache_.str() + "/../token.pub";
+  ASSERT_TRUE(WriteNewFile(pub, keys->public_key, 0644, true).ok());
+  ASSERT_TRUE(StartWorker(/*tls=*/true, "127.0.0.1:0", "", {pub}).ok());
+  worker_->authorizer()->SetPolicy({true, {{"job-7", "/lake", kRead}}});
+  auto signer = auth::TokenSigner::FromPrivateKeyPem(keys->private_key);
+  ASSERT_TRUE(signer.ok());
+  const int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count();
+  std::string token = *signer->Sign({"job-7", now, now + 600, ""});
+  std::string expired = *signer->Sign({"job-7", now - 7200, now - 3600, ""});
+
+  // With token keys the client certificate is optional: CA + token is enough.
+  std::string bytes;
+  auto read = Read(Channel(ClientTls(nullptr), token).get(), 0, &bytes);
+  ASSERT_TRUE(read.ok()) << read.status().ToString();
+  // The token wins over the certificate's principal.
+  testing::TestPki::Files other = pki_.ClientCert("team-z");
+  EXPECT_TRUE(Read(Channel(ClientTls(&other), token).get(), 0, &bytes).ok());
+  EXPECT_EQ(Read(Channel(ClientTls(&other)).get(), 0, &bytes).status().code(),
+            StatusCode::kPermissionDenied);
+  // No certificate and no token: anonymous, and granted nothing.
+  EXPECT_EQ(Read(Channel(ClientTls(nullptr)).get(), 0, &bytes).status().message(),
+            "an anonymous client has no read grant on /lake/file.bin");
+
+  auto refused = Read(Channel(ClientTls(nullptr), expired).get(), 0, &bytes);
+  EXPECT_EQ(refused.status().code(), StatusCode::kPermissionDenied);
+  EXPECT_NE(refused.status().message().find("refused the token"), std::string::npos)
+      << refused.status().ToString();
+  EXPECT_NE(refused.status().message().find("expired"), std::string::npos);
+  std::string forged_token = token;  // One signature character changed.
+  char& c = forged_token[forged_token.size() - 10];
+  c = c == 'B' ? 'C' : 'B';
+  auto forged = Read(Channel(ClientTls(nullptr), forged_token).get(), 0, &bytes);
+  EXPECT_EQ(forged.status().code(), StatusCode::kPermissionDenied);
+  EXPECT_EQ(Counter("cairn_worker_tokens_refused_total"), 2u);
+}
+
+TEST_F(ServerTlsTest, AWorkerWithoutTokenKeysRefusesTokens) {
+  ASSERT_TRUE(StartWorker(/*tls=*/true).ok());
+  testing::TestPki::Files a = pki_.ClientCert("team-a");
+  std::string bytes;
+  auto reply = Read(Channel(ClientTls(&a), "cairn1.x.y").get(), 0, &bytes);
+  EXPECT_EQ(reply.status().code(), StatusCode::kPermissionDenied);
+  EXPECT_NE(reply.status().message().find("--token-public-key"), std::string::npos)
+      << reply.status().ToString();
 }
 
 }  // namespace

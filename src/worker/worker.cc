@@ -10,6 +10,7 @@
 
 #include "mount/mount_table.h"
 #include "net/stream.h"
+#include "common/file_util.h"
 #include "tls/tls_context.h"
 #include "transport/remote_channel.h"
 
@@ -45,6 +46,21 @@ StatusOr<std::unique_ptr<Worker>> Worker::Start(WorkerOptions options) {
 
 namespace {
 
+// The verifier of the tokens signed by the keys in `files` (none: no files).
+StatusOr<std::optional<auth::TokenVerifier>> LoadTokenKeys(const std::vector<std::string>& files) {
+  if (files.empty()) return std::optional<auth::TokenVerifier>();
+  std::vector<std::string> pems;
+  for (const std::string& f : files) {
+    StatusOr<std::string> pem = ReadSmallFile(f, 64 << 10);
+    if (!pem.ok()) return pem.status().WithContext("token public key");
+    pems.push_back(std::move(pem).value());
+  }
+  StatusOr<auth::TokenVerifier> verifier = auth::TokenVerifier::FromPublicKeyPems(pems);
+  if (!verifier.ok()) return verifier.status().WithContext("token public key");
+  spdlog::info("accepting tokens signed by {} key(s)", verifier->key_ids().size());
+  return std::optional<auth::TokenVerifier>(std::move(verifier).value());
+}
+
 // The page service's TLS and the dialler's for its peers, or why it may serve plaintext.
 Status MakeTls(const WorkerOptions& o, const std::string& listen_host,
                std::shared_ptr<tls::TlsContext>* server, std::shared_ptr<tls::TlsContext>* peers) {
@@ -69,7 +85,10 @@ Status MakeTls(const WorkerOptions& o, const std::string& listen_host,
   t.ca_file = o.tls.ca_file;
   t.cert_file = o.tls.cert_file;
   t.key_file = o.tls.key_file;
-  t.require_peer_certificate = true;
+  // Mutual TLS, unless the worker accepts tokens: a job may then prove who it is with a token
+  // alone (a connection with neither certificate nor token is anonymous, and an enabled policy
+  // grants anonymous connections nothing).
+  t.require_peer_certificate = o.config.token_public_keys.empty();
   CAIRN_ASSIGN_OR_RETURN(*server, tls::TlsContext::Create(tls::TlsContext::Role::kServer, t));
   CAIRN_ASSIGN_OR_RETURN(*peers, tls::TlsContext::Create(tls::TlsContext::Role::kClient, t));
   return Status::Ok();
@@ -191,7 +210,17 @@ Status Worker::Init(WorkerOptions options) {
   }
 
   if (options.serve_tcp) {
+    RequestAuthorizer::Options ao;
+    CAIRN_ASSIGN_OR_RETURN(ao.tokens, LoadTokenKeys(cfg.token_public_keys));
+    ao.registry = registry_.get();
+    authorizer_ = std::make_unique<RequestAuthorizer>(std::move(ao));
+    // Until the first policy arrives from etcd, nothing but cluster members is allowed: a
+    // worker must not serve a moment of open access to a cluster that has a policy.
+    if (!options.etcd_endpoints.empty()) {
+      authorizer_->SetPolicy(auth::Policy{.enabled = true, .grants = {}});
+    }
     ServerOptions sv;
+    sv.authorizer = authorizer_.get();
     sv.host = listen_host;
     sv.port = listen_port;
     sv.registry = registry_.get();
@@ -261,6 +290,7 @@ Status Worker::JoinCluster(const WorkerOptions& options) {
     }
   }
   co.peers = peers_.get();
+  co.authorizer = authorizer_.get();
   co.record.capacity_bytes = store_->Stats().capacity_bytes;
   if (ufs_limiter_) co.ufs_limiters.push_back(ufs_limiter_);
   co.record.start_time_unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(

@@ -22,6 +22,7 @@
 #include "worker/local_channel.h"
 #include "worker/page_service.h"
 #include "worker/peer_set.h"
+#include "worker/request_authorizer.h"
 #include "worker/server.h"
 
 namespace cairn::worker {
@@ -64,6 +65,8 @@ class Worker {
   pagestore::PageStore* store() { return store_.get(); }
   uint16_t port() const { return server_ ? server_->port() : 0; }
   ServerStats server_stats() { return server_ ? server_->Stats() : ServerStats{}; }
+  // Null for the embedded worker of `cairn up` (no network clients).
+  RequestAuthorizer* authorizer() { return authorizer_.get(); }
   uint16_t metrics_port() const { return http_ ? http_->port() : 0; }
   const std::string& id() const { return id_; }
   // The address registered in etcd (cluster mode), else "".
@@ -90,6 +93,7 @@ class Worker {
   std::unique_ptr<PeerSet> peers_;
   std::unique_ptr<PageService> service_;
   std::unique_ptr<LocalChannel> local_channel_;
+  std::unique_ptr<RequestAuthorizer> authorizer_;  // Outlives the server that uses it.
   std::unique_ptr<WorkerServer> server_;
   std::unique_ptr<metrics::HttpServer> http_;
   std::unique_ptr<ClusterAgent> cluster_;         // Cluster mode only.

@@ -1,0 +1,117 @@
+#include "auth/policy.h"
+
+#include <gtest/gtest.h>
+
+namespace cairn::auth {
+namespace {
+
+Identity Cert(std::string principal) {
+  return Identity{Identity::Source::kCertificate, std::move(principal), false};
+}
+Identity Token(std::string principal) {
+  return Identity{Identity::Source::kToken, std::move(principal), false};
+}
+constexpr AccessSet kRead = static_cast<AccessSet>(Access::kRead);
+constexpr AccessSet kWrite = static_cast<AccessSet>(Access::kWrite);
+constexpr AccessSet kAdmin = static_cast<AccessSet>(Access::kAdmin);
+
+Policy Enabled(std::vector<Grant> grants) { return Policy{true, std::move(grants)}; }
+
+TEST(PrefixCoversTest, MatchesOnSegmentBoundariesOnly) {
+  EXPECT_TRUE(PrefixCovers("/data", "/data"));
+  EXPECT_TRUE(PrefixCovers("/data", "/data/x/y"));
+  EXPECT_FALSE(PrefixCovers("/data", "/data2"));
+  EXPECT_FALSE(PrefixCovers("/data", "/data2/x"));
+  EXPECT_FALSE(PrefixCovers("/data", "/dat"));
+  EXPECT_FALSE(PrefixCovers("/data/x", "/data"));
+  EXPECT_TRUE(PrefixCovers("/", "/anything"));
+  EXPECT_TRUE(PrefixCovers("/", "/"));
+  EXPECT_FALSE(PrefixCovers("/", ""));
+}
+
+TEST(PolicyTest, DisabledPolicyAllowsEveryone) {
+  Policy p;
+  EXPECT_TRUE(Authorize(p, Identity{}, "/lake/x", Access::kAdmin).ok());
+  EXPECT_EQ(AccessOn(p, Identity{}, "/"), kAllAccess);
+  EXPECT_TRUE(MayList(p, Identity{}, "/"));
+}
+
+TEST(PolicyTest, EnabledPolicyDeniesByDefaultAndNamesTheMissingGrant) {
+  Policy p = Enabled({{"team-a", "/lake/a", kRead}});
+  EXPECT_TRUE(Authorize(p, Cert("team-a"), "/lake/a/x.bin", Access::kRead).ok());
+  Status s = Authorize(p, Cert("team-a"), "/lake/a/x.bin", Access::kWrite);
+  EXPECT_EQ(s.code(), StatusCode::kPermissionDenied);
+  EXPECT_EQ(s.message(), "principal 'team-a' (certificate) has no write grant on /lake/a/x.bin");
+  EXPECT_EQ(Authorize(p, Cert("team-b"), "/lake/a/x.bin", Access::kRead).code(),
+            StatusCode::kPermissionDenied);
+  EXPECT_EQ(Authorize(p, Identity{}, "/lake/a/x.bin", Access::kRead).message(),
+            "an anonymous client has no read grant on /lake/a/x.bin");
+  // No grants at all: nobody gets anything.
+  EXPECT_FALSE(Authorize(Enabled({}), Cert("root"), "/", Access::kRead).ok());
+}
+
+TEST(PolicyTest, PrefixLookAlikesAreNotCovered) {
+  Policy p = Enabled({{"team-a", "/data", kRead}});
+  EXPECT_TRUE(Authorize(p, Cert("team-a"), "/data/f", Access::kRead).ok());
+  EXPECT_FALSE(Authorize(p, Cert("team-a"), "/data2/f", Access::kRead).ok());
+  EXPECT_FALSE(Authorize(p, Cert("team-a"), "/dat", Access::kRead).ok());
+}
+
+TEST(PolicyTest, GrantsAddUpAndAdminDoesNotImplyRead) {
+  Policy p = Enabled({{"ops", "/lake", kAdmin}, {"ops", "/lake/logs", kRead | kWrite}});
+  EXPECT_EQ(AccessOn(p, Cert("ops"), "/lake/logs/1"), kRead | kWrite | kAdmin);
+  EXPECT_EQ(AccessOn(p, Cert("ops"), "/lake/data"), kAdmin);
+  EXPECT_FALSE(Authorize(p, Cert("ops"), "/lake/data", Access::kRead).ok());
+}
+
+TEST(PolicyTest, StarMeansAnyAuthenticatedPrincipalNeverAnonymous) {
+  Policy p = Enabled({{"*", "/public", kRead}});
+  EXPECT_TRUE(Authorize(p, Cert("anyone"), "/public/x", Access::kRead).ok());
+  EXPECT_TRUE(Authorize(p, Token("job-7"), "/public/x", Access::kRead).ok());
+  EXPECT_FALSE(Authorize(p, Identity{}, "/public/x", Access::kRead).ok());
+}
+
+TEST(PolicyTest, TokenAndCertificateOfOnePrincipalAreTheSamePrincipal) {
+  Policy p = Enabled({{"team-a", "/a", kRead}});
+  EXPECT_TRUE(Authorize(p, Token("team-a"), "/a/x", Access::kRead).ok());
+  EXPECT_EQ(Authorize(p, Token("team-b"), "/a/x", Access::kRead).message(),
+            "principal 'team-b' (token) has no read grant on /a/x");
+}
+
+TEST(PolicyTest, MayListShowsThePathToAGrantAndNothingElse) {
+  Policy p = Enabled({{"team-a", "/lake/a/train", kRead}});
+  EXPECT_TRUE(MayList(p, Cert("team-a"), "/"));
+  EXPECT_TRUE(MayList(p, Cert("team-a"), "/lake"));
+  EXPECT_TRUE(MayList(p, Cert("team-a"), "/lake/a/train/shard"));
+  EXPECT_FALSE(MayList(p, Cert("team-a"), "/lake/b"));
+  EXPECT_FALSE(MayList(p, Cert("team-a"), "/lake/a/trainx"));
+  EXPECT_FALSE(MayList(p, Cert("team-b"), "/lake"));
+}
+
+TEST(PolicyTest, AccessSetsParseAndPrint) {
+  EXPECT_EQ(*ParseAccessSet("read"), kRead);
+  EXPECT_EQ(*ParseAccessSet("read,admin"), kRead | kAdmin);
+  EXPECT_EQ(*ParseAccessSet("all"), kAllAccess);
+  EXPECT_FALSE(ParseAccessSet("").ok());
+  EXPECT_FALSE(ParseAccessSet("read,").ok());
+  EXPECT_FALSE(ParseAccessSet("execute").ok());
+  EXPECT_EQ(AccessSetName(kRead | kWrite), "read,write");
+  EXPECT_EQ(AccessSetName(0), "none");
+}
+
+TEST(PolicyTest, ValidationRefusesBadGrants) {
+  EXPECT_TRUE(ValidatePolicy(Enabled({{"a", "/", kRead}, {"*", "/x/y", kAdmin}})).ok());
+  for (const char* prefix : {"", "x", "/x/", "/x//y", "/x/../y", "/x/./y"}) {
+    EXPECT_FALSE(ValidatePolicy(Enabled({{"a", prefix, kRead}})).ok()) << prefix;
+  }
+  for (const char* principal : {"", "a b", "a/b", "a\nb"}) {
+    EXPECT_FALSE(ValidatePolicy(Enabled({{principal, "/x", kRead}})).ok()) << principal;
+  }
+  EXPECT_FALSE(ValidatePolicy(Enabled({{std::string(129, 'a'), "/x", kRead}})).ok());
+  EXPECT_FALSE(ValidatePolicy(Enabled({{"a", "/x", 0}})).ok());
+  EXPECT_FALSE(ValidatePolicy(Enabled({{"a", "/x", 8}})).ok());
+  EXPECT_FALSE(ValidatePolicy(Enabled({{"a", "/x", kRead}, {"a", "/x", kWrite}})).ok());
+}
+
+}  // namespace
+}  // namespace cairn::auth

@@ -1,0 +1,184 @@
+#include "worker/request_authorizer.h"
+
+#include <spdlog/spdlog.h>
+
+#include <utility>
+#include <variant>
+
+namespace cairn::worker {
+namespace {
+
+bool PlainSegments(std::string_view path, bool allow_empty) {
+  size_t i = 0;
+  while (i <= path.size()) {
+    size_t j = path.find('/', i);
+    if (j == std::string_view::npos) j = path.size();
+    std::string_view part = path.substr(i, j - i);
+    if (part == "." || part == ".." || (part.empty() && !allow_empty)) return false;
+    i = j + 1;
+  }
+  return true;
+}
+
+struct Need {
+  std::string_view op;
+  std::optional<auth::Access> access;  // nullopt: cluster members only.
+};
+
+Need NeedOf(const protocol::Request& request) {
+  struct Visitor {
+    Need operator()(const protocol::ReadPageRequest&) { return {"read", auth::Access::kRead}; }
+    Need operator()(const protocol::LookupPageRequest&) { return {"lookup", auth::Access::kRead}; }
+    Need operator()(const protocol::ProbePageRequest&) { return {"probe", auth::Access::kRead}; }
+    Need operator()(const protocol::LoadPageRequest&) { return {"load", auth::Access::kAdmin}; }
+    Need operator()(const protocol::DropPageRequest&) { return {"drop", auth::Access::kAdmin}; }
+    Need operator()(const protocol::PeerReadRequest&) { return {"peer-read", std::nullopt}; }
+    Need operator()(const protocol::CopyFromPeerRequest&) {
+      return {"copy-from-peer", std::nullopt};
+    }
+  };
+  return std::visit(Visitor{}, request);
+}
+
+}  // namespace
+
+StatusOr<std::string> RequestPath(const protocol::PageRef& page) {
+  const std::string& m = page.mount;
+  const bool mount_ok = m == "/" || (!m.empty() && m[0] == '/' && m.back() != '/' &&
+                                     PlainSegments(std::string_view(m).substr(1), false));
+  if (!mount_ok) return InvalidArgumentError("request names a mount that is not a plain path");
+  if (page.key.empty() || page.key[0] == '/' || !PlainSegments(page.key, true)) {
+    return InvalidArgumentError("request names a key with '.' or '..' segments");
+  }
+  return m == "/" ? "/" + page.key : m + "/" + page.key;
+}
+
+ConnectionAudit::~ConnectionAudit() {
+  for (const auto& [op, t] : denied_) {
+    if (t.count > 1) {
+      spdlog::warn("audit: {} {} request(s) from {} denied in all for {}", t.count, op, peer_,
+                   t.who);
+    }
+  }
+  for (const auto& [op, t] : admin_) {
+    if (t.count > 1) {
+      spdlog::info("audit: {} {} request(s) from {} allowed in all for {}", t.count, op, peer_,
+                   t.who);
+    }
+  }
+}
+
+void ConnectionAudit::Denied(const auth::Identity& who, std::string_view op, std::string_view path,
+                             std::string_view why) {
+  Tally& t = denied_[std::string(op)];
+  if (t.count++ == 0) {
+    t.who = who.Describe();
+    spdlog::warn(
+        "audit: denied {} of {} from {}: {} (further denials of {} on this connection "
+        "are counted, summed up when it closes)",
+        op, path, peer_, why, op);
+  }
+}
+
+void ConnectionAudit::AdminOp(const auth::Identity& who, std::string_view op,
+                              std::string_view path) {
+  Tally& t = admin_[std::string(op)];
+  if (t.count++ == 0) {
+    t.who = who.Describe();
+    spdlog::info("audit: {} of {} from {} by {}", op, path, peer_, t.who);
+  }
+}
+
+RequestAuthorizer::RequestAuthorizer(Options options)
+    : options_(std::move(options)), policy_(std::make_shared<const auth::Policy>()) {
+  metrics::Registry* r = options_.registry;
+  if (r == nullptr) {
+    owned_ = std::make_unique<metrics::Registry>();
+    r = owned_.get();
+  }
+  denied_ = r->AddCounter("cairn_worker_requests_denied_total",
+                          "Requests refused by the authorization policy (docs/security.md)");
+  tokens_refused_ = r->AddCounter("cairn_worker_tokens_refused_total",
+                                  "Connections whose Hello token did not verify (bad signature, "
+                                  "unknown key, expired, or no token keys on this worker)");
+}
+
+void RequestAuthorizer::SetPolicy(auth::Policy policy) {
+  auto next = std::make_shared<const auth::Policy>(std::move(policy));
+  MutexLock l(&mu_);
+  policy_ = std::move(next);
+}
+
+std::shared_ptr<const auth::Policy> RequestAuthorizer::policy() const {
+  MutexLock l(&mu_);
+  return policy_;
+}
+
+auth::Identity RequestAuthorizer::IdentityOf(const net::Stream& stream) {
+  auth::Identity id;
+  std::string principal = stream.PeerPrincipal();
+  if (principal.empty()) return id;
+  if (principal == auth::kAnyPrincipal || !auth::ValidatePrincipal(principal).ok()) {
+    spdlog::warn(
+        "connection from {}: certificate name is not a valid principal; treated as "
+        "anonymous",
+        stream.PeerName());
+    return id;
+  }
+  id.source = auth::Identity::Source::kCertificate;
+  id.principal = std::move(principal);
+  id.cluster_node = stream.PeerIsClusterNode();
+  return id;
+}
+
+StatusOr<auth::Identity> RequestAuthorizer::IdentityOfToken(const auth::Identity& connection,
+                                                            std::string_view token) {
+  if (!options_.tokens) {
+    tokens_refused_->Increment();
+    return PermissionDeniedError(
+        "this worker accepts no tokens (it was started without --token-public-key)");
+  }
+  const int64_t now = clock().WallNanos() / 1'000'000'000;
+  StatusOr<auth::TokenClaims> claims = options_.tokens->Verify(token, now);
+  if (!claims.ok()) {
+    tokens_refused_->Increment();
+    return claims.status();
+  }
+  auth::Identity id;
+  id.source = auth::Identity::Source::kToken;
+  id.principal = std::move(claims->principal);
+  // A token never makes a cluster member; a node that presents one keeps its certificate's role.
+  id.cluster_node = connection.cluster_node;
+  return id;
+}
+
+Status RequestAuthorizer::Check(const auth::Identity& who, const protocol::Request& request,
+                                ConnectionAudit* audit) {
+  const Need need = NeedOf(request);
+  std::shared_ptr<const auth::Policy> policy = this->policy();
+  if (!policy->enabled) return Status::Ok();
+  StatusOr<std::string> path = RequestPath(protocol::BaseOf(request).page);
+  if (!path.ok()) {
+    denied_->Increment();
+    audit->Denied(who, need.op, "(not a plain path)", path.status().message());
+    return path.status();
+  }
+  Status verdict;
+  if (who.cluster_node) {
+    verdict = Status::Ok();
+  } else if (!need.access) {
+    verdict = PermissionDeniedError(who.Describe() + " is not a cluster node: only workers may " +
+                                    std::string(need.op));
+  } else {
+    verdict = auth::Authorize(*policy, who, *path, *need.access);
+  }
+  if (!verdict.ok()) {
+    denied_->Increment();
+    audit->Denied(who, need.op, *path, verdict.message());
+    return verdict;
+  }
+  if (need.access == auth::Access::kAdmin) audit->AdminOp(who, need.op, *path);
+  return Status::Ok();
+}
+
+}  // namespace cairn::worker
