@@ -8,10 +8,11 @@ if [[ "${1:-}" == "--fix" ]]; then
   clang-format -i --style=file "${files[@]}"
   exit 0
 fi
-bad=()
-for f in "${files[@]}"; do
-  if ! clang-format --style=file --dry-run --Werror "$f" >/dev/null 2>&1; then bad+=("$f"); fi
-done
+# Batches of files on both cores (one process per file took ~45 s in CI); every unformatted
+# file shows up as "FILE:LINE:COL: error: code should be clang-formatted".
+report=$(printf '%s\0' "${files[@]}" |
+  xargs -0 -n 48 -P "$(nproc)" clang-format --style=file --dry-run --Werror 2>&1 || true)
+mapfile -t bad < <(grep -oE '^[^:]+:[0-9]+:[0-9]+: error' <<<"$report" | cut -d: -f1 | sort -u)
 if ((${#bad[@]})); then
   echo "not formatted (run scripts/check-format.sh --fix): ${bad[*]}" >&2
   clang-format --style=file "${bad[0]}" | diff -u "${bad[0]}" - | head -40 >&2 || true

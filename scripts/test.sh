@@ -64,7 +64,7 @@ if [[ "${CAIRN_SKIP_SANITIZERS:-0}" != 1 ]]; then
     membership_test worker_test client_test transport_test tls_test
   run env TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/scripts/tsan.supp" \
     ctest --test-dir build-tsan -L unit --output-on-failure -j 2 --timeout 600
-  run scripts/fuzz.sh "${CAIRN_FUZZ_SECONDS:-20}"
+  run scripts/fuzz.sh "${CAIRN_FUZZ_SECONDS:-15}"
 fi
 summarize
 if ((status)); then echo "SOME TESTS FAILED"; else echo "ALL TESTS PASSED"; fi

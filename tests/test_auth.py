@@ -7,7 +7,7 @@ Real processes over mutual TLS, certificates and token keys made by the CLI, a r
 import os
 import time
 
-from cluster_util import UFS_BYTES, one_error_line
+from cluster_util import PAGES, UFS_BYTES, Cluster, etcd, one_error_line  # noqa: F401
 from conftest import wait_until
 from security_util import etcd_flags, pki, small_lake, tls_cluster, tls_flags  # noqa: F401
 
@@ -54,6 +54,10 @@ def test_workers_enforce_the_policy_for_certificates_and_tokens(tls_cluster, pki
                10, "both workers to apply the policy")
     listed = acl("ls").stdout.decode()
     assert "enabled" in listed and "read,admin" in listed, listed
+    assert acl("check", "team-a", f"{MOUNT}/c/d.bin").stdout.decode().strip() == \
+        f"team-a on {MOUNT}/c/d.bin: read"
+    assert acl("check", "team-a", f"{MOUNT}/e.bin").stdout.decode().strip() == \
+        f"team-a on {MOUNT}/e.bin: none"
 
     # Granted: exact bytes. Not granted: a clear error, exit 1, and no source read for it.
     r = ok(as_("team-a", ["cat", f"{MOUNT}/c/d.bin"]))
@@ -128,6 +132,15 @@ def test_bad_policy_input_is_refused_with_a_clear_error(tls_cluster, pki):
     r = cluster.cli(["acl", "ls", *flags])
     assert r.returncode == 0 and b"disabled" in r.stdout, r.stdout
 
+    # Plaintext etcd beyond loopback is refused before anything is sent, unless a reason is
+    # stated (then the command goes on: here to an address nobody answers).
+    r = cluster.h.run(["acl", "ls", "--etcd", "http://192.0.2.1:2379"])
+    assert r.returncode == 1 and "--etcd-insecure-plaintext" in one_error_line(r.stderr), r.stderr
+    r = cluster.h.run(["acl", "ls", "--etcd", "http://192.0.2.1:2379",
+                       "--etcd-insecure-plaintext", "test network"], timeout=60)
+    assert r.returncode == 1 and b"insecure-plaintext" not in r.stderr.split(b"error:")[-1], \
+        r.stderr
+
 
 def test_a_policy_that_does_not_decode_denies_everything_until_reset(tls_cluster, pki, tmp_path):
     """Fail closed: whatever a broken document meant to allow, the workers allow nothing (but
@@ -154,3 +167,28 @@ def test_a_policy_that_does_not_decode_denies_everything_until_reset(tls_cluster
 
     ok(cluster.cli(["acl", "reset", *admin_etcd]))
     wait_until(lambda: cluster.cli(reader).returncode == 0, 10, "reads after the reset")
+
+
+def test_a_worker_serves_only_the_sources_it_allows_whatever_etcd_says(etcd, harness, tmp_path):
+    """Whoever can write the mount table cannot make a worker read outside its --allow-source
+    list: such a mount is not served there (clients read its source themselves, with their own
+    access), the others are."""
+    cluster = Cluster(harness, etcd, lease_ttl=2)
+    lake = small_lake(tmp_path)
+    outside = small_lake(tmp_path / "outside")
+    w = cluster.start_worker("w1", extra=["--allow-source", lake.uri])
+    ok(cluster.cli(["mount", "add", "/ok", lake.uri]))
+    ok(cluster.cli(["mount", "add", "/evil", outside.uri]))
+    wait_until(lambda: w.metrics().get("cairn_worker_mounts_refused") == 1, 10,
+               "the refused mount")
+    assert f"not serving mount /evil from etcd: source {outside.uri}" in w.log_tail(50)
+
+    r = ok(cluster.cli(["cat", "/ok/a.bin", "--no-short-circuit"]))
+    assert r.stdout == lake.files["a.bin"]
+    r = ok(cluster.cli(["cat", "/evil/a.bin", "--no-short-circuit"]))
+    assert r.stdout == outside.files["a.bin"]  # Read by the client itself.
+    assert w.metric(UFS_BYTES) == len(lake.files["a.bin"]), "the worker read the refused source"
+
+    r = harness.run(["worker", "--etcd", etcd.url, "--cache-dir", str(tmp_path / "c2"),
+                     "--listen", "127.0.0.1:0", "--allow-source", "gs://bucket"])
+    assert r.returncode == 1 and "allowed source" in one_error_line(r.stderr), r.stderr

@@ -53,6 +53,9 @@ struct ClientOptions {
   // TLS to etcd (https endpoints): `ca_file` empty means the system's CA bundle; a certificate
   // and key for an etcd that requires client certificates.
   TlsSettings etcd_tls;
+  // Why plaintext http:// to an etcd beyond loopback is acceptable (logged); empty: such an
+  // endpoint is refused (docs/security.md).
+  std::string etcd_insecure_plaintext;
   // How long Create waits for the first read of etcd (Unavailable after it).
   std::chrono::milliseconds etcd_first_sync_timeout{10000};
   // When set, page reads go to this channel (an in-process worker, cairn up) instead of TCP

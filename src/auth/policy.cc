@@ -132,14 +132,36 @@ Status Authorize(const Policy& policy, const Identity& who, std::string_view pat
                                " grant on " + std::string(path));
 }
 
-bool MayList(const Policy& policy, const Identity& who, std::string_view path) {
-  if (!policy.enabled) return true;
-  for (const Grant& g : policy.grants) {
-    if (!Applies(g, who) || g.access == 0) continue;
-    // The grant covers the folder, or lies below it.
-    if (PrefixCovers(g.prefix, path) || PrefixCovers(path, g.prefix)) return true;
+PolicyIndex::PolicyIndex(Policy policy) : policy_(std::move(policy)) {
+  for (const Grant& g : policy_.grants) {
+    if (g.principal == kAnyPrincipal) {
+      anyone_.push_back(&g);
+    } else {
+      by_principal_[g.principal].push_back(&g);
+    }
   }
-  return false;
+}
+
+AccessSet PolicyIndex::AccessOn(const Identity& who, std::string_view path) const {
+  if (!policy_.enabled) return kAllAccess;
+  if (who.source == Identity::Source::kAnonymous) return 0;
+  AccessSet set = 0;
+  for (const Grant* g : anyone_) {
+    if (PrefixCovers(g->prefix, path)) set |= g->access;
+  }
+  auto it = by_principal_.find(who.principal);
+  if (it != by_principal_.end()) {
+    for (const Grant* g : it->second) {
+      if (PrefixCovers(g->prefix, path)) set |= g->access;
+    }
+  }
+  return set;
+}
+
+Status PolicyIndex::Authorize(const Identity& who, std::string_view path, Access access) const {
+  if ((AccessOn(who, path) & static_cast<AccessSet>(access)) != 0) return Status::Ok();
+  return PermissionDeniedError(who.Describe() + " has no " + std::string(AccessName(access)) +
+                               " grant on " + std::string(path));
 }
 
 Status ValidatePolicy(const Policy& policy) {

@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "common/status.h"
@@ -73,9 +74,22 @@ Status Authorize(const Policy& policy, const Identity& who, std::string_view pat
 // The accesses `who` holds on `path` (all of them when the policy is disabled).
 AccessSet AccessOn(const Policy& policy, const Identity& who, std::string_view path);
 
-// Whether any grant of `who` reaches `path` or something below it: a listing of `path` may show
-// the names leading to a grant (listing "/" shows "data" to a principal granted "/data/x").
-bool MayList(const Policy& policy, const Identity& who, std::string_view path);
+// A policy prepared for checks on every request: the grants of each principal apart (and those
+// of "*"), so a check costs the grants that apply to the caller, not every grant of the
+// cluster. Answers exactly as Authorize and AccessOn above. Immutable; share it.
+class PolicyIndex {
+ public:
+  explicit PolicyIndex(Policy policy);
+  const Policy& policy() const { return policy_; }
+  bool enabled() const { return policy_.enabled; }
+  AccessSet AccessOn(const Identity& who, std::string_view path) const;
+  Status Authorize(const Identity& who, std::string_view path, Access access) const;
+
+ private:
+  Policy policy_;
+  std::unordered_map<std::string, std::vector<const Grant*>> by_principal_;
+  std::vector<const Grant*> anyone_;  // Grants to "*".
+};
 
 // Checks the grants: valid principals, normalised absolute prefixes, non-empty access sets, no
 // two grants for the same (principal, prefix). InvalidArgument naming the grant.

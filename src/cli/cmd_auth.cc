@@ -173,6 +173,25 @@ int RunAclLs(const AclFlags& f) {
   return kExitOk;
 }
 
+// What the policy in etcd gives PRINCIPAL on PATH (as a worker would decide it).
+int RunAclCheck(const AclFlags& f) {
+  auto path = mount::NormalizePath(f.prefix);
+  if (!path.ok()) return Fail(path.status());
+  if (Status s = auth::ValidatePrincipal(f.principal); !s.ok()) return Fail(s);
+  if (f.principal == auth::kAnyPrincipal) {
+    return Fail(InvalidArgumentError("check a principal by name, not '*'"));
+  }
+  auto etcd = ConnectEtcd(f.etcd);
+  if (!etcd.ok()) return Fail(etcd.status());
+  auto policy = membership::AclStore(etcd->get()).Get();
+  if (!policy.ok()) return Fail(policy.status());
+  auth::Identity who{auth::Identity::Source::kCertificate, f.principal, false};
+  std::printf("%s on %s: %s%s\n", f.principal.c_str(), path->c_str(),
+              auth::AccessSetName(auth::PolicyIndex(*policy).AccessOn(who, *path)).c_str(),
+              policy->enabled ? "" : " (authorization disabled: everything is allowed)");
+  return kExitOk;
+}
+
 void AddAclTarget(CLI::App* cmd, AclFlags* f) {
   cmd->add_option("PRINCIPAL", f->principal,
                   "A certificate's common name or a token's principal; * = any authenticated one")
@@ -225,6 +244,14 @@ void RegisterAuthCommands(CLI::App* app, std::vector<std::pair<CLI::App*, Runner
   CLI::App* rm_cmd = acl->add_subcommand("rm", "Remove PRINCIPAL's grant on PREFIX");
   AddAclTarget(rm_cmd, rm.get());
   out->push_back({rm_cmd, [rm] { return RunAclRm(*rm); }});
+
+  auto check = std::make_shared<AclFlags>();
+  CLI::App* check_cmd =
+      acl->add_subcommand("check", "Print what PRINCIPAL may do on PATH under the stored policy");
+  check_cmd->add_option("PRINCIPAL", check->principal, "A principal name")->required();
+  check_cmd->add_option("PATH", check->prefix, "A namespace path")->required();
+  AddEtcdFlag(check_cmd, &check->etcd);
+  out->push_back({check_cmd, [check] { return RunAclCheck(*check); }});
 
   auto ls = std::make_shared<AclFlags>();
   CLI::App* ls_cmd = acl->add_subcommand("ls", "Show the policy");

@@ -121,6 +121,7 @@ int RunReport(const ReportFlags& f) {
     ClientOptions co;
     co.etcd_endpoints = (*etcd)->options().endpoints;
     co.etcd_tls = f.etcd.tls();
+    co.etcd_insecure_plaintext = f.etcd.insecure_plaintext;
     auto client = Client::Create(co);
     if (!client.ok()) return Fail(client.status());
     for (auto& [path, r] : report) {

@@ -27,6 +27,7 @@ struct WorkerFlags {
   bool no_peer_fill = false;
   std::string insecure_plaintext;
   std::vector<std::string> token_public_keys;
+  std::vector<std::string> allowed_sources, allowed_endpoints;
 };
 
 Status BuildWorkerOptions(const WorkerFlags& f, worker::WorkerOptions* out) {
@@ -38,6 +39,8 @@ Status BuildWorkerOptions(const WorkerFlags& f, worker::WorkerOptions* out) {
   if (!f.id.empty()) w.id = f.id;
   if (!f.insecure_plaintext.empty()) w.insecure_plaintext = f.insecure_plaintext;
   if (!f.token_public_keys.empty()) w.token_public_keys = f.token_public_keys;
+  if (!f.allowed_sources.empty()) w.allowed_sources = f.allowed_sources;
+  if (!f.allowed_endpoints.empty()) w.allowed_endpoints = f.allowed_endpoints;
   if (!f.eviction_policy.empty()) w.eviction_policy = f.eviction_policy;
   uint64_t default_capacity = 0;
   if (!f.cache_size.empty()) {
@@ -66,6 +69,7 @@ Status BuildWorkerOptions(const WorkerFlags& f, worker::WorkerOptions* out) {
   out->mounts = cfg.client.mounts;
   out->etcd_endpoints = cfg.client.etcd_endpoints;
   out->etcd_tls = cfg.client.etcd_tls;
+  out->etcd_insecure_plaintext = cfg.client.etcd_insecure_plaintext;
   out->advertise_address = f.advertise;
   out->lease_ttl = std::chrono::seconds(f.lease_ttl_s);
   out->peer_fill = !f.no_peer_fill;
@@ -111,6 +115,12 @@ Runner RegisterWorker(CLI::App* app) {
                   "Accept job tokens signed by this key (PEM from `cairn token keygen`; repeat "
                   "while rotating keys). Without one, clients presenting a token are refused")
       ->check(CLI::ExistingFile);
+  cmd->add_option("--allow-source", f->allowed_sources,
+                  "Cluster mode: serve mounts from etcd only over this source prefix (repeat), "
+                  "e.g. s3://bucket-a or file:///srv/lake; default: any (docs/security.md)");
+  cmd->add_option(
+      "--allow-endpoint", f->allowed_endpoints,
+      "Cluster mode: S3 endpoint URL a mount from etcd may name (repeat); default: any");
   cmd->add_option("--insecure-plaintext", f->insecure_plaintext,
                   "Serve without TLS on a non-loopback address, for the reason given (logged; "
                   "e.g. \"isolated benchmark network\")");

@@ -90,6 +90,10 @@ void AddEtcdFlag(CLI::App* app, EtcdFlags* etcd) {
       ->envname("CAIRN_ETCD_CERT");
   app->add_option("--etcd-key", etcd->key, "The private key of --etcd-cert (PEM)")
       ->envname("CAIRN_ETCD_KEY");
+  app->add_option("--etcd-insecure-plaintext", etcd->insecure_plaintext,
+                  "Talk plaintext http:// to an etcd beyond loopback, for the reason given "
+                  "(logged); without it such an endpoint is refused")
+      ->envname("CAIRN_ETCD_INSECURE_PLAINTEXT");
 }
 
 StatusOr<std::string> NormalizeEtcdEndpoints(const std::string& flag) {
@@ -119,6 +123,7 @@ StatusOr<std::unique_ptr<membership::EtcdCoordination>> ConnectEtcd(const EtcdFl
   membership::EtcdOptions eo;
   CAIRN_ASSIGN_OR_RETURN(eo.endpoints, NormalizeEtcdEndpoints(flags.endpoints));
   eo.tls = {flags.ca, flags.cert, flags.key};
+  eo.insecure_plaintext = flags.insecure_plaintext;
   eo.request_timeout_ms = 5000;
   return membership::EtcdCoordination::Create(eo);
 }
@@ -157,6 +162,9 @@ StatusOr<config::Config> BuildConfig(const SourceFlags& f) {
   if (!f.etcd.ca.empty()) cfg.client.etcd_tls.ca_file = f.etcd.ca;
   if (!f.etcd.cert.empty()) cfg.client.etcd_tls.cert_file = f.etcd.cert;
   if (!f.etcd.key.empty()) cfg.client.etcd_tls.key_file = f.etcd.key;
+  if (!f.etcd.insecure_plaintext.empty()) {
+    cfg.client.etcd_insecure_plaintext = f.etcd.insecure_plaintext;
+  }
   if (!cfg.client.etcd_endpoints.empty()) {
     CAIRN_ASSIGN_OR_RETURN(cfg.client.etcd_endpoints,
                            NormalizeEtcdEndpoints(cfg.client.etcd_endpoints));

@@ -28,6 +28,7 @@ inline constexpr int kExitUsage = 2;
 struct EtcdFlags {
   std::string endpoints;  // --etcd or $CAIRN_ETCD.
   std::string ca, cert, key;
+  std::string insecure_plaintext;  // --etcd-insecure-plaintext REASON.
   bool empty() const { return endpoints.empty(); }
   TlsSettings tls() const { return {ca, cert, key}; }
 };

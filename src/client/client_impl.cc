@@ -349,9 +349,10 @@ StatusOr<std::unique_ptr<Client>> Client::Create(const ClientOptions& options) {
   auto client = std::make_unique<client::ClientImpl>(options, std::move(mounts), std::move(fetcher),
                                                      Clock::Real());
   if (!options.etcd_endpoints.empty()) {
-    CAIRN_ASSIGN_OR_RETURN(
-        auto feed, client::ClusterFeed::Start(options.etcd_endpoints, options.etcd_tls,
-                                              client.get(), options.etcd_first_sync_timeout));
+    CAIRN_ASSIGN_OR_RETURN(auto feed,
+                           client::ClusterFeed::Start(options.etcd_endpoints, options.etcd_tls,
+                                                      options.etcd_insecure_plaintext, client.get(),
+                                                      options.etcd_first_sync_timeout));
     client->AttachFeed(std::move(feed));
   }
   return std::unique_ptr<Client>(std::move(client));

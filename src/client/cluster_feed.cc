@@ -18,11 +18,12 @@ constexpr std::string_view kInvalidationsPrefix = "/cairn/v1/invalidations/";
 }  // namespace
 
 StatusOr<std::unique_ptr<ClusterFeed>> ClusterFeed::Start(
-    const std::string& endpoints, const TlsSettings& tls, ClientImpl* client,
-    std::chrono::milliseconds first_sync_timeout) {
+    const std::string& endpoints, const TlsSettings& tls, const std::string& insecure_plaintext,
+    ClientImpl* client, std::chrono::milliseconds first_sync_timeout) {
   membership::EtcdOptions eo;
   eo.endpoints = endpoints;
   eo.tls = {tls.ca_file, tls.cert_file, tls.key_file};
+  eo.insecure_plaintext = insecure_plaintext;
   CAIRN_ASSIGN_OR_RETURN(auto etcd, membership::EtcdCoordination::Create(eo));
   std::unique_ptr<ClusterFeed> feed(new ClusterFeed());
   feed->owned_coordination_ = std::move(etcd);

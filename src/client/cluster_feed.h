@@ -33,9 +33,11 @@ class ClusterFeed {
   // Connects to etcd (`endpoints`: comma-separated URLs) and waits up to `first_sync_timeout`
   // for the first read of both the workers and the mount table, applying them to `client` (not
   // owned; must outlive the feed). Unavailable if etcd did not answer in time; InvalidArgument
-  // for bad endpoints.
+  // for bad endpoints (plaintext beyond loopback without `insecure_plaintext`, a reason).
   static StatusOr<std::unique_ptr<ClusterFeed>> Start(const std::string& endpoints,
-                                                      const TlsSettings& tls, ClientImpl* client,
+                                                      const TlsSettings& tls,
+                                                      const std::string& insecure_plaintext,
+                                                      ClientImpl* client,
                                                       std::chrono::milliseconds first_sync_timeout);
   // For tests: over an existing coordination service (not owned; must outlive the feed).
   static StatusOr<std::unique_ptr<ClusterFeed>> StartWith(

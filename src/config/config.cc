@@ -15,6 +15,18 @@ Status FieldError(std::string_view field, std::string_view why) {
   return InvalidArgumentError("config field '" + std::string(field) + "': " + std::string(why));
 }
 
+// A JSON array of non-empty strings, appended to `out`.
+Status GetStrings(const json& v, std::string_view field, std::vector<std::string>* out) {
+  if (!v.is_array()) return FieldError(field, "must be an array of non-empty strings");
+  for (const auto& item : v) {
+    if (!item.is_string() || item.get<std::string>().empty()) {
+      return FieldError(field, "must be an array of non-empty strings");
+    }
+    out->push_back(item.get<std::string>());
+  }
+  return Status::Ok();
+}
+
 StatusOr<std::string> GetString(const json& obj, const char* field, std::string_view where) {
   const json& v = obj.at(field);
   if (!v.is_string()) return FieldError(std::string(where) + field, "must be a string");
@@ -99,13 +111,11 @@ Status ParseWorker(const json& w, WorkerConfig* out) {
       CAIRN_ASSIGN_OR_RETURN(out->insecure_plaintext,
                              GetString(w, "insecure_plaintext", "worker."));
     } else if (k == "token_public_keys") {
-      if (!v.is_array()) return FieldError("worker.token_public_keys", "must be an array of paths");
-      for (const auto& item : v) {
-        if (!item.is_string() || item.get<std::string>().empty()) {
-          return FieldError("worker.token_public_keys", "must be an array of paths");
-        }
-        out->token_public_keys.push_back(item.get<std::string>());
-      }
+      CAIRN_RETURN_IF_ERROR(GetStrings(v, "worker.token_public_keys", &out->token_public_keys));
+    } else if (k == "allowed_sources") {
+      CAIRN_RETURN_IF_ERROR(GetStrings(v, "worker.allowed_sources", &out->allowed_sources));
+    } else if (k == "allowed_endpoints") {
+      CAIRN_RETURN_IF_ERROR(GetStrings(v, "worker.allowed_endpoints", &out->allowed_endpoints));
     } else if (k == "cache_dirs") {
       if (!v.is_array()) return FieldError("worker.cache_dirs", "must be an array");
       for (size_t i = 0; i < v.size(); ++i) {
@@ -163,6 +173,9 @@ StatusOr<Config> ParseConfig(std::string_view text) {
       CAIRN_RETURN_IF_ERROR(ParseTls(v, k, &config.client.tls));
     } else if (k == "etcd_tls") {
       CAIRN_RETURN_IF_ERROR(ParseTls(v, k, &config.client.etcd_tls));
+    } else if (k == "etcd_insecure_plaintext") {
+      CAIRN_ASSIGN_OR_RETURN(config.client.etcd_insecure_plaintext,
+                             GetString(root, "etcd_insecure_plaintext", ""));
     } else if (k == "worker") {
       CAIRN_RETURN_IF_ERROR(ParseWorker(v, &config.worker));
     } else {

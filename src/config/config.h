@@ -41,6 +41,10 @@ struct WorkerConfig {
   // Public keys (PEM files from `cairn token keygen`) that sign the tokens this worker accepts
   // (docs/security.md); several while a key is rotated. Empty: tokens are refused.
   std::vector<std::string> token_public_keys;
+  // Cluster mode: the sources (URI prefixes) and S3 endpoints this worker agrees to read for
+  // mounts from etcd (mount/source_allow_list.h); empty: any.
+  std::vector<std::string> allowed_sources;
+  std::vector<std::string> allowed_endpoints;
   // Caps on all of this worker's source requests together (0 = none): docs/ufs.md.
   int ufs_max_concurrency = 0;
   uint64_t ufs_max_bytes_per_second = 0;

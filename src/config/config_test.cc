@@ -48,6 +48,11 @@ TEST(ConfigTest, ParsesTokenPublicKeys) {
     auto r = ParseConfig(bad);
     EXPECT_NE(r.status().message().find("token_public_keys"), std::string::npos) << bad;
   }
+  auto allow = ParseConfig(R"({"worker": {"allowed_sources": ["s3://a"],
+                                          "allowed_endpoints": ["http://10.0.0.9:9000"]}})");
+  ASSERT_TRUE(allow.ok()) << allow.status().ToString();
+  EXPECT_EQ(allow->worker.allowed_sources, std::vector<std::string>{"s3://a"});
+  EXPECT_EQ(allow->worker.allowed_endpoints, std::vector<std::string>{"http://10.0.0.9:9000"});
 }
 
 TEST(ConfigTest, ParsesTlsAndThePlaintextReason) {

@@ -2,15 +2,12 @@
 
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <thread>
 
-#include "membership/backoff.h"
+#include "membership/document_edit.h"
 #include "membership/json_fields.h"
 
 namespace cairn::membership {
 namespace {
-
-constexpr int kEditAttempts = 20;
 
 StatusOr<auth::AccessSet> DecodeAccess(const nlohmann::json& grant, const std::string& where) {
   const nlohmann::json* list = JsonMember(grant, "access");
@@ -96,31 +93,23 @@ StatusOr<auth::Policy> AclStore::Get() {
 Status AclStore::Reset() { return coord_->Put(kAclKey, EncodeAcl(auth::Policy{})).status(); }
 
 Status AclStore::Edit(const std::function<Status(auth::Policy*)>& edit) {
-  Backoff backoff(std::chrono::milliseconds(2), std::chrono::milliseconds(1000));
-  for (int attempt = 1; attempt <= kEditAttempts; ++attempt) {
-    int64_t mod_revision = 0;
-    auth::Policy policy;
-    StatusOr<KeyValue> kv = coord_->Get(kAclKey);
-    if (kv.ok()) {
-      mod_revision = kv->mod_revision;
-      auto decoded = DecodeAcl(kv->value);
-      if (!decoded.ok()) return CorruptionError("stored acl: " + decoded.status().message());
-      policy = std::move(decoded).value();
-    } else if (kv.status().code() != StatusCode::kNotFound) {
-      return kv.status();
-    }
-    CAIRN_RETURN_IF_ERROR(edit(&policy));
-    CAIRN_RETURN_IF_ERROR(auth::ValidatePolicy(policy));
-    if (policy.grants.size() > kMaxGrants) {
-      return InvalidArgumentError("at most " + std::to_string(kMaxGrants) + " grants");
-    }
-    StatusOr<int64_t> written = coord_->CompareAndSwap(kAclKey, mod_revision, EncodeAcl(policy));
-    if (written.ok()) return Status::Ok();
-    if (written.status().code() != StatusCode::kFailedPrecondition) return written.status();
-    if (attempt < kEditAttempts) std::this_thread::sleep_for(backoff.Next());
-  }
-  return FailedPreconditionError("acl: edit still conflicting after " +
-                                 std::to_string(kEditAttempts) + " attempts; try again");
+  return EditDocument<auth::Policy>(
+      coord_, kAclKey, "acl",
+      [](std::string_view stored, auth::Policy* policy) {
+        auto decoded = DecodeAcl(stored);
+        if (!decoded.ok()) return CorruptionError("stored acl: " + decoded.status().message());
+        *policy = std::move(decoded).value();
+        return Status::Ok();
+      },
+      [&](auth::Policy* policy, bool*) {
+        CAIRN_RETURN_IF_ERROR(edit(policy));
+        CAIRN_RETURN_IF_ERROR(auth::ValidatePolicy(*policy));
+        if (policy->grants.size() > kMaxGrants) {
+          return InvalidArgumentError("at most " + std::to_string(kMaxGrants) + " grants");
+        }
+        return Status::Ok();
+      },
+      EncodeAcl);
 }
 
 }  // namespace cairn::membership

@@ -11,8 +11,11 @@
 #include <thread>
 #include <utility>
 
+#include <spdlog/spdlog.h>
+
 #include "membership/etcd_json.h"
 #include "membership/json_fields.h"
+#include "net/stream.h"
 
 namespace cairn::membership {
 
@@ -322,6 +325,24 @@ class EtcdCoordination::Stream : public WatchHandle {
 
 // ---------------------------------------------------------------------------------------------
 
+namespace {
+
+// Whether the host of "http://host[:port][/...]" is a loopback name or address.
+bool PlaintextHostIsLoopback(std::string_view url) {
+  std::string_view rest = url.substr(std::string_view("http://").size());
+  rest = rest.substr(0, rest.find('/'));
+  std::string_view host = rest;
+  if (!rest.empty() && rest[0] == '[') {
+    size_t close = rest.find(']');
+    host = close == std::string_view::npos ? rest : rest.substr(1, close - 1);
+  } else {
+    host = rest.substr(0, rest.rfind(':'));
+  }
+  return net::IsLoopbackHost(host);
+}
+
+}  // namespace
+
 StatusOr<std::unique_ptr<EtcdCoordination>> EtcdCoordination::Create(EtcdOptions options) {
   std::vector<std::string> endpoints;
   std::stringstream list(options.endpoints);
@@ -338,6 +359,17 @@ StatusOr<std::unique_ptr<EtcdCoordination>> EtcdCoordination::Create(EtcdOptions
   const EtcdTls& tls = options.tls;
   const bool tls_files = !tls.ca_file.empty() || !tls.cert_file.empty() || !tls.key_file.empty();
   for (const std::string& e : endpoints) {
+    if (e.rfind("http://", 0) == 0 && !PlaintextHostIsLoopback(e)) {
+      if (options.insecure_plaintext.empty()) {
+        return InvalidArgumentError(
+            "etcd endpoint " + e +
+            " is plaintext beyond loopback: use https:// with "
+            "--etcd-ca (and --etcd-cert/--etcd-key), or state why plaintext is acceptable "
+            "with --etcd-insecure-plaintext REASON (docs/security.md)");
+      }
+      spdlog::warn("talking plaintext to etcd at {} (--etcd-insecure-plaintext: {})", e,
+                   options.insecure_plaintext);
+    }
     if (tls_files && e.rfind("http://", 0) == 0) {
       // The TLS files would be ignored and everything sent in the clear: say so instead.
       return InvalidArgumentError("etcd TLS files are given but endpoint " + e +

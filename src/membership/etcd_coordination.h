@@ -47,6 +47,9 @@ struct EtcdOptions {
   // Comma-separated base URLs: "http://127.0.0.1:2379,http://10.0.0.2:2379".
   std::string endpoints = "http://127.0.0.1:2379";
   EtcdTls tls;
+  // Why plaintext http:// to an etcd beyond loopback is acceptable (logged); empty: Create
+  // refuses such an endpoint (etcd holds the mount table, the policy and the worker list).
+  std::string insecure_plaintext;
   long connect_timeout_ms = 1000;
   long request_timeout_ms = 5000;
   // Watch reconnect backoff: doubles from initial to max while etcd cannot be reached.
@@ -61,7 +64,8 @@ struct EtcdOptions {
 
 class EtcdCoordination : public Coordination {
  public:
-  // InvalidArgument if the endpoint list is empty or an entry is not http(s)://host:port.
+  // InvalidArgument if the endpoint list is empty, an entry is not http(s)://host:port, or an
+  // http:// entry names a host beyond loopback without options.insecure_plaintext.
   // Does not contact etcd (the first call does).
   static StatusOr<std::unique_ptr<EtcdCoordination>> Create(EtcdOptions options);
   ~EtcdCoordination() override;

@@ -100,6 +100,23 @@ TEST(EtcdCoordinationTest, RefusesTlsFilesWithPlaintextEndpointsAndMissingFiles)
       << "a certificate without its key";
 }
 
+TEST(EtcdCoordinationTest, PlaintextBeyondLoopbackNeedsAStatedReason) {
+  for (const char* local : {"http://127.0.0.1:2379", "http://localhost:2379", "http://[::1]:2379",
+                            "https://10.0.0.5:2379"}) {
+    EXPECT_TRUE(EtcdCoordination::Create(FastOptions(local)).ok()) << local;
+  }
+  for (const char* remote : {"http://10.0.0.5:2379", "http://etcd-1:2379", "http://[fd00::5]:2379",
+                             "http://127.0.0.1:2379,http://10.0.0.6:2379"}) {
+    auto refused = EtcdCoordination::Create(FastOptions(remote));
+    EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument) << remote;
+    EXPECT_NE(refused.status().message().find("--etcd-insecure-plaintext"), std::string::npos)
+        << refused.status().ToString();
+    EtcdOptions o = FastOptions(remote);
+    o.insecure_plaintext = "isolated test network";
+    EXPECT_TRUE(EtcdCoordination::Create(o).ok()) << remote;
+  }
+}
+
 TEST(EtcdCoordinationTest, KilledEtcdGivesUnavailableQuicklyAndRestartRecovers) {
   StatusOr<std::unique_ptr<EtcdProcess>> started = EtcdProcess::Start();
   ASSERT_TRUE(started.ok()) << started.status().ToString();

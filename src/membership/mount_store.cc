@@ -1,20 +1,17 @@
 #include "membership/mount_store.h"
 
 #include <algorithm>
-#include <thread>
 
-#include "membership/backoff.h"
+#include "membership/document_edit.h"
 #include "membership/records.h"
 #include "mount/mount_table.h"
 
 namespace cairn::membership {
 namespace {
 
-using Millis = std::chrono::milliseconds;
-
 constexpr const char* kSecretOptions[] = {"access_key", "secret_key", "session_token"};
 
-StatusOr<std::vector<MountSpec>> DecodeStored(const std::string& value) {
+StatusOr<std::vector<MountSpec>> DecodeStored(std::string_view value) {
   StatusOr<std::vector<MountSpec>> mounts = DecodeMountTable(value);
   if (!mounts.ok()) {
     return CorruptionError("stored mount table at " + std::string(kMountTableKey) + ": " +
@@ -126,31 +123,14 @@ Status MountStore::Remove(std::string_view path) {
 
 Status MountStore::Update(
     const std::function<Status(std::vector<MountSpec>* mounts, bool* unchanged)>& edit) {
-  // Conflicts mean another editor just won; a randomised pause that keeps growing spreads a
-  // crowd of editors out until each finds a quiet moment (a single editor never waits).
-  Backoff backoff(Millis(2), Millis(1000));
-  for (int attempt = 1; attempt <= kMountEditAttempts; ++attempt) {
-    int64_t mod_revision = 0;  // 0 = the key must not exist yet.
-    std::vector<MountSpec> mounts;
-    StatusOr<KeyValue> kv = coord_->Get(kMountTableKey);
-    if (kv.ok()) {
-      mod_revision = kv->mod_revision;
-      CAIRN_ASSIGN_OR_RETURN(mounts, DecodeStored(kv->value));
-    } else if (kv.status().code() != StatusCode::kNotFound) {
-      return kv.status();
-    }
-    bool unchanged = false;
-    CAIRN_RETURN_IF_ERROR(edit(&mounts, &unchanged));
-    if (unchanged) return Status::Ok();
-    StatusOr<int64_t> written =
-        coord_->CompareAndSwap(kMountTableKey, mod_revision, EncodeMountTable(mounts));
-    if (written.ok()) return Status::Ok();
-    if (written.status().code() != StatusCode::kFailedPrecondition) return written.status();
-    if (attempt < kMountEditAttempts) std::this_thread::sleep_for(backoff.Next());
-  }
-  return FailedPreconditionError("mount table: edit still conflicting after " +
-                                 std::to_string(kMountEditAttempts) +
-                                 " attempts (concurrent edits); nothing written, try again");
+  using Mounts = std::vector<MountSpec>;
+  return EditDocument<Mounts>(
+      coord_, kMountTableKey, "mount table",
+      [](std::string_view stored, Mounts* mounts) {
+        CAIRN_ASSIGN_OR_RETURN(*mounts, DecodeStored(stored));
+        return Status::Ok();
+      },
+      edit, EncodeMountTable);
 }
 
 }  // namespace cairn::membership

@@ -23,13 +23,14 @@
 #include "cairn/mount_spec.h"
 #include "common/status.h"
 #include "membership/coordination.h"
+#include "membership/document_edit.h"
 #include "membership/prefix_mirror.h"
 
 namespace cairn::membership {
 
 inline constexpr int kMaxMountReplicas = 8;
 // Compare-and-swap attempts of one edit before it gives up.
-inline constexpr int kMountEditAttempts = 20;
+inline constexpr int kMountEditAttempts = kDocumentEditAttempts;
 
 // The checks on one mount that need no other mount and no local files: the path is absolute and
 // already normalised (mount::NormalizePath(path) == path), the URI is non-empty, no option holds

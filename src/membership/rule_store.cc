@@ -3,17 +3,14 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <thread>
 
-#include "membership/backoff.h"
+#include "membership/document_edit.h"
 #include "membership/json_fields.h"
 #include "membership/records.h"
 #include "mount/mount_table.h"
 
 namespace cairn::membership {
 namespace {
-
-constexpr int kEditAttempts = 20;
 
 bool Empty(const policy::PathRule& r) {
   return !r.pin && !r.priority && !r.ttl_ms && !r.admission && !r.quota_bytes;
@@ -105,35 +102,27 @@ Status RuleStore::Edit(std::string_view raw_path,
                        const std::function<Status(policy::PathRule*)>& edit) {
   CAIRN_ASSIGN_OR_RETURN(std::string path, mount::NormalizePath(raw_path));
   if (!IsValidUtf8(path)) return InvalidArgumentError("rule path must be valid UTF-8");
-  Backoff backoff(std::chrono::milliseconds(2), std::chrono::milliseconds(1000));
-  for (int attempt = 1; attempt <= kEditAttempts; ++attempt) {
-    int64_t mod_revision = 0;
-    std::vector<policy::PathRule> rules;
-    StatusOr<KeyValue> kv = coord_->Get(kRulesKey);
-    if (kv.ok()) {
-      mod_revision = kv->mod_revision;
-      auto decoded = DecodeRules(kv->value);
-      if (!decoded.ok()) return CorruptionError("stored rules: " + decoded.status().message());
-      rules = std::move(decoded).value();
-    } else if (kv.status().code() != StatusCode::kNotFound) {
-      return kv.status();
-    }
-    auto it = std::find_if(rules.begin(), rules.end(),
-                           [&](const policy::PathRule& r) { return r.path == path; });
-    if (it == rules.end()) {
-      rules.push_back(policy::PathRule{.path = path});
-      it = rules.end() - 1;
-    }
-    CAIRN_RETURN_IF_ERROR(edit(&*it));
-    if (Empty(*it)) rules.erase(it);
-    CAIRN_RETURN_IF_ERROR(policy::PathRules::Create(rules).status());
-    StatusOr<int64_t> written = coord_->CompareAndSwap(kRulesKey, mod_revision, EncodeRules(rules));
-    if (written.ok()) return Status::Ok();
-    if (written.status().code() != StatusCode::kFailedPrecondition) return written.status();
-    if (attempt < kEditAttempts) std::this_thread::sleep_for(backoff.Next());
-  }
-  return FailedPreconditionError("rules: edit still conflicting after " +
-                                 std::to_string(kEditAttempts) + " attempts; try again");
+  using Rules = std::vector<policy::PathRule>;
+  return EditDocument<Rules>(
+      coord_, kRulesKey, "rules",
+      [](std::string_view stored, Rules* rules) {
+        auto decoded = DecodeRules(stored);
+        if (!decoded.ok()) return CorruptionError("stored rules: " + decoded.status().message());
+        *rules = std::move(decoded).value();
+        return Status::Ok();
+      },
+      [&](Rules* rules, bool*) {
+        auto it = std::find_if(rules->begin(), rules->end(),
+                               [&](const policy::PathRule& r) { return r.path == path; });
+        if (it == rules->end()) {
+          rules->push_back(policy::PathRule{.path = path});
+          it = rules->end() - 1;
+        }
+        CAIRN_RETURN_IF_ERROR(edit(&*it));
+        if (Empty(*it)) rules->erase(it);
+        return policy::PathRules::Create(*rules).status();
+      },
+      EncodeRules);
 }
 
 }  // namespace cairn::membership

@@ -55,6 +55,14 @@ class RemoteChannel::Conn : public std::enable_shared_from_this<Conn> {
 
   bool dead() const { return dead_.load(); }
 
+  // Waits for the reader thread to end (after Close). The channel's destructor calls it so that
+  // no reader outlives the channel: a reader that dropped the last reference would destroy the
+  // stream on its own, detached, thread, possibly while the process exits (and OpenSSL's exit
+  // handler frees what that thread is still freeing: a double free seen once in a test).
+  void JoinReader() {
+    if (reader_.joinable() && reader_.get_id() != std::this_thread::get_id()) reader_.join();
+  }
+
   // Sends the request; `done` runs once with the reply or an error. Returns false (and does
   // not call `done`) if the connection was already closed: the caller may use another one.
   [[nodiscard]] bool Send(uint64_t id, const protocol::Request& request, std::span<char> dest,
@@ -314,6 +322,9 @@ RemoteChannel::~RemoteChannel() {
   }
   for (auto& c : conns) {
     if (c) c->Close(UnavailableError("channel closed"));
+  }
+  for (auto& c : conns) {
+    if (c) c->JoinReader();
   }
 }
 

@@ -26,19 +26,31 @@ StatusOr<std::unique_ptr<ClusterAgent>> ClusterAgent::Start(
     membership::EtcdOptions eo;
     eo.endpoints = options.etcd_endpoints;
     eo.tls = options.etcd_tls;
+    eo.insecure_plaintext = options.etcd_insecure_plaintext;
     CAIRN_ASSIGN_OR_RETURN(agent->owned_coordination_, membership::EtcdCoordination::Create(eo));
     coordination = agent->owned_coordination_.get();
   }
   ClusterAgent* self = agent.get();
   agent->mounts_ = membership::PrefixMirror::Start(
       coordination, std::string(membership::kMountTableKey),
-      [self, service,
-       limiters = options.ufs_limiters](const membership::PrefixMirror::Snapshot& snapshot) {
+      [self, service, limiters = options.ufs_limiters,
+       allowed = options.allowed_sources](const membership::PrefixMirror::Snapshot& snapshot) {
         auto specs = membership::ParseMountTableSnapshot(snapshot);
         if (!specs.ok()) {
           spdlog::warn("ignoring a mount table from etcd: {}", specs.status().ToString());
           return;
         }
+        // This worker's own limits, whatever etcd says: a refused mount is left out (clients
+        // asking for it are told it is unknown here, and read its source themselves).
+        uint64_t refused = 0;
+        std::erase_if(*specs, [&](const MountSpec& spec) {
+          Status s = allowed.Check(spec);
+          if (s.ok()) return false;
+          ++refused;
+          spdlog::error("not serving mount {} from etcd: {}", spec.path, s.message());
+          return true;
+        });
+        self->mounts_refused_.store(refused);
         size_t n = specs->size();
         auto table = mount::MountTable::Create(std::move(specs).value(), limiters);
         if (!table.ok()) {
@@ -117,6 +129,11 @@ StatusOr<std::unique_ptr<ClusterAgent>> ClusterAgent::Start(
   registry->AddCallback(
       "cairn_worker_registered", "1 while this worker's record is in etcd (it is in the ring)",
       metrics::MetricType::kGauge, [self] { return self->registered() ? 1.0 : 0.0; });
+  registry->AddCallback("cairn_worker_mounts_refused",
+                        "Mounts of the latest mount table from etcd that this worker does not "
+                        "serve: their source is outside its --allow-source/--allow-endpoint lists",
+                        metrics::MetricType::kGauge,
+                        [self] { return static_cast<double>(self->mounts_refused_.load()); });
   registry->AddCallback("cairn_acl_updates_total",
                         "Authorization policies received from etcd and applied",
                         metrics::MetricType::kCounter,

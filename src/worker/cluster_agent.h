@@ -27,6 +27,7 @@
 #include "membership/prefix_mirror.h"
 #include "membership/records.h"
 #include "membership/worker_registry.h"
+#include "mount/source_allow_list.h"
 #include "metrics/registry.h"
 #include "ufs/ufs_limiter.h"
 #include "common/thread_annotations.h"
@@ -41,6 +42,7 @@ namespace cairn::worker {
 struct ClusterAgentOptions {
   std::string etcd_endpoints;  // Comma-separated URLs.
   membership::EtcdTls etcd_tls;
+  std::string etcd_insecure_plaintext;
   membership::WorkerRecord record;
   std::chrono::seconds lease_ttl{5};
   // Worker-wide source caps applied to every mount from etcd.
@@ -52,6 +54,9 @@ struct ClusterAgentOptions {
   // Given the authorization policy in etcd on every change (a document that does not decode
   // denies everything but cluster members until it is fixed). Not owned; may be null.
   RequestAuthorizer* authorizer = nullptr;
+  // Mounts from etcd whose source this list refuses are not served (logged at error level,
+  // counted by cairn_worker_mounts_refused); the others are.
+  mount::SourceAllowList allowed_sources;
 };
 
 class ClusterAgent {
@@ -92,6 +97,7 @@ class ClusterAgent {
   std::atomic<uint64_t> mount_table_updates_{0};
   std::atomic<uint64_t> rules_updates_{0};
   std::atomic<uint64_t> acl_updates_{0};
+  std::atomic<uint64_t> mounts_refused_{0};  // In the latest mount table.
   std::atomic<size_t> worker_count_{1};
   Mutex mu_;  // Serialises ApplyPolicy (called from three mirror threads).
   std::set<uint32_t> quota_groups_ GUARDED_BY(mu_);  // Groups given a quota last time.

@@ -90,7 +90,8 @@ void ConnectionAudit::AdminOp(const auth::Identity& who, std::string_view op,
 }
 
 RequestAuthorizer::RequestAuthorizer(Options options)
-    : options_(std::move(options)), policy_(std::make_shared<const auth::Policy>()) {
+    : options_(std::move(options)),
+      policy_(std::make_shared<const auth::PolicyIndex>(auth::Policy{})) {
   metrics::Registry* r = options_.registry;
   if (r == nullptr) {
     owned_ = std::make_unique<metrics::Registry>();
@@ -104,12 +105,12 @@ RequestAuthorizer::RequestAuthorizer(Options options)
 }
 
 void RequestAuthorizer::SetPolicy(auth::Policy policy) {
-  auto next = std::make_shared<const auth::Policy>(std::move(policy));
+  auto next = std::make_shared<const auth::PolicyIndex>(std::move(policy));
   MutexLock l(&mu_);
   policy_ = std::move(next);
 }
 
-std::shared_ptr<const auth::Policy> RequestAuthorizer::policy() const {
+std::shared_ptr<const auth::PolicyIndex> RequestAuthorizer::policy() const {
   MutexLock l(&mu_);
   return policy_;
 }
@@ -155,8 +156,8 @@ StatusOr<auth::Identity> RequestAuthorizer::IdentityOfToken(const auth::Identity
 Status RequestAuthorizer::Check(const auth::Identity& who, const protocol::Request& request,
                                 ConnectionAudit* audit) {
   const Need need = NeedOf(request);
-  std::shared_ptr<const auth::Policy> policy = this->policy();
-  if (!policy->enabled) return Status::Ok();
+  std::shared_ptr<const auth::PolicyIndex> policy = this->policy();
+  if (!policy->enabled()) return Status::Ok();
   StatusOr<std::string> path = RequestPath(protocol::BaseOf(request).page);
   if (!path.ok()) {
     denied_->Increment();
@@ -170,7 +171,7 @@ Status RequestAuthorizer::Check(const auth::Identity& who, const protocol::Reque
     verdict = PermissionDeniedError(who.Describe() + " is not a cluster node: only workers may " +
                                     std::string(need.op));
   } else {
-    verdict = auth::Authorize(*policy, who, *path, *need.access);
+    verdict = policy->Authorize(who, *path, *need.access);
   }
   if (!verdict.ok()) {
     denied_->Increment();

@@ -77,7 +77,7 @@ class RequestAuthorizer {
 
   // Replaces the policy (the ClusterAgent, on every change in etcd).
   void SetPolicy(auth::Policy policy) EXCLUDES(mu_);
-  std::shared_ptr<const auth::Policy> policy() const EXCLUDES(mu_);
+  std::shared_ptr<const auth::PolicyIndex> policy() const EXCLUDES(mu_);
 
   // The identity the stream's TLS certificate proves (anonymous without one, or for a name
   // that is not a valid principal).
@@ -97,7 +97,7 @@ class RequestAuthorizer {
 
   Options options_;
   mutable Mutex mu_;
-  std::shared_ptr<const auth::Policy> policy_ GUARDED_BY(mu_);
+  std::shared_ptr<const auth::PolicyIndex> policy_ GUARDED_BY(mu_);
   metrics::Counter* denied_ = nullptr;
   metrics::Counter* tokens_refused_ = nullptr;
   std::unique_ptr<metrics::Registry> owned_;  // When no registry was given.

@@ -77,7 +77,7 @@ TEST(RequestAuthorizerTest, ChecksEachRequestTypeAndStartsOpen) {
       authorizer.Check({auth::Identity::Source::kCertificate, "w2", true}, copy, &audit).ok());
   read.page = Page("/lake2", "x");
   EXPECT_EQ(authorizer.Check(team, read, &audit).code(), StatusCode::kPermissionDenied);
-  EXPECT_EQ(authorizer.policy()->grants.size(), 1u);
+  EXPECT_EQ(authorizer.policy()->policy().grants.size(), 1u);
 }
 
 }  // namespace

@@ -174,7 +174,7 @@ class WorkerServer::Connection : public std::enable_shared_from_this<Connection>
           // (short-circuit reads); others learn nothing about the worker's disks. Under an
           // enabled policy not even those: short-circuit reads would bypass the checks.
           const bool policy_enabled =
-              options_.authorizer != nullptr && options_.authorizer->policy()->enabled;
+              options_.authorizer != nullptr && options_.authorizer->policy()->enabled();
           if (stream_->PeerOnThisHost() && !policy_enabled) {
             hello.instance_token = service_->options().instance_token;
             hello.cache_dirs = service_->options().cache_dirs;

@@ -126,6 +126,14 @@ class ServerTlsTest : public ::testing::Test {
     return r;
   }
 
+  // Sends a Hello without a token on `stream` and decodes the worker's reply.
+  static StatusOr<protocol::HelloReply> Hello(net::Stream* stream) {
+    CAIRN_RETURN_IF_ERROR(testing::SendFrame(stream, protocol::MessageType::kHello, 1,
+                                             protocol::EncodeHelloRequest({})));
+    CAIRN_ASSIGN_OR_RETURN(auto frame, testing::ReadFrame(stream));
+    return protocol::DecodeHelloReply(frame.second);
+  }
+
   // The value of an unlabelled series, as scraped.
   uint64_t Counter(const std::string& name) {
     const std::string text = worker_->registry()->ExposeText();
@@ -222,13 +230,8 @@ TEST_F(ServerTlsTest, HelloNamesCacheFoldersOnlyToClientsOnThisMachine) {
   ASSERT_TRUE(stream.ok()) << stream.status().ToString();
   EXPECT_TRUE((*stream)->PeerOnThisHost());
   EXPECT_EQ((*stream)->PeerPrincipal(), "worker-1");
-  ASSERT_TRUE(testing::SendFrame(stream->get(), protocol::MessageType::kHello, 1,
-                                 protocol::EncodeHelloRequest({}))
-                  .ok());
-  auto hello = testing::ReadFrame(stream->get());
-  ASSERT_TRUE(hello.ok()) << hello.status().ToString();
-  auto decoded = protocol::DecodeHelloReply(hello->second);
-  ASSERT_TRUE(decoded.ok());
+  auto decoded = Hello(stream->get());
+  ASSERT_TRUE(decoded.ok()) << decoded.status().ToString();
   EXPECT_EQ(decoded->cache_dirs.size(), 1u);
 }
 
@@ -284,13 +287,8 @@ TEST_F(ServerTlsTest, ThePolicyDecidesEachRequestByPrincipalAndPath) {
   // Short-circuit reads would bypass the checks: no cache folders in Hello under a policy.
   auto stream = tls::Dial(ClientTls(&a).get(), Address(), milliseconds(3000));
   ASSERT_TRUE(stream.ok()) << stream.status().ToString();
-  ASSERT_TRUE(testing::SendFrame(stream->get(), protocol::MessageType::kHello, 1,
-                                 protocol::EncodeHelloRequest({}))
-                  .ok());
-  auto hello = testing::ReadFrame(stream->get());
-  ASSERT_TRUE(hello.ok()) << hello.status().ToString();
-  auto decoded = protocol::DecodeHelloReply(hello->second);
-  ASSERT_TRUE(decoded.ok());
+  auto decoded = Hello(stream->get());
+  ASSERT_TRUE(decoded.ok()) << decoded.status().ToString();
   EXPECT_TRUE(decoded->cache_dirs.empty());
   EXPECT_TRUE(decoded->instance_token.empty());
   EXPECT_EQ(decoded->principal, "team-a");

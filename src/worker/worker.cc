@@ -118,6 +118,9 @@ Status Worker::Init(WorkerOptions options) {
     return InvalidArgumentError(
         "the worker has nothing to serve: give --mount PATH=URI (or --etcd for cluster mode)");
   }
+  // Checked before anything is opened (JoinCluster builds the list again to use it).
+  CAIRN_RETURN_IF_ERROR(
+      mount::SourceAllowList::Create(cfg.allowed_sources, cfg.allowed_endpoints).status());
   if (!options.etcd_endpoints.empty() && !options.mounts.empty()) {
     return InvalidArgumentError(
         "with etcd, mounts come from etcd (cairn mount add): do not also "
@@ -278,6 +281,7 @@ Status Worker::JoinCluster(const WorkerOptions& options) {
   ClusterAgentOptions co;
   co.etcd_endpoints = options.etcd_endpoints;
   co.etcd_tls = {options.etcd_tls.ca_file, options.etcd_tls.cert_file, options.etcd_tls.key_file};
+  co.etcd_insecure_plaintext = options.etcd_insecure_plaintext;
   co.lease_ttl = options.lease_ttl;
   co.record.id = id_;
   co.record.address = advertised_;
@@ -291,6 +295,14 @@ Status Worker::JoinCluster(const WorkerOptions& options) {
   }
   co.peers = peers_.get();
   co.authorizer = authorizer_.get();
+  CAIRN_ASSIGN_OR_RETURN(co.allowed_sources,
+                         mount::SourceAllowList::Create(options.config.allowed_sources,
+                                                        options.config.allowed_endpoints));
+  if (!co.allowed_sources.restricts_sources()) {
+    spdlog::warn(
+        "this worker serves any source the mount table in etcd names (no --allow-source): "
+        "whoever can write etcd can make it read any file it can read (docs/security.md)");
+  }
   co.record.capacity_bytes = store_->Stats().capacity_bytes;
   if (ufs_limiter_) co.ufs_limiters.push_back(ufs_limiter_);
   co.record.start_time_unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(

@@ -35,7 +35,8 @@ struct WorkerOptions {
   // Cluster mode: etcd endpoints (comma-separated URLs). The mount table then comes from etcd
   // (`mounts` must be empty) and the worker registers itself there (see ClusterAgent).
   std::string etcd_endpoints;
-  TlsSettings etcd_tls;  // TLS to etcd (https endpoints); see membership::EtcdTls.
+  TlsSettings etcd_tls;                 // TLS to etcd (https endpoints); see membership::EtcdTls.
+  std::string etcd_insecure_plaintext;  // See membership::EtcdOptions::insecure_plaintext.
   // "host:port" clients use to reach the page service; default: the listen address, with a
   // wildcard host replaced by this machine's host name.
   std::string advertise_address;
