@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Configures and builds Cairn. Usage: scripts/build.sh [release|asan|tsan|fuzz] [TARGET...]
 # (default: release, every target).
-# Build folders: build (release), build-asan, build-tsan (clang), build-fuzz (clang).
+# Build folders: build (release), build-asan (clang: ASan + UBSan unit tests and the fuzzers),
+# build-tsan (clang).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 kind="${1:-release}"
@@ -10,19 +11,25 @@ targets=("$@")
 jobs="${CAIRN_JOBS:-$(nproc)}"
 case "$kind" in
   release) dir=build; flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo) ;;
-  asan) dir=build-asan; flags=(-DCMAKE_BUILD_TYPE=Debug -DCAIRN_SANITIZE=ON -DCAIRN_BUILD_BENCH=OFF) ;;
+  # One clang tree for ASan + UBSan: the unit tests (kind asan) and the libFuzzer harnesses
+  # (kind fuzz) share its libraries, so CI compiles them once. -O1: ASan's recommended level.
+  asan|fuzz) dir=build-asan
+        flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g"
+               -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_C_COMPILER=clang
+               -DCAIRN_FUZZ=ON -DCAIRN_BUILD_BENCH=OFF) ;;
   # ThreadSanitizer with clang, whose -Wthread-safety (with -Werror) checks the lock
   # annotations that gcc ignores: one tree for both.
   tsan) dir=build-tsan
         flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g"
                -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_C_COMPILER=clang
                -DCAIRN_TSAN=ON -DCAIRN_BUILD_BENCH=OFF) ;;
-  fuzz) dir=build-fuzz
-        flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++
-               -DCMAKE_C_COMPILER=clang -DCAIRN_FUZZ=ON -DCAIRN_BUILD_BENCH=OFF
-               -DCAIRN_BUILD_TESTS=OFF) ;;
   *) echo "usage: $0 [release|asan|tsan|fuzz] [TARGET...]" >&2; exit 2 ;;
 esac
+# A tree configured with another compiler (build-asan was gcc's once) cannot be reconfigured.
+if [[ -f "$dir/CMakeCache.txt" && "${flags[*]}" == *clang++* ]] &&
+    ! grep -q '^CMAKE_CXX_COMPILER:[A-Z]*=.*clang' "$dir/CMakeCache.txt"; then
+  rm -rf "$dir"
+fi
 cmake -S . -B "$dir" -G Ninja "${flags[@]}" >/dev/null
 if ((${#targets[@]})); then
   ninja -C "$dir" -j "$jobs" "${targets[@]}"

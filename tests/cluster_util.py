@@ -187,8 +187,8 @@ class Etcd:
         return sorted(k[len(WORKERS_PREFIX):] for k in self.get_prefix(WORKERS_PREFIX))
 
 
-def metrics_of(port, timeout=2.0):
-    status, body = http_get(port, "/metrics", timeout=timeout)
+def metrics_of(port, timeout=2.0, tls=None):
+    status, body = http_get(port, "/metrics", timeout=timeout, tls=tls)
     assert status == 200, f"/metrics on port {port} answered {status}"
     return parse_metrics(body)
 
@@ -258,7 +258,8 @@ class Cluster:
                    f"worker {wid} to leave etcd", interval=0.05)
 
     def metric(self, wid, name):
-        return metrics_of(self.workers[wid].metrics_port).get(name, 0.0)
+        p = self.workers[wid]
+        return metrics_of(p.metrics_port, tls=p.metrics_tls).get(name, 0.0)
 
     def metric_sum(self, name, ids=None):
         ids = ids if ids is not None else [w for w, p in self.workers.items() if p.alive()]

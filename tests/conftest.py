@@ -15,6 +15,7 @@ import os
 import random
 import signal
 import socket
+import ssl
 import struct
 import subprocess
 import time
@@ -128,15 +129,33 @@ def unmount(path):
         subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=10)
 
 
-def http_get(port, path, timeout=2.0):
-    """(status, body) of GET http://127.0.0.1:port/path."""
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+def http_get(port, path, timeout=2.0, tls=None):
+    """(status, body) of GET http://127.0.0.1:port/path, or https:// with `tls` = (CA file,
+    client certificate file or None, its key file or None)."""
+    if tls:
+        ca, cert, key = tls
+        context = ssl.create_default_context(cafile=str(ca))
+        if cert:
+            context.load_cert_chain(str(cert), str(key))
+        conn = http.client.HTTPSConnection("127.0.0.1", port, timeout=timeout, context=context)
+    else:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
     try:
         conn.request("GET", path)
         resp = conn.getresponse()
         return resp.status, resp.read().decode("utf-8", "replace")
     finally:
         conn.close()
+
+
+def metrics_tls_of(args):
+    """A worker started with `args` serves https /metrics when it has TLS (and no
+    --metrics-insecure-plaintext): (CA, its own certificate and key to scrape with)."""
+    def flag(name):
+        return args[args.index(name) + 1] if name in args else None
+    if flag("--tls-ca") is None or "--metrics-insecure-plaintext" in args:
+        return None
+    return (flag("--tls-ca"), flag("--tls-cert"), flag("--tls-key"))
 
 
 def parse_metrics(text):
@@ -212,6 +231,7 @@ class Proc:
         self.pid = self.popen.pid
         self.mountpoint = None
         self.metrics_port = None
+        self.metrics_tls = None  # (CA, cert, key) when /metrics is https (a TLS worker's).
         self.listen_port = None
 
     def alive(self):
@@ -269,7 +289,7 @@ class Proc:
     def metrics(self):
         """Parsed /metrics of this process (needs metrics_port)."""
         assert self.metrics_port, f"{self.name} has no metrics port"
-        status, body = http_get(self.metrics_port, "/metrics")
+        status, body = http_get(self.metrics_port, "/metrics", tls=self.metrics_tls)
         assert status == 200, f"/metrics of {self.name} answered {status}: {body[:200]}"
         return parse_metrics(body)
 
@@ -329,7 +349,8 @@ class Harness:
         def ready():
             self._check_alive(proc, "answering /healthz")
             try:
-                status, _ = http_get(proc.metrics_port, "/healthz", timeout=1.0)
+                status, _ = http_get(proc.metrics_port, "/healthz", timeout=1.0,
+                                     tls=proc.metrics_tls)
                 return status == 200
             except OSError:
                 return False
@@ -370,7 +391,7 @@ class Harness:
         return p
 
     def worker(self, mounts, cache_dir, cache_size="256MiB", listen_port=None,
-               metrics_port=None, extra=(), s3=None, name="worker"):
+               metrics_port=None, extra=(), s3=None, name="worker", env=None):
         """Starts `cairn worker` and waits until its page port and /healthz answer."""
         listen_port = listen_port or free_port()
         metrics_port = metrics_port or free_port()
@@ -382,14 +403,16 @@ class Harness:
         if s3:
             args += s3.flags()
         args += list(extra)
-        p = self.spawn(name, args)
+        p = self.spawn(name, args, env=env)
         p.listen_port, p.metrics_port, p.cache_dir = listen_port, metrics_port, cache_dir
+        p.metrics_tls = metrics_tls_of(args)
         p.mounts = list(mounts)
         self.wait_listening(p, listen_port)
         self.wait_healthy(p)
         return p
 
-    def fuse(self, mounts, workers=(), mountpoint=None, extra=(), s3=None, name="fuse"):
+    def fuse(self, mounts, workers=(), mountpoint=None, extra=(), s3=None, name="fuse",
+             env=None):
         """Starts `cairn fuse MOUNTPOINT --mount ... --worker ...` and waits for the mount."""
         mountpoint = mountpoint or self.new_mountpoint()
         args = [self.cairn_bin, "fuse", mountpoint]
@@ -400,7 +423,7 @@ class Harness:
         if s3:
             args += s3.flags()
         args += list(extra)
-        p = self.spawn(name, args)
+        p = self.spawn(name, args, env=env)
         p.mountpoint = mountpoint
         if mountpoint not in self.mountpoints:
             self.mountpoints.append(mountpoint)

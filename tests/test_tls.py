@@ -4,10 +4,14 @@ plaintext clients, and a worker that will not serve plaintext beyond loopback.
 
 Real processes, real certificates made by `cairn cert`, a real etcd (tests/cluster_util.py)."""
 
+import json
 import os
+import ssl
+
+import pytest
 
 from cluster_util import PAGES, UFS_BYTES, one_error_line
-from conftest import S3_BUCKET, free_port, read_whole, wait_until
+from conftest import S3_BUCKET, free_port, http_get, read_whole, wait_until
 from security_util import etcd_flags, pki, small_lake, tls_cluster, tls_flags  # noqa: F401
 
 TLS_REFUSED = "cairn_worker_connections_tls_refused_total"
@@ -67,6 +71,40 @@ def test_a_tls_cluster_serves_and_replicates_over_mutual_tls(tls_cluster, pki, t
     assert r.returncode == 0 and MOUNT.encode() in r.stdout
 
 
+def test_a_tls_worker_serves_metrics_over_https(tls_cluster, pki):
+    """A TLS worker's /metrics and /healthz are https with its node certificate: /healthz for
+    any client (probes have no certificate), /metrics only with a certificate of the cluster's
+    CA; a plaintext request is told to use TLS. `cairn status` scrapes it with --tls-*."""
+    cluster = tls_cluster
+    w = cluster.start_worker("w1", extra=[*tls_flags(pki, "w1"), *etcd_flags(pki, "w1")])
+    assert w.metrics_tls, "the harness scrapes TLS workers over https"
+    ca_only = (pki / "ca.crt", None, None)
+    assert http_get(w.metrics_port, "/healthz", tls=ca_only) == (200, "ok\n")
+    status, body = http_get(w.metrics_port, "/metrics", tls=ca_only)
+    assert status == 403 and "client certificate" in body, (status, body)
+    team = (pki / "ca.crt", pki / "team-a.crt", pki / "team-a.key")
+    status, body = http_get(w.metrics_port, "/metrics", tls=team)
+    assert status == 200 and "cairn_cache_pages" in body, status
+    status, body = http_get(w.metrics_port, "/metrics")
+    assert status == 400 and "requires TLS" in body, (status, body)
+    # A client that does not trust the worker's CA refuses it.
+    with pytest.raises(ssl.SSLError):
+        http_get(w.metrics_port, "/healthz", tls=(pki / "w1.crt", None, None))
+
+    def status_json(*flags):
+        r = cluster.cli(["status", "--json", *etcd_flags(pki, "team-a"), *flags])
+        assert r.returncode == 0, r.stderr.decode(errors="replace")
+        return json.loads(r.stdout)["workers"][0]
+
+    up = status_json(*tls_flags(pki, "team-a"))
+    assert up["state"] == "up" and up["metrics_tls"] is True, up
+    assert up["capacity_bytes"] > 0
+    blind = status_json()
+    assert blind["state"] == "unreachable" and "--tls-ca" in blind["error"], blind
+    anonymous = status_json("--tls-ca", str(pki / "ca.crt"))
+    assert anonymous["state"] == "unreachable" and "HTTP 403" in anonymous["error"], anonymous
+
+
 def test_a_worker_refuses_to_serve_plaintext_beyond_loopback(harness, tmp_path, pki):
     lake = small_lake(tmp_path)
     base = ["worker", "--mount", f"/d={lake.uri}", "--cache-dir", str(tmp_path / "cache"),
@@ -75,6 +113,12 @@ def test_a_worker_refuses_to_serve_plaintext_beyond_loopback(harness, tmp_path, 
     assert r.returncode == 1
     line = one_error_line(r.stderr)
     assert "serve plaintext on 0.0.0.0" in line and "--insecure-plaintext" in line, line
+    # Nor metrics: a loopback page service does not make 0.0.0.0 metrics private.
+    r = harness.run([*base[:-2], "--listen", f"127.0.0.1:{free_port()}",
+                     "--metrics-listen", f"0.0.0.0:{free_port()}"], timeout=20)
+    assert r.returncode == 1
+    line = one_error_line(r.stderr)
+    assert "/metrics in plaintext on 0.0.0.0" in line and "--metrics-insecure-plaintext" in line
 
     # A certificate whose key is another's is refused at start, naming the file.
     bad = ["--tls-ca", str(pki / "ca.crt"), "--tls-cert", str(pki / "w1.crt"),

@@ -1,11 +1,13 @@
 #include "cli/client_metrics.h"
 
+#include <spdlog/spdlog.h>
+
 #include "net/stream.h"
 
 namespace cairn::cli {
 
 StatusOr<std::unique_ptr<ClientMetricsServer>> ClientMetricsServer::Start(
-    Client* client, const std::string& listen) {
+    Client* client, const std::string& listen, const std::string& plaintext_reason) {
   std::unique_ptr<ClientMetricsServer> server(new ClientMetricsServer());
   server->registry_ = std::make_unique<metrics::Registry>();
   metrics::Registry* r = server->registry_.get();
@@ -42,6 +44,15 @@ StatusOr<std::unique_ptr<ClientMetricsServer>> ClientMetricsServer::Start(
   uint16_t port = 0;
   CAIRN_RETURN_IF_ERROR(
       net::ParseHostPort(listen, &ho.host, &port).WithContext("--metrics-listen"));
+  if (!net::IsLoopbackHost(ho.host)) {
+    if (plaintext_reason.empty()) {
+      return InvalidArgumentError(
+          "--metrics-listen " + listen +
+          " would serve the client's metrics in plaintext beyond this machine: listen on a "
+          "loopback address, or state why with --metrics-insecure-plaintext REASON");
+    }
+    spdlog::warn("serving the client's /metrics in plaintext on {} ({})", listen, plaintext_reason);
+  }
   ho.port = port;
   ho.registry = r;
   CAIRN_ASSIGN_OR_RETURN(server->http_, metrics::HttpServer::Start(ho));

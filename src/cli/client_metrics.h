@@ -16,9 +16,12 @@ namespace cairn::cli {
 class ClientMetricsServer {
  public:
   // Serves the metrics of `client` (not owned; must outlive the server) at `listen`
-  // ("host:port"). Errors as metrics::HttpServer::Start (port in use, bad address).
+  // ("host:port"), in plaintext: on a loopback address, or elsewhere for the stated
+  // `plaintext_reason` (InvalidArgument without one). Errors as metrics::HttpServer::Start
+  // (port in use, bad address).
   static StatusOr<std::unique_ptr<ClientMetricsServer>> Start(Client* client,
-                                                              const std::string& listen);
+                                                              const std::string& listen,
+                                                              const std::string& plaintext_reason);
   ~ClientMetricsServer();
   uint16_t port() const { return http_->port(); }
 

@@ -134,7 +134,7 @@ struct WorkerStatus {
   double capacity = 0, used = 0, pages = 0, hits = 0, misses = 0;
 };
 
-WorkerStatus ProbeWorker(const membership::WorkerRecord& record) {
+WorkerStatus ProbeWorker(const membership::WorkerRecord& record, const TlsSettings& tls) {
   WorkerStatus w;
   w.record = record;
   w.capacity = static_cast<double>(record.capacity_bytes);
@@ -142,7 +142,7 @@ WorkerStatus ProbeWorker(const membership::WorkerRecord& record) {
     w.state = "no-metrics";
     return w;
   }
-  auto text = FetchMetrics(record.metrics_address);
+  auto text = FetchMetrics(record, tls);
   if (!text.ok()) {
     w.state = "unreachable";
     w.error = text.status().message();
@@ -158,6 +158,7 @@ WorkerStatus ProbeWorker(const membership::WorkerRecord& record) {
 
 struct StatusFlags {
   EtcdFlags etcd;
+  TlsSettings tls;  // For workers whose metrics endpoint is TLS.
   bool json = false;
 };
 
@@ -177,7 +178,7 @@ int RunStatus(const StatusFlags& f) {
                    record.status().ToString().c_str());
       continue;
     }
-    workers.push_back(ProbeWorker(*record));
+    workers.push_back(ProbeWorker(*record, f.tls));
   }
   auto ratio = [](const WorkerStatus& w) {
     double total = w.hits + w.misses;
@@ -190,6 +191,7 @@ int RunStatus(const StatusFlags& f) {
       nlohmann::json j = {{"id", w.record.id},
                           {"address", w.record.address},
                           {"metrics_address", w.record.metrics_address},
+                          {"metrics_tls", w.record.metrics_tls},
                           {"state", w.state},
                           {"capacity_bytes", static_cast<uint64_t>(w.capacity)},
                           {"used_bytes", static_cast<uint64_t>(w.used)},
@@ -262,6 +264,8 @@ void RegisterClusterCommands(CLI::App* app, std::vector<std::pair<CLI::App*, Run
   auto status_flags = std::make_shared<StatusFlags>();
   CLI::App* status = app->add_subcommand("status", "Show the cluster: workers and mounts");
   AddEtcdFlag(status, &status_flags->etcd);
+  AddTlsFlags(status, &status_flags->tls.ca_file, &status_flags->tls.cert_file,
+              &status_flags->tls.key_file);
   status->add_flag("--json", status_flags->json, "JSON output");
   out->push_back({status, [status_flags] { return RunStatus(*status_flags); }});
 }

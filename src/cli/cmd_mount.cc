@@ -24,6 +24,7 @@ struct MountFlags {
   SourceFlags source;
   std::string mountpoint;
   std::string metrics_listen;  // cairn fuse only: the client's own metrics.
+  std::string metrics_insecure_plaintext;
   bool allow_other = false;
   int threads = 16;
   bool debug = false;
@@ -34,6 +35,9 @@ void AddMountFlags(CLI::App* cmd, MountFlags* f) {
   cmd->add_option("--threads", f->threads, "FUSE worker threads (default 16)")
       ->check(CLI::Range(1, 1024));
   cmd->add_flag("--fuse-debug", f->debug, "Log every FUSE request");
+  cmd->add_option("--metrics-insecure-plaintext", f->metrics_insecure_plaintext,
+                  "Serve --metrics-listen without TLS on a non-loopback address, for the reason "
+                  "given (logged)");
 }
 
 Status CheckMountpoint(const std::string& path) {
@@ -126,6 +130,9 @@ StatusOr<worker::WorkerOptions> BuildUpWorker(const UpFlags& f, config::Config* 
     return InvalidArgumentError("--tls-cert/--tls-key need --tls-ca (the CA to trust)");
   }
   wo.config.metrics_listen = f.metrics_listen;
+  if (!f.mount.metrics_insecure_plaintext.empty()) {
+    wo.config.metrics_insecure_plaintext = f.mount.metrics_insecure_plaintext;
+  }
   wo.config.id = "local";
   std::string dir = f.cache_dir.empty() ? DefaultCacheDir() : f.cache_dir;
   uint64_t capacity = 0;
@@ -166,7 +173,8 @@ Runner RegisterFuse(CLI::App* app) {
     if (!client.ok()) return Fail(client.status());
     std::unique_ptr<ClientMetricsServer> metrics;
     if (!f->metrics_listen.empty()) {
-      auto started = ClientMetricsServer::Start(client->get(), f->metrics_listen);
+      auto started = ClientMetricsServer::Start(client->get(), f->metrics_listen,
+                                                f->metrics_insecure_plaintext);
       if (!started.ok()) return Fail(started.status());
       metrics = std::move(started).value();
     }

@@ -26,6 +26,7 @@ namespace {
 
 struct ReportFlags {
   EtcdFlags etcd;
+  TlsSettings tls;   // For workers whose metrics endpoint is TLS.
   std::string path;  // Optional: only mounts at or under (or above) this path.
   bool json = false;
   bool dataset_size = false;
@@ -83,7 +84,7 @@ int RunReport(const ReportFlags& f) {
   for (const membership::KeyValue& kv : listed->entries) {
     auto record = membership::DecodeWorkerRecord(kv.value);
     if (!record.ok() || record->metrics_address.empty()) continue;
-    auto text = FetchMetrics(record->metrics_address);
+    auto text = FetchMetrics(*record, f.tls);
     if (!text.ok()) {
       ++unreachable;
       std::fprintf(stderr, "cairn: warning: worker %s: %s\n", record->id.c_str(),
@@ -204,6 +205,7 @@ void RegisterReportCommand(CLI::App* app, std::vector<std::pair<CLI::App*, Runne
       "report", "Per mount: cached bytes, hit ratio, egress and source requests saved");
   cmd->add_option("PATH", f->path, "Only mounts at, under or above this path");
   AddEtcdFlag(cmd, &f->etcd);
+  AddTlsFlags(cmd, &f->tls.ca_file, &f->tls.cert_file, &f->tls.key_file);
   cmd->add_flag("--json", f->json, "JSON output");
   cmd->add_flag("--dataset-size", f->dataset_size,
                 "Also list each mount's source to show the cached share of the dataset "

@@ -26,6 +26,8 @@ struct WorkerFlags {
   std::string ufs_max_bandwidth;
   bool no_peer_fill = false;
   std::string insecure_plaintext;
+  std::string metrics_insecure_plaintext;
+  bool metrics_allow_anonymous = false;
   std::vector<std::string> token_public_keys;
   std::vector<std::string> allowed_sources, allowed_endpoints;
 };
@@ -38,6 +40,10 @@ Status BuildWorkerOptions(const WorkerFlags& f, worker::WorkerOptions* out) {
     w.metrics_listen = f.metrics_listen == "off" ? "" : f.metrics_listen;
   if (!f.id.empty()) w.id = f.id;
   if (!f.insecure_plaintext.empty()) w.insecure_plaintext = f.insecure_plaintext;
+  if (!f.metrics_insecure_plaintext.empty()) {
+    w.metrics_insecure_plaintext = f.metrics_insecure_plaintext;
+  }
+  if (f.metrics_allow_anonymous) w.metrics_allow_anonymous = true;
   if (!f.token_public_keys.empty()) w.token_public_keys = f.token_public_keys;
   if (!f.allowed_sources.empty()) w.allowed_sources = f.allowed_sources;
   if (!f.allowed_endpoints.empty()) w.allowed_endpoints = f.allowed_endpoints;
@@ -124,6 +130,12 @@ Runner RegisterWorker(CLI::App* app) {
   cmd->add_option("--insecure-plaintext", f->insecure_plaintext,
                   "Serve without TLS on a non-loopback address, for the reason given (logged; "
                   "e.g. \"isolated benchmark network\")");
+  cmd->add_option("--metrics-insecure-plaintext", f->metrics_insecure_plaintext,
+                  "Serve /metrics and /healthz without TLS on a non-loopback address although "
+                  "the worker has TLS, for the reason given (logged)");
+  cmd->add_flag("--metrics-allow-anonymous", f->metrics_allow_anonymous,
+                "Over TLS, let /metrics be read without a client certificate (default: it needs "
+                "one of the cluster's CA; /healthz never does)");
   cmd->add_flag("--no-peer-fill", f->no_peer_fill,
                 "Cluster mode: read every missing page from the source, even when a replica "
                 "that has it is named (default: copy it from that replica; docs/cluster.md)");

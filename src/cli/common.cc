@@ -34,15 +34,7 @@ void AddSourceFlags(CLI::App* app, SourceFlags* f, bool with_workers) {
     app->add_option("--token-file", f->token_file, "Read the job token from this file")
         ->envname("CAIRN_TOKEN_FILE");
   }
-  app->add_option("--tls-ca", f->tls_ca,
-                  "TLS: CA certificates (PEM) that sign the cluster's certificates; turns TLS on "
-                  "(docs/security.md)")
-      ->envname("CAIRN_TLS_CA");
-  app->add_option("--tls-cert", f->tls_cert,
-                  "TLS: this process's certificate (PEM); its common name is the principal")
-      ->envname("CAIRN_TLS_CERT");
-  app->add_option("--tls-key", f->tls_key, "TLS: the private key of --tls-cert (PEM)")
-      ->envname("CAIRN_TLS_KEY");
+  AddTlsFlags(app, &f->tls_ca, &f->tls_cert, &f->tls_key);
   app->add_option("--page-size", f->page_size, "Cache page size (default 1MiB)");
   app->add_option("--metadata-ttl", f->metadata_ttl,
                   "How long stat/list results are trusted (default 60s; 0 = always ask)");
@@ -74,6 +66,18 @@ bool ScrubSecretArguments(int argc, char** argv) {
     found = true;
   }
   return found;
+}
+
+void AddTlsFlags(CLI::App* app, std::string* ca, std::string* cert, std::string* key) {
+  app->add_option("--tls-ca", *ca,
+                  "TLS: CA certificates (PEM) that sign the cluster's certificates; turns TLS on "
+                  "(docs/security.md)")
+      ->envname("CAIRN_TLS_CA");
+  app->add_option("--tls-cert", *cert,
+                  "TLS: this process's certificate (PEM); its common name is the principal")
+      ->envname("CAIRN_TLS_CERT");
+  app->add_option("--tls-key", *key, "TLS: the private key of --tls-cert (PEM)")
+      ->envname("CAIRN_TLS_KEY");
 }
 
 void AddEtcdFlag(CLI::App* app, EtcdFlags* etcd) {

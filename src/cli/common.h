@@ -57,6 +57,9 @@ void AddSourceFlags(CLI::App* app, SourceFlags* flags, bool with_workers);
 // caller warns: it was visible until now).
 bool ScrubSecretArguments(int argc, char** argv);
 
+// Adds --tls-ca, --tls-cert, --tls-key (defaults $CAIRN_TLS_CA, ...).
+void AddTlsFlags(CLI::App* app, std::string* ca, std::string* cert, std::string* key);
+
 // Adds --etcd (default $CAIRN_ETCD) and --etcd-ca/--etcd-cert/--etcd-key to a command.
 void AddEtcdFlag(CLI::App* app, EtcdFlags* etcd);
 // "host:port" or URLs, comma-separated -> "http://host:port,..." (InvalidArgument if malformed).

@@ -19,7 +19,8 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "cairn 0.1.0");
   std::string log_level = "info";
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->envname("CAIRN_LOG_LEVEL");
   std::vector<std::pair<CLI::App*, Runner>> commands;
   commands.push_back({nullptr, RegisterWorker(&app)});
   commands.back().first = app.get_subcommand("worker");

@@ -2,6 +2,8 @@
 
 #include <curl/curl.h>
 
+#include <algorithm>
+#include <cctype>
 #include <memory>
 #include <sstream>
 
@@ -53,12 +55,27 @@ std::string LabelValue(const std::string& labels, const std::string& label) {
 
 }  // namespace
 
-StatusOr<std::string> FetchMetrics(const std::string& address) {
+StatusOr<std::string> FetchMetrics(const membership::WorkerRecord& worker, const TlsSettings& tls) {
   std::unique_ptr<CURL, decltype(&curl_easy_cleanup)> curl(curl_easy_init(), curl_easy_cleanup);
   if (!curl) return InternalError("curl_easy_init failed");
-  std::string url = "http://" + address + "/metrics";
+  const std::string url =
+      (worker.metrics_tls ? "https://" : "http://") + worker.metrics_address + "/metrics";
+  if (worker.metrics_tls) {
+    if (tls.ca_file.empty()) {
+      return FailedPreconditionError(url +
+                                     " is TLS: give --tls-ca (and --tls-cert/--tls-key, a "
+                                     "certificate /metrics accepts)");
+    }
+    curl_easy_setopt(curl.get(), CURLOPT_CAINFO, tls.ca_file.c_str());
+    curl_easy_setopt(curl.get(), CURLOPT_SSLVERSION, CURL_SSLVERSION_TLSv1_3);
+    if (!tls.cert_file.empty()) {
+      curl_easy_setopt(curl.get(), CURLOPT_SSLCERT, tls.cert_file.c_str());
+      curl_easy_setopt(curl.get(), CURLOPT_SSLKEY, tls.key_file.c_str());
+    }
+  }
   std::string body;
   curl_easy_setopt(curl.get(), CURLOPT_URL, url.c_str());
+  curl_easy_setopt(curl.get(), CURLOPT_PROTOCOLS_STR, "http,https");
   curl_easy_setopt(curl.get(), CURLOPT_WRITEFUNCTION, AppendBody);
   curl_easy_setopt(curl.get(), CURLOPT_WRITEDATA, &body);
   curl_easy_setopt(curl.get(), CURLOPT_CONNECTTIMEOUT_MS, 1000L);
@@ -68,7 +85,15 @@ StatusOr<std::string> FetchMetrics(const std::string& address) {
   if (rc != CURLE_OK) return UnavailableError(url + ": " + curl_easy_strerror(rc));
   long code = 0;
   curl_easy_getinfo(curl.get(), CURLINFO_RESPONSE_CODE, &code);
-  if (code != 200) return UnavailableError(url + ": HTTP " + std::to_string(code));
+  if (code != 200) {
+    // The worker's words, shown on a terminal: printable characters only.
+    std::string first_line = body.substr(0, std::min<size_t>(body.find('\n'), 200));
+    for (char& c : first_line) {
+      if (!std::isprint(static_cast<unsigned char>(c))) c = '?';
+    }
+    return UnavailableError(url + ": HTTP " + std::to_string(code) +
+                            (first_line.empty() ? "" : ": " + first_line));
+  }
   return body;
 }
 

@@ -5,13 +5,18 @@
 #include <map>
 #include <string>
 
+#include "cairn/client.h"
 #include "common/status.h"
+#include "membership/records.h"
 
 namespace cairn::cli {
 
-// GET http://address/metrics (1 s connect, 3 s total); Unavailable when the worker does not
-// answer or answers non-200.
-StatusOr<std::string> FetchMetrics(const std::string& address);
+// GET /metrics of a worker (1 s connect, 3 s total): https:// with `tls` (its CA, and the
+// client certificate /metrics asks for) when the record says the endpoint is TLS, else
+// http://. Unavailable when the worker does not answer or answers non-200 (the answer's first
+// line is in the message: "HTTP 403: /metrics needs a client certificate ...");
+// FailedPrecondition for a TLS endpoint without a CA to verify it.
+StatusOr<std::string> FetchMetrics(const membership::WorkerRecord& worker, const TlsSettings& tls);
 
 // Sum of every sample of `name` (all label sets) in Prometheus text format.
 double SumMetric(const std::string& text, const std::string& name);

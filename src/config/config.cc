@@ -110,6 +110,13 @@ Status ParseWorker(const json& w, WorkerConfig* out) {
     } else if (k == "insecure_plaintext") {
       CAIRN_ASSIGN_OR_RETURN(out->insecure_plaintext,
                              GetString(w, "insecure_plaintext", "worker."));
+    } else if (k == "metrics_insecure_plaintext") {
+      CAIRN_ASSIGN_OR_RETURN(out->metrics_insecure_plaintext,
+                             GetString(w, "metrics_insecure_plaintext", "worker."));
+    } else if (k == "metrics_allow_anonymous") {
+      if (!v.is_boolean())
+        return FieldError("worker.metrics_allow_anonymous", "must be true or false");
+      out->metrics_allow_anonymous = v.get<bool>();
     } else if (k == "token_public_keys") {
       CAIRN_RETURN_IF_ERROR(GetStrings(v, "worker.token_public_keys", &out->token_public_keys));
     } else if (k == "allowed_sources") {

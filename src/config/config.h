@@ -29,15 +29,25 @@ struct CacheDir {
   uint64_t capacity_bytes = 0;
 };
 
+inline constexpr std::string_view kDefaultMetricsListen = "0.0.0.0:9100";
+
 struct WorkerConfig {
   std::string id;  // Stable identity; default: hostname + listen port.
   std::string listen = "0.0.0.0:7070";
-  std::string metrics_listen = "0.0.0.0:9100";  // Empty = no HTTP endpoint.
+  // Empty = no HTTP endpoint. The default becomes 127.0.0.1:9100 on a worker that serves
+  // plaintext on loopback (its metrics stay as private as its pages).
+  std::string metrics_listen = std::string(kDefaultMetricsListen);
   std::vector<CacheDir> cache_dirs;
   std::string eviction_policy = "lru";
   // Why this worker may serve plaintext beyond loopback (docs/security.md); empty: it may not,
   // and without TLS it only listens on a loopback address.
   std::string insecure_plaintext;
+  // The metrics endpoint (docs/security.md): HTTPS with the worker's certificate when the worker
+  // has TLS, /metrics then needing a client certificate of the cluster's CA unless
+  // `metrics_allow_anonymous`. Plaintext beyond loopback needs a reason: this one, or
+  // `insecure_plaintext` on a worker without TLS.
+  std::string metrics_insecure_plaintext;
+  bool metrics_allow_anonymous = false;
   // Public keys (PEM files from `cairn token keygen`) that sign the tokens this worker accepts
   // (docs/security.md); several while a key is rotated. Empty: tokens are refused.
   std::vector<std::string> token_public_keys;

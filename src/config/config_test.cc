@@ -58,8 +58,14 @@ TEST(ConfigTest, ParsesTokenPublicKeys) {
 TEST(ConfigTest, ParsesTlsAndThePlaintextReason) {
   auto c = ParseConfig(R"({"tls": {"ca_file": "/p/ca.crt", "cert_file": "/p/w.crt",
                                    "key_file": "/p/w.key"},
-                           "worker": {"insecure_plaintext": "isolated test network"}})");
+                           "worker": {"insecure_plaintext": "isolated test network",
+                                      "metrics_insecure_plaintext": "prometheus without TLS",
+                                      "metrics_allow_anonymous": true}})");
   ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->worker.metrics_insecure_plaintext, "prometheus without TLS");
+  EXPECT_TRUE(c->worker.metrics_allow_anonymous);
+  EXPECT_EQ(ParseConfig(R"({"worker": {"metrics_allow_anonymous": "yes"}})").status().code(),
+            StatusCode::kInvalidArgument);
   EXPECT_TRUE(c->client.tls.enabled());
   EXPECT_EQ(c->client.tls.cert_file, "/p/w.crt");
   EXPECT_EQ(c->client.tls.key_file, "/p/w.key");

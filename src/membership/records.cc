@@ -169,6 +169,7 @@ std::string EncodeWorkerRecord(const WorkerRecord& record) {
   json j = {{"id", record.id},
             {"address", record.address},
             {"metrics_address", record.metrics_address},
+            {"metrics_tls", record.metrics_tls},
             {"capacity_bytes", record.capacity_bytes},
             {"start_time_unix_ms", record.start_time_unix_ms}};
   return Dump(j);
@@ -183,6 +184,8 @@ StatusOr<WorkerRecord> DecodeWorkerRecord(std::string_view text) {
   if (!id_ok.ok()) return id_ok.WithContext(where);
   CAIRN_ASSIGN_OR_RETURN(r.address, StringField(j, "address", true, where));
   CAIRN_ASSIGN_OR_RETURN(r.metrics_address, StringField(j, "metrics_address", false, where));
+  CAIRN_ASSIGN_OR_RETURN(std::optional<bool> metrics_tls, JsonBool(j, "metrics_tls", where));
+  r.metrics_tls = metrics_tls.value_or(false);
   CAIRN_ASSIGN_OR_RETURN(std::optional<uint64_t> capacity, JsonUint64(j, "capacity_bytes", where));
   if (capacity) r.capacity_bytes = *capacity;
   CAIRN_ASSIGN_OR_RETURN(r.start_time_unix_ms, Int64Field(j, "start_time_unix_ms", 0, where));

@@ -33,6 +33,7 @@ struct WorkerRecord {
   std::string metrics_address;  // "host:port" of the metrics endpoint; may be empty.
   uint64_t capacity_bytes = 0;  // Cache capacity (placement weight).
   int64_t start_time_unix_ms = 0;
+  bool metrics_tls = false;  // The metrics endpoint serves HTTPS only.
 
   bool operator==(const WorkerRecord&) const = default;
 };
@@ -52,12 +53,14 @@ bool IsValidUtf8(std::string_view s);
 // kWorkersPrefix + id. The id is not validated here.
 std::string WorkerKey(std::string_view id);
 
-// {"id":..,"address":..,"metrics_address":..,"capacity_bytes":..,"start_time_unix_ms":..}.
+// {"id":..,"address":..,"metrics_address":..,"metrics_tls":..,"capacity_bytes":..,
+//  "start_time_unix_ms":..}.
 std::string EncodeWorkerRecord(const WorkerRecord& record);
 
 // Parses a worker record. Required: id (a valid worker id) and address (strings). Optional:
-// metrics_address (string, default ""), capacity_bytes (non-negative integer, default 0),
-// start_time_unix_ms (integer, default 0). InvalidArgument otherwise.
+// metrics_address (string, default ""), metrics_tls (bool, default false), capacity_bytes
+// (non-negative integer, default 0), start_time_unix_ms (integer, default 0). InvalidArgument
+// otherwise.
 StatusOr<WorkerRecord> DecodeWorkerRecord(std::string_view json);
 
 // {"version":1,"mounts":[{"path","uri","options":{..},"metadata_ttl_ms","replicas",

@@ -12,6 +12,7 @@ WorkerRecord SampleWorker() {
   r.metrics_address = "10.0.0.5:9090";
   r.capacity_bytes = 2'000'000'000'000ULL;
   r.start_time_unix_ms = 1'718'000'000'000LL;
+  r.metrics_tls = true;
   return r;
 }
 
@@ -47,6 +48,7 @@ TEST(WorkerRecordTest, DecodeIgnoresUnknownFieldsAndDefaultsOptionalOnes) {
   EXPECT_EQ(r->metrics_address, "");
   EXPECT_EQ(r->capacity_bytes, 0u);
   EXPECT_EQ(r->start_time_unix_ms, 0);
+  EXPECT_FALSE(r->metrics_tls);
 }
 
 TEST(WorkerRecordTest, DecodeRejectsMalformedRecords) {
@@ -73,6 +75,7 @@ TEST(WorkerRecordTest, DecodeRejectsMalformedRecords) {
       R"({"id":"w1","address":"host:80x"})",
       R"({"id":"w1","address":"h:1","metrics_address":"169.254.169.254/latest:80"})",
       R"({"id":"w1","address":"h:1","metrics_address":"h\nforged:80"})",
+      R"({"id":"w1","address":"h:1","metrics_tls":"yes"})",
   };
   for (const char* text : bad) {
     EXPECT_EQ(DecodeWorkerRecord(text).status().code(), StatusCode::kInvalidArgument) << text;

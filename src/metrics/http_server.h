@@ -1,42 +1,28 @@
-// HttpServer: a small HTTP/1.1 endpoint for Prometheus scrapes and health probes.
+// HttpServer: the operator endpoint of a Cairn process, on http::Server (Boost.Beast), plaintext
+// or TLS.
 //
-//   GET|HEAD /metrics  200, "text/plain; version=0.0.4; charset=utf-8", Registry::ExposeText()
-//   GET|HEAD /healthz  200 "ok\n", or 503 "<reason>\n" when the health callback says unhealthy
+//   GET|HEAD /metrics  200, "text/plain; version=0.0.4; charset=utf-8", Registry::ExposeText();
+//                      403 over TLS without a verified client certificate when
+//                      metrics_need_client_certificate (Prometheus: tls_config cert_file/key_file)
+//   GET|HEAD /healthz  200 "ok\n", or 503 "<reason>\n" when the health callback says unhealthy;
+//                      open to any client that can connect (kubelet probes send no certificate)
 //   other methods on those paths: 405; any other path: 404
-//   malformed request: 400 and close; head over max_request_bytes: 431 and close; body over it:
-//   413 and close; Transfer-Encoding bodies: 501 and close.
 //
-// At max_connections, a new connection closes the connection that has waited longest without a
-// request in progress (a silent connection, or a keep-alive one between requests) to make room:
-// idle connections cannot lock scrapes and health probes out (a request that arrives on the
-// chosen connection at that instant is lost with it; the client sees a reset). Only when every
-// connection is in the middle of a request (bounded by request_timeout) is the new one answered
-// 503 and closed.
-//
-// One accept thread plus one thread per connection (at most max_connections). Keep-alive and
-// pipelining work. A slow client cannot pin a thread: a request must arrive whole within
-// request_timeout of its first byte, an idle keep-alive connection is closed after idle_timeout,
-// and a response must drain within request_timeout. Sockets are non-blocking and every wait also
-// watches a stop event, so Stop() returns promptly whatever the clients do.
-//
-// It is an operator endpoint (a scrape every few seconds), not a data path: simplicity wins
-// over throughput. No exception escapes it: failures of the Registry or the health callback
-// answer 500.
+// Limits, timeouts, the connection caps (idle connections cannot lock probes out) and the
+// answers for malformed requests are http::Server's (http/server.h). No exception escapes:
+// failures of the Registry or the health callback answer 500.
 #ifndef CAIRN_METRICS_HTTP_SERVER_H_
 #define CAIRN_METRICS_HTTP_SERVER_H_
 
-#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
-#include <list>
 #include <memory>
 #include <string>
-#include <thread>
 #include <utility>
 
 #include "common/status.h"
-#include "common/thread_annotations.h"
+#include "http/server.h"
 #include "metrics/registry.h"
 
 namespace cairn::metrics {
@@ -49,12 +35,17 @@ struct HttpServerOptions {
   uint16_t port = 0;
   // Required; not owned; must outlive the server.
   Registry* registry = nullptr;
-  // Optional; {true, ""} when healthy, else {false, reason}. Called on the connection's thread for
-  // every /healthz request, concurrently if several probes arrive at once: must be thread-safe and
+  // Optional; {true, ""} when healthy, else {false, reason}. Called on an I/O thread for every
+  // /healthz request, concurrently if several probes arrive at once: must be thread-safe and
   // must outlive the server. Unset means always healthy.
   std::function<std::pair<bool, std::string>()> health;
+  // Optional: serve HTTPS only (a server context; a client certificate is asked for, and
+  // verified when sent, only if the context does not require one).
+  std::shared_ptr<tls::TlsContext> tls;
+  bool metrics_need_client_certificate = true;  // Over TLS only.
   size_t max_connections = 64;
-  // Bound on a request's head, and on head plus body.
+  size_t max_connections_per_peer = 16;
+  // Bound on a request's head, and on its body.
   size_t max_request_bytes = 16 * 1024;
   std::chrono::milliseconds request_timeout{10'000};
   std::chrono::milliseconds idle_timeout{60'000};
@@ -62,63 +53,28 @@ struct HttpServerOptions {
 
 class HttpServer {
  public:
-  // Binds, listens and starts serving.
-  // Errors: InvalidArgument for a null registry, zero limits or timeouts, or a host that does not
-  // resolve; the errno-derived status (IoError, PermissionDenied, ...) when the socket cannot be
-  // created or bound (e.g. port in use); Internal if a thread cannot be started.
+  // Binds, listens and starts serving. Errors: InvalidArgument for a null registry, and as
+  // http::Server::Start (bad limits, an address that does not resolve, port in use: IoError).
   static StatusOr<std::unique_ptr<HttpServer>> Start(const HttpServerOptions& options);
 
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;
-  // Stops (see Stop()).
   ~HttpServer();
 
-  // Stops accepting, closes every connection (in-flight responses are cut off) and joins all
-  // threads. Idempotent; thread-safe; must not be called from the health callback or a Registry
-  // callback (it would wait for its own thread).
+  // Stops accepting, closes every connection and joins the threads. Idempotent; must not be
+  // called from the health callback or a Registry callback.
   void Stop();
 
-  // The bound port (the real one when options.port was 0). Thread-safe.
-  uint16_t port() const { return port_; }
-
-  // Number of currently open client connections (for tests and a gauge). Thread-safe.
-  size_t open_connections() const;
+  uint16_t port() const { return server_->port(); }
+  size_t open_connections() const { return server_->open_connections(); }
 
  private:
-  struct Connection {
-    int fd = -1;
-    std::thread thread;
-    std::atomic<bool> done{false};
-    // Waiting for the first byte of a request, since `idle_since_us` (steady clock).
-    std::atomic<bool> idle{true};
-    std::atomic<int64_t> idle_since_us{0};
-    std::atomic<bool> evicted{false};
-    // Guards closing `fd` against a concurrent eviction's shutdown() of a reused descriptor.
-    Mutex fd_mu;
-    bool fd_closed GUARDED_BY(fd_mu) = false;
-  };
-
-  HttpServer(HttpServerOptions options, int listen_fd, int stop_fd, uint16_t port);
-
-  void AcceptLoop();
-  void ServeConnection(Connection* connection);
-  // Joins and frees connections whose threads have finished.
-  void ReapFinished() EXCLUDES(mu_);
-  // At the cap: closes the longest-idle connection; false if every one is busy.
-  bool EvictIdleLocked() REQUIRES(mu_);
-
-  const HttpServerOptions options_;
-  const int listen_fd_;
-  // An eventfd that becomes (and stays) readable when Stop() begins; every poll() watches it.
-  const int stop_fd_;
-  const uint16_t port_;
-  std::thread accept_thread_;
-
-  mutable Mutex mu_;
-  std::list<std::unique_ptr<Connection>> connections_ GUARDED_BY(mu_);
-  Mutex stop_mu_;  // Serialises Stop() so a second caller also waits for the joins.
-  bool stopped_ GUARDED_BY(stop_mu_) = false;
+  explicit HttpServer(std::unique_ptr<http::Server> server);
+  std::unique_ptr<http::Server> server_;
 };
+
+// The routing above, as a pure function of the request (for tests).
+http::Response HandleMetricsRequest(const HttpServerOptions& options, const http::Request& request);
 
 }  // namespace cairn::metrics
 

@@ -1,20 +1,15 @@
 #include "metrics/http_server.h"
 
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <sys/time.h>
-#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
-#include <map>
-#include <optional>
 #include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "testing/raw_http_client.h"
 
 namespace cairn::metrics {
 namespace {
@@ -22,88 +17,9 @@ namespace {
 using std::chrono::milliseconds;
 using SteadyClock = std::chrono::steady_clock;
 
-struct HttpResponse {
-  int status = 0;
-  std::map<std::string, std::string> headers;  // Names lower-cased.
-  std::string body;
-};
+using RawClient = testing::RawHttpClient;
 
-// A deliberately dumb blocking client over a real socket, with a receive timeout so that a server
-// bug fails the test instead of hanging it.
-class RawClient {
- public:
-  explicit RawClient(uint16_t port) {
-    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    timeval timeout{5, 0};
-    ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(port);
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    connected_ = ::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
-  }
-  ~RawClient() { ::close(fd_); }
-
-  bool connected() const { return connected_; }
-
-  bool Send(const std::string& data) {
-    return ::send(fd_, data.data(), data.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(data.size());
-  }
-
-  // Reads one response (Content-Length framed); nullopt on EOF, timeout or garbage.
-  std::optional<HttpResponse> Read(bool head_request = false) {
-    size_t head_end;
-    while ((head_end = buffer_.find("\r\n\r\n")) == std::string::npos) {
-      if (!Fill()) return std::nullopt;
-    }
-    HttpResponse response;
-    const std::string head = buffer_.substr(0, head_end);
-    if (head.size() < 12 || head.compare(0, 9, "HTTP/1.1 ") != 0) return std::nullopt;
-    response.status = std::stoi(head.substr(9, 3));
-    size_t pos = head.find("\r\n");
-    while (pos != std::string::npos) {
-      const size_t next = head.find("\r\n", pos + 2);
-      const std::string line =
-          head.substr(pos + 2, next == std::string::npos ? next : next - pos - 2);
-      const size_t colon = line.find(':');
-      std::string name = line.substr(0, colon);
-      for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-      response.headers[name] = line.substr(line.find_first_not_of(' ', colon + 1));
-      pos = next;
-    }
-    const size_t length = head_request ? 0 : std::stoul(response.headers["content-length"]);
-    buffer_.erase(0, head_end + 4);
-    while (buffer_.size() < length) {
-      if (!Fill()) return std::nullopt;
-    }
-    response.body = buffer_.substr(0, length);
-    buffer_.erase(0, length);
-    return response;
-  }
-
-  // True if the server closes the connection (EOF) with no further bytes within the timeout.
-  bool ClosedByPeer() {
-    char c;
-    return buffer_.empty() && ::recv(fd_, &c, 1, 0) == 0;
-  }
-
- private:
-  bool Fill() {
-    char chunk[4096];
-    const ssize_t n = ::recv(fd_, chunk, sizeof(chunk), 0);
-    if (n <= 0) return false;
-    buffer_.append(chunk, static_cast<size_t>(n));
-    return true;
-  }
-
-  int fd_ = -1;
-  bool connected_ = false;
-  std::string buffer_;
-};
-
-std::string Get(const std::string& path, const std::string& extra_headers = "") {
-  return "GET " + path + " HTTP/1.1\r\nHost: localhost\r\n" + extra_headers + "\r\n";
-}
+std::string Get(const std::string& path) { return testing::HttpGet(path); }
 
 class HttpServerTest : public ::testing::Test {
  protected:
@@ -273,12 +189,30 @@ TEST_F(HttpServerTest, OversizedRequestsAreRefusedAndClosed) {
     EXPECT_TRUE(client.ClosedByPeer());
   }
   {
+    // A chunked body counts against the same bound as it arrives.
     RawClient client(server->port());
-    ASSERT_TRUE(client.Send("POST /metrics HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"));
+    std::string chunk(512, 'b');
+    std::string body;
+    for (int i = 0; i < 4; ++i) body += "200\r\n" + chunk + "\r\n";
+    ASSERT_TRUE(client.Send("POST /metrics HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n" + body +
+                            "0\r\n\r\n"));
     auto response = client.Read();
     ASSERT_TRUE(response.has_value());
-    EXPECT_EQ(response->status, 501);
+    EXPECT_EQ(response->status, 413);
     EXPECT_TRUE(client.ClosedByPeer());
+  }
+  {
+    // One under the bound is read (and dropped: 405), and the connection stays usable.
+    RawClient client(server->port());
+    ASSERT_TRUE(client.Send(
+        "POST /metrics HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n"));
+    auto response = client.Read();
+    ASSERT_TRUE(response.has_value());
+    EXPECT_EQ(response->status, 405);
+    ASSERT_TRUE(client.Send(Get("/healthz")));
+    auto after = client.Read();
+    ASSERT_TRUE(after.has_value());
+    EXPECT_EQ(after->status, 200);
   }
 }
 
@@ -457,6 +391,37 @@ TEST_F(HttpServerTest, BindsIpv6LoopbackWhenAvailable) {
   StatusOr<std::unique_ptr<HttpServer>> server = HttpServer::Start(options_);
   if (!server.ok()) GTEST_SKIP() << "no IPv6 loopback here: " << server.status().ToString();
   EXPECT_NE((*server)->port(), 0);
+}
+
+// Over TLS, /metrics needs a verified client certificate (unless configured otherwise), while
+// /healthz stays open to probes that send none.
+TEST(MetricsRoutingTest, MetricsOverTlsNeedAClientCertificate) {
+  Registry registry;
+  registry.AddCounter("cairn_reads_total", "Reads.");
+  HttpServerOptions options;
+  options.registry = &registry;
+  http::Request request;
+  request.method = "GET";
+  request.path = "/metrics";
+  request.peer.encrypted = true;
+  http::Response anonymous = HandleMetricsRequest(options, request);
+  EXPECT_EQ(anonymous.status, 403);
+  EXPECT_EQ(anonymous.body.find("cairn_reads_total"), std::string::npos);
+
+  request.peer.principal = "prometheus";
+  EXPECT_EQ(HandleMetricsRequest(options, request).status, 200);
+
+  request.peer.principal.clear();
+  options.metrics_need_client_certificate = false;
+  EXPECT_EQ(HandleMetricsRequest(options, request).status, 200);
+
+  options.metrics_need_client_certificate = true;
+  request.path = "/healthz";
+  EXPECT_EQ(HandleMetricsRequest(options, request).status, 200);
+  // Plaintext (a loopback or explicitly plaintext endpoint) has no certificates to ask for.
+  request.path = "/metrics";
+  request.peer.encrypted = false;
+  EXPECT_EQ(HandleMetricsRequest(options, request).status, 200);
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstring>
 #include <random>
+#include <thread>
 
 namespace cairn::testing {
 
@@ -18,6 +19,15 @@ std::string RandomBytes(size_t n, uint64_t seed) {
   }
   for (; i < n; ++i) s[i] = static_cast<char>(rng());
   return s;
+}
+
+bool WaitUntil(const std::function<bool()>& condition, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!condition()) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return true;
 }
 
 TempDir::TempDir(std::string_view tag) {

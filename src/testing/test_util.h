@@ -3,8 +3,10 @@
 #ifndef CAIRN_TESTING_TEST_UTIL_H_
 #define CAIRN_TESTING_TEST_UTIL_H_
 
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <string_view>
 
@@ -12,6 +14,12 @@ namespace cairn::testing {
 
 // `n` pseudo-random bytes, the same for the same seed.
 std::string RandomBytes(size_t n, uint64_t seed);
+
+// Polls `condition` every few milliseconds until it holds (true) or `timeout` passes (false):
+// for state another thread updates after the event a test observes (a server's counters after
+// the client saw its refusal). Not a timing assertion: the bound is generous.
+bool WaitUntil(const std::function<bool()>& condition,
+               std::chrono::milliseconds timeout = std::chrono::seconds(10));
 
 // A fresh, empty folder under the system temp folder named after the running test and the
 // process, removed with everything in it when the object goes.

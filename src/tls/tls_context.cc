@@ -184,6 +184,25 @@ StatusOr<std::unique_ptr<net::Stream>> TlsContext::WrapAccepted(std::unique_ptr<
       std::make_unique<internal::TlsStream>(std::move(tcp), std::move(ssl), /*server=*/true));
 }
 
+std::shared_ptr<ssl_ctx_st> TlsContext::NativeServerContext() {
+  std::shared_ptr<Loaded> loaded = Current();
+  return std::shared_ptr<ssl_ctx_st>(loaded, loaded->ctx.get());
+}
+
+PeerCertificate PeerCertificateOf(const ssl_st* ssl) {
+  PeerCertificate out;
+  X509* peer = SSL_get0_peer_certificate(ssl);
+  if (peer == nullptr) return out;
+  char cn[65] = {};
+  int len = X509_NAME_get_text_by_NID(X509_get_subject_name(peer), NID_commonName, cn, sizeof(cn));
+  if (len > 0) out.principal.assign(cn, static_cast<size_t>(len));
+  // Only a certificate that lists its purposes and names serverAuth among them (a certificate
+  // without the extension is good for every purpose: not a node).
+  out.cluster_node = (X509_get_extension_flags(peer) & EXFLAG_XKUSAGE) != 0 &&
+                     (X509_get_extended_key_usage(peer) & XKU_SSL_SERVER) != 0;
+  return out;
+}
+
 StatusOr<std::unique_ptr<net::Stream>> TlsContext::Connect(std::unique_ptr<net::Stream> tcp,
                                                            std::string_view host,
                                                            std::chrono::milliseconds timeout) {

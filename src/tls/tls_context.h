@@ -42,7 +42,19 @@
 #include "common/thread_annotations.h"
 #include "net/stream.h"
 
+struct ssl_st;
+struct ssl_ctx_st;
+
 namespace cairn::tls {
+
+// What a verified certificate says about the other end of a finished handshake.
+struct PeerCertificate {
+  std::string principal;      // Its subject's common name; empty without a certificate.
+  bool cluster_node = false;  // It lists serverAuth among its extended key usages.
+};
+// Reads the peer certificate of `ssl` after a successful handshake (OpenSSL refused the
+// handshake if the certificate did not verify, so one that is present is verified).
+PeerCertificate PeerCertificateOf(const ssl_st* ssl);
 
 struct TlsOptions {
   // This end's certificate (PEM, leaf first, then any intermediates) and private key. Required
@@ -78,6 +90,11 @@ class TlsContext {
   StatusOr<std::unique_ptr<net::Stream>> Connect(std::unique_ptr<net::Stream> tcp,
                                                  std::string_view host,
                                                  std::chrono::milliseconds timeout) EXCLUDES(mu_);
+
+  // Server: the current OpenSSL context, re-read when its files changed (as WrapAccepted does),
+  // for a server that runs TLS through another library (src/http, on Asio). The pointer keeps
+  // the context alive; it must not be modified.
+  std::shared_ptr<ssl_ctx_st> NativeServerContext() EXCLUDES(mu_);
 
   // Loads the files again if they changed since the last load (ignores the interval). OK when
   // nothing changed; the load error otherwise (the previous certificates stay in use).

@@ -10,6 +10,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "tls/tls_context.h"
+
 namespace cairn::tls::internal {
 namespace {
 
@@ -262,17 +264,9 @@ Status TlsStream::Drive(Op op, char* data, size_t size, size_t* done,
       if (ret == 1) {
         *done = n;
         if (op == Op::kHandshake) {
-          X509* peer = SSL_get0_peer_certificate(ssl);
-          if (peer != nullptr) {
-            char cn[65] = {};
-            int len = X509_NAME_get_text_by_NID(X509_get_subject_name(peer), NID_commonName, cn,
-                                                sizeof(cn));
-            if (len > 0) principal_.assign(cn, static_cast<size_t>(len));
-            // Only a certificate that lists its purposes and names serverAuth among them (a
-            // certificate without the extension is good for every purpose: not a node).
-            peer_is_node_ = (X509_get_extension_flags(peer) & EXFLAG_XKUSAGE) != 0 &&
-                            (X509_get_extended_key_usage(peer) & XKU_SSL_SERVER) != 0;
-          }
+          PeerCertificate peer = PeerCertificateOf(ssl);
+          principal_ = std::move(peer.principal);
+          peer_is_node_ = peer.cluster_node;
         }
         return Status::Ok();
       }

@@ -108,6 +108,16 @@ void RequestAuthorizer::SetPolicy(auth::Policy policy) {
   auto next = std::make_shared<const auth::PolicyIndex>(std::move(policy));
   MutexLock l(&mu_);
   policy_ = std::move(next);
+  awaiting_policy_ = false;
+}
+
+void RequestAuthorizer::AwaitPolicy() {
+  // Deny-all meanwhile, for whoever looks at policy() (no short-circuit folders in Hello).
+  auto deny_all =
+      std::make_shared<const auth::PolicyIndex>(auth::Policy{.enabled = true, .grants = {}});
+  MutexLock l(&mu_);
+  policy_ = std::move(deny_all);
+  awaiting_policy_ = true;
 }
 
 std::shared_ptr<const auth::PolicyIndex> RequestAuthorizer::policy() const {
@@ -156,7 +166,13 @@ StatusOr<auth::Identity> RequestAuthorizer::IdentityOfToken(const auth::Identity
 Status RequestAuthorizer::Check(const auth::Identity& who, const protocol::Request& request,
                                 ConnectionAudit* audit) {
   const Need need = NeedOf(request);
-  std::shared_ptr<const auth::PolicyIndex> policy = this->policy();
+  std::shared_ptr<const auth::PolicyIndex> policy;
+  bool awaiting = false;
+  {
+    MutexLock l(&mu_);
+    policy = policy_;
+    awaiting = awaiting_policy_;
+  }
   if (!policy->enabled()) return Status::Ok();
   StatusOr<std::string> path = RequestPath(protocol::BaseOf(request).page);
   if (!path.ok()) {
@@ -167,6 +183,10 @@ Status RequestAuthorizer::Check(const auth::Identity& who, const protocol::Reque
   Status verdict;
   if (who.cluster_node) {
     verdict = Status::Ok();
+  } else if (awaiting) {
+    // Not a denial: the policy may allow it; the client tries elsewhere.
+    return UnavailableError(
+        "this worker has not read the authorization policy from etcd yet; try another");
   } else if (!need.access) {
     verdict = PermissionDeniedError(who.Describe() + " is not a cluster node: only workers may " +
                                     std::string(need.op));

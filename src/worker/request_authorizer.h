@@ -77,6 +77,10 @@ class RequestAuthorizer {
 
   // Replaces the policy (the ClusterAgent, on every change in etcd).
   void SetPolicy(auth::Policy policy) EXCLUDES(mu_);
+  // Until the next SetPolicy, requests are answered Unavailable (a cluster worker that has not
+  // read the policy from etcd yet): clients try another worker or the source, as for a worker
+  // that is down, rather than failing a read the policy may well allow.
+  void AwaitPolicy() EXCLUDES(mu_);
   std::shared_ptr<const auth::PolicyIndex> policy() const EXCLUDES(mu_);
 
   // The identity the stream's TLS certificate proves (anonymous without one, or for a name
@@ -89,7 +93,8 @@ class RequestAuthorizer {
                                            std::string_view token);
 
   // OK, or PermissionDenied naming the missing grant (InvalidArgument for a request whose
-  // path is not a plain path). Records denials and admin operations in `audit`.
+  // path is not a plain path; Unavailable while awaiting the policy). Records denials and
+  // admin operations in `audit`.
   Status Check(const auth::Identity& who, const protocol::Request& request, ConnectionAudit* audit);
 
  private:
@@ -98,6 +103,7 @@ class RequestAuthorizer {
   Options options_;
   mutable Mutex mu_;
   std::shared_ptr<const auth::PolicyIndex> policy_ GUARDED_BY(mu_);
+  bool awaiting_policy_ GUARDED_BY(mu_) = false;
   metrics::Counter* denied_ = nullptr;
   metrics::Counter* tokens_refused_ = nullptr;
   std::unique_ptr<metrics::Registry> owned_;  // When no registry was given.

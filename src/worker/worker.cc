@@ -94,6 +94,36 @@ Status MakeTls(const WorkerOptions& o, const std::string& listen_host,
   return Status::Ok();
 }
 
+// The metrics endpoint's TLS (null: plaintext), or why it may not serve plaintext.
+Status MakeMetricsTls(const WorkerOptions& o, const std::string& host,
+                      std::shared_ptr<tls::TlsContext>* out) {
+  const config::WorkerConfig& cfg = o.config;
+  const std::string& reason = !cfg.metrics_insecure_plaintext.empty()
+                                  ? cfg.metrics_insecure_plaintext
+                                  : (o.tls.enabled() ? std::string() : cfg.insecure_plaintext);
+  if (o.tls.enabled() && !o.tls.cert_file.empty() && cfg.metrics_insecure_plaintext.empty()) {
+    tls::TlsOptions t;
+    t.ca_file = o.tls.ca_file;
+    t.cert_file = o.tls.cert_file;
+    t.key_file = o.tls.key_file;
+    // Asked for, not required: /healthz is for probes that have no certificate; /metrics
+    // checks for one per request (metrics/http_server.h).
+    t.require_peer_certificate = false;
+    CAIRN_ASSIGN_OR_RETURN(*out, tls::TlsContext::Create(tls::TlsContext::Role::kServer, t));
+    return Status::Ok();
+  }
+  if (net::IsLoopbackHost(host)) return Status::Ok();
+  if (reason.empty()) {
+    return InvalidArgumentError(
+        "the worker would serve /metrics in plaintext on " + cfg.metrics_listen +
+        ": give the worker TLS (--tls-ca, --tls-cert, --tls-key), listen on a loopback address, "
+        "or state why plaintext is acceptable with --metrics-insecure-plaintext REASON "
+        "(docs/security.md)");
+  }
+  spdlog::warn("serving /metrics in plaintext on {} ({})", cfg.metrics_listen, reason);
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status Worker::Init(WorkerOptions options) {
@@ -107,6 +137,20 @@ Status Worker::Init(WorkerOptions options) {
   std::shared_ptr<tls::TlsContext> server_tls, peer_tls;
   if (options.serve_tcp)
     CAIRN_RETURN_IF_ERROR(MakeTls(options, listen_host, &server_tls, &peer_tls));
+  // Settled before anything starts: a refusal must not come after the cache was opened.
+  std::string metrics_host;
+  uint16_t metrics_port = 0;
+  std::shared_ptr<tls::TlsContext> metrics_tls;
+  if (!cfg.metrics_listen.empty()) {
+    CAIRN_RETURN_IF_ERROR(net::ParseHostPort(cfg.metrics_listen, &metrics_host, &metrics_port)
+                              .WithContext("metrics listen address"));
+    if (cfg.metrics_listen == config::kDefaultMetricsListen && !options.tls.enabled() &&
+        options.serve_tcp && net::IsLoopbackHost(listen_host) &&
+        cfg.metrics_insecure_plaintext.empty()) {
+      metrics_host = "127.0.0.1";
+    }
+    CAIRN_RETURN_IF_ERROR(MakeMetricsTls(options, metrics_host, &metrics_tls));
+  }
   id_ = cfg.id;
   if (id_.empty()) {
     char host[256] = "worker";
@@ -217,10 +261,12 @@ Status Worker::Init(WorkerOptions options) {
     CAIRN_ASSIGN_OR_RETURN(ao.tokens, LoadTokenKeys(cfg.token_public_keys));
     ao.registry = registry_.get();
     authorizer_ = std::make_unique<RequestAuthorizer>(std::move(ao));
-    // Until the first policy arrives from etcd, nothing but cluster members is allowed: a
-    // worker must not serve a moment of open access to a cluster that has a policy.
+    // Until the first policy arrives from etcd, nothing but cluster members is served: a
+    // worker must not serve a moment of open access to a cluster that has a policy. Clients
+    // are answered Unavailable meanwhile (they read elsewhere), not denied: a worker restarted
+    // under a client that still has it in its ring must not fail that client's reads.
     if (!options.etcd_endpoints.empty()) {
-      authorizer_->SetPolicy(auth::Policy{.enabled = true, .grants = {}});
+      authorizer_->AwaitPolicy();
     }
     ServerOptions sv;
     sv.authorizer = authorizer_.get();
@@ -232,10 +278,13 @@ Status Worker::Init(WorkerOptions options) {
   }
   if (!cfg.metrics_listen.empty()) {
     metrics::HttpServerOptions ho;
-    uint16_t port = 0;
-    CAIRN_RETURN_IF_ERROR(net::ParseHostPort(cfg.metrics_listen, &ho.host, &port));
-    ho.port = port;
+    ho.host = metrics_host;
+    ho.port = metrics_port;
+    metrics_host_ = metrics_host;
     ho.registry = registry_.get();
+    ho.tls = metrics_tls;
+    ho.metrics_need_client_certificate = !cfg.metrics_allow_anonymous;
+    metrics_tls_ = ho.tls != nullptr;
     pagestore::PageStore* store = store_.get();
     ho.health = [store]() -> std::pair<bool, std::string> {
       pagestore::PageStoreStats s = store->Stats();
@@ -286,12 +335,9 @@ Status Worker::JoinCluster(const WorkerOptions& options) {
   co.record.id = id_;
   co.record.address = advertised_;
   if (http_) {
-    std::string mhost;
-    uint16_t mport = 0;
-    if (net::ParseHostPort(options.config.metrics_listen, &mhost, &mport).ok()) {
-      if (IsWildcardHost(mhost)) mhost = host;
-      co.record.metrics_address = mhost + ":" + std::to_string(http_->port());
-    }
+    const std::string mhost = IsWildcardHost(metrics_host_) ? host : metrics_host_;
+    co.record.metrics_address = mhost + ":" + std::to_string(http_->port());
+    co.record.metrics_tls = metrics_tls_;
   }
   co.peers = peers_.get();
   co.authorizer = authorizer_.get();

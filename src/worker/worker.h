@@ -97,6 +97,8 @@ class Worker {
   std::unique_ptr<RequestAuthorizer> authorizer_;  // Outlives the server that uses it.
   std::unique_ptr<WorkerServer> server_;
   std::unique_ptr<metrics::HttpServer> http_;
+  bool metrics_tls_ = false;                      // http_ serves HTTPS.
+  std::string metrics_host_;                      // The host http_ is bound to.
   std::unique_ptr<ClusterAgent> cluster_;         // Cluster mode only.
   std::shared_ptr<ufs::UfsLimiter> ufs_limiter_;  // Worker-wide source cap, if configured.
 };
