@@ -2,10 +2,11 @@
 
 #include <curl/curl.h>
 
-#include <algorithm>
-#include <cctype>
 #include <memory>
 #include <sstream>
+#include <string_view>
+
+#include "common/logging.h"
 
 namespace cairn::cli {
 namespace {
@@ -86,11 +87,8 @@ StatusOr<std::string> FetchMetrics(const membership::WorkerRecord& worker, const
   long code = 0;
   curl_easy_getinfo(curl.get(), CURLINFO_RESPONSE_CODE, &code);
   if (code != 200) {
-    // The worker's words, shown on a terminal: printable characters only.
-    std::string first_line = body.substr(0, std::min<size_t>(body.find('\n'), 200));
-    for (char& c : first_line) {
-      if (!std::isprint(static_cast<unsigned char>(c))) c = '?';
-    }
+    // The worker's words, shown on a terminal.
+    const std::string first_line = Printable(std::string_view(body).substr(0, body.find('\n')));
     return UnavailableError(url + ": HTTP " + std::to_string(code) +
                             (first_line.empty() ? "" : ": " + first_line));
   }

@@ -81,4 +81,12 @@ Status InitLogging(std::string_view level) {
   return Status::Ok();
 }
 
+std::string Printable(std::string_view text, size_t max_bytes) {
+  std::string out(text.substr(0, max_bytes));
+  for (char& c : out) {
+    if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) >= 0x7f) c = '?';
+  }
+  return out;
+}
+
 }  // namespace cairn

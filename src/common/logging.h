@@ -22,6 +22,10 @@ Status InitLogging(std::string_view level);
 // keys, paths): one such name must never start a forged log line of its own.
 std::unique_ptr<spdlog::formatter> MakeLogFormatter(const std::string& pattern);
 
+// `text` for a message that may reach a terminal (an error built from what a peer, etcd or a
+// file said): at most `max_bytes` of it, control characters and non-ASCII bytes as '?'.
+std::string Printable(std::string_view text, size_t max_bytes = 200);
+
 }  // namespace cairn
 
 #endif  // CAIRN_COMMON_LOGGING_H_

@@ -33,4 +33,12 @@ TEST(LoggingTest, ANameFromAPeerCannotForgeALogLine) {
 }
 
 }  // namespace
+
+TEST(PrintableTest, ReplacesControlAndNonAsciiBytesAndBoundsTheLength) {
+  EXPECT_EQ(Printable("ok: /metrics"), "ok: /metrics");
+  EXPECT_EQ(Printable("a\nb\x1b[0m\xc3\xa9"), "a?b?[0m??");
+  EXPECT_EQ(Printable(std::string(500, 'x')).size(), 200u);
+  EXPECT_EQ(Printable("abcdef", 3), "abc");
+}
+
 }  // namespace cairn

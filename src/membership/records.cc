@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "common/logging.h"
 #include "membership/json_fields.h"
 
 namespace cairn::membership {
@@ -98,16 +99,6 @@ Status ValidateWorkerId(std::string_view id) {
     }
   }
   return Status::Ok();
-}
-
-// `text` for an error message: control characters and non-ASCII bytes as '?' (the value came
-// from etcd and the message may reach a terminal).
-std::string Printable(std::string_view text) {
-  std::string out(text.substr(0, 200));
-  for (char& c : out) {
-    if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) >= 0x7f) c = '?';
-  }
-  return out;
 }
 
 Status ValidateHostPort(std::string_view address) {

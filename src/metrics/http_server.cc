@@ -1,7 +1,5 @@
 #include "metrics/http_server.h"
 
-#include <exception>
-
 namespace cairn::metrics {
 
 namespace {
