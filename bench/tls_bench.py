@@ -11,7 +11,10 @@ the 2-core VM of docs/benchmarks.md and would otherwise dominate). Each pass rea
 whole with --readers threads, O_DIRECT 1 MiB reads; plaintext and TLS passes alternate.
 Reported: median MB/s of each, the TLS / plaintext ratio, the worker's and the client's CPU
 milliseconds per MB read (from /proc/PID/stat), and a fresh client's time to its first byte
-(connect + TLS handshake + Hello).
+(connect + TLS handshake + Hello). Then the latency of single page reads, 4 KiB and 1 MiB, one at
+a time from a client with no FUSE and no page buffer (`build/bench/page_latency`, one process
+per run; every read a cache hit on the worker): p50, p99 and MB/s of each, TLS against
+plaintext.
 
 A benchmark, not a test: it fails (exit 1) only if a read returns wrong bytes or a process
 misbehaves. Run with Debian's interpreter:
@@ -51,6 +54,10 @@ def parse_args(argv):
     p.add_argument("--file-mib", type=int, default=16)
     p.add_argument("--readers", type=int, default=4)
     p.add_argument("--runs", type=int, default=5, help="measured runs per mode (median)")
+    p.add_argument("--latency-runs", type=int, default=3,
+                   help="runs of page_latency per mode and read size (median)")
+    p.add_argument("--page-latency-bin",
+                   default=os.path.join(REPO, "build", "bench", "page_latency"))
     p.add_argument("--out", default=None, help="JSON file for every raw value")
     return p.parse_args(argv)
 
@@ -185,6 +192,7 @@ class Bench:
                       flush=True)
         for f in clients.values():
             f.stop()
+        latency = self.latency()
         med = {m: {k: statistics.median(r[k] for r in raw[m])
                    for k in ("mb_per_s", "worker_cpu_ms_per_mb", "client_cpu_ms_per_mb")}
                for m in raw}
@@ -197,7 +205,44 @@ class Bench:
                          ("first_byte_ms", "first byte ms (1 run)")):
             a, b = med["plain"][k], med["tls"][k]
             print(f"{label:22s}{a:12.2f}{b:12.2f}{b / a:11.2f}x")
-        return {"args": vars(self.args), "raw": raw, "median": med}
+        for length, per_mode in latency.items():
+            for k in ("p50_us", "p99_us", "mb_per_s"):
+                a = statistics.median(r[k] for r in per_mode["plain"])
+                b = statistics.median(r[k] for r in per_mode["tls"])
+                label = f"{length // 1024} KiB {k}"
+                print(f"{label:22s}{a:12.1f}{b:12.1f}{b / a:11.2f}x  (TLS - plain: {b - a:+.1f})")
+        return {"args": vars(self.args), "raw": raw, "median": med, "latency": latency}
+
+    def latency(self):
+        """Round trips of single page reads (page_latency: no FUSE, no client buffer), 4 KiB
+        and 1 MiB, plaintext and TLS alternating; each a cache hit on the worker."""
+        binary = self.args.page_latency_bin
+        if not os.path.exists(binary):
+            print(f"(no {binary}: build target page_latency for the latency table)")
+            return {}
+        name = sorted(self.files)[0]
+        st = os.stat(os.path.join(self.src, name))
+        out = {}
+        for length, reads in ((4096, 3000), (MIB, 300)):
+            out[length] = {"plain": [], "tls": []}
+            for i in range(self.args.latency_runs):
+                for mode in (("plain", "tls") if i % 2 == 0 else ("tls", "plain")):
+                    w = self.workers[mode]
+                    args = [binary, "--address", f"127.0.0.1:{w.listen_port}", "--mount", MOUNT,
+                            "--key", name, "--version", f"{st.st_size}-{st.st_mtime_ns}",
+                            "--object-size", str(st.st_size), "--length", str(length),
+                            "--reads", str(reads)]
+                    if mode == "tls":
+                        args += self.tls_flags("bench")
+                    r = subprocess.run(args, capture_output=True, timeout=300)
+                    if r.returncode != 0:
+                        raise RuntimeError(f"page_latency ({mode}): {r.stderr.decode()}")
+                    fields = r.stdout.decode().split()
+                    values = {fields[j]: float(fields[j + 1]) for j in range(0, len(fields), 2)}
+                    out[length][mode].append(values)
+                    print(f"latency {length:>8d} B {mode:5s} p50 {values['p50_us']:7.1f} us  "
+                          f"p99 {values['p99_us']:7.1f} us", flush=True)
+        return out
 
 
 def main(argv):

@@ -14,7 +14,7 @@ using namespace cairn::protocol;
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   // The first byte picks the message type the rest claims to be.
-  auto type = static_cast<MessageType>(data[0] % 16);
+  auto type = static_cast<MessageType>(data[0] % 19);
   std::span<const char> bytes(reinterpret_cast<const char*>(data) + 1, size - 1);
   if (bytes.size() >= kFrameHeaderSize) {
     (void)DecodeFrameHeader(bytes.first<kFrameHeaderSize>());
@@ -36,6 +36,23 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (reply.ok() &&
       (view.data() < bytes.data() || view.data() + view.size() > bytes.data() + bytes.size())) {
     std::abort();
+  }
+  auto metadata = DecodeMetadataRequest(type, bytes);
+  if (metadata.ok()) {
+    if (TypeOf(*metadata) != type) std::abort();
+    if (EncodeMetadataRequest(*metadata) != std::string(bytes.begin(), bytes.end())) std::abort();
+    if (PathOf(*metadata).empty() || PathOf(*metadata)[0] != '/') std::abort();
+  }
+  auto listing = DecodeMetadataReply(bytes);
+  if (listing.ok()) {
+    if (listing->entries.size() > kMaxListEntries) std::abort();
+    for (const DirEntry& e : listing->entries) {
+      if (e.name.find('/') != std::string::npos || e.name == "..") std::abort();
+    }
+    if (listing->status == cairn::StatusCode::kOk &&
+        EncodeMetadataReply(*listing) != std::string(bytes.begin(), bytes.end())) {
+      std::abort();
+    }
   }
   (void)DecodePageReplyMeta(bytes);
   (void)DecodeControlReply(bytes);

@@ -266,13 +266,13 @@ class Cluster:
         return sum(self.metric(w, name) for w in ids)
 
     # -- clients and commands -------------------------------------------------------------
-    def fuse(self, extra=(), mountpoint=None, name="fuse", metrics=False):
+    def fuse(self, extra=(), mountpoint=None, name="fuse", metrics=False, env=None):
         """Starts `cairn fuse MOUNTPOINT --etcd URL`; with `metrics`, also the client's
         /metrics (Proc.metrics_port)."""
         port = free_port() if metrics else None
         flags = ["--metrics-listen", f"127.0.0.1:{port}"] if metrics else []
         p = self.h.fuse([], mountpoint=mountpoint, name=name,
-                        extra=["--etcd", self.etcd.url, *flags, *extra])
+                        extra=["--etcd", self.etcd.url, *flags, *extra], env=env)
         if metrics:
             p.metrics_port = port
             self.h.wait_healthy(p)

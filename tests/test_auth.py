@@ -5,10 +5,14 @@ admin operations, the audit log.
 Real processes over mutual TLS, certificates and token keys made by the CLI, a real https etcd."""
 
 import os
+import random
 import time
 
+import pytest
+
 from cluster_util import PAGES, UFS_BYTES, Cluster, etcd, one_error_line  # noqa: F401
-from conftest import wait_until
+from conftest import KiB, wait_until
+from lake import Lake
 from security_util import etcd_flags, pki, small_lake, tls_cluster, tls_flags  # noqa: F401
 
 MOUNT = "/auth/lake"
@@ -192,3 +196,62 @@ def test_a_worker_serves_only_the_sources_it_allows_whatever_etcd_says(etcd, har
     r = harness.run(["worker", "--etcd", etcd.url, "--cache-dir", str(tmp_path / "c2"),
                      "--listen", "127.0.0.1:0", "--allow-source", "gs://bucket"])
     assert r.returncode == 1 and "allowed source" in one_error_line(r.stderr), r.stderr
+
+
+def test_a_job_lists_through_the_workers_and_sees_only_its_grants(tls_cluster, pki, harness,
+                                                                 tmp_path):
+    """`--metadata-via-workers`: stat and listings come from the workers (with their source
+    access), and a listing shows a principal only the names its read grants allow, look-alikes
+    and other teams' folders hidden; through the CLI and a FUSE mount."""
+    cluster = tls_cluster
+    rng = random.Random(5)
+    files = {"team-a/x.bin": rng.randbytes(300 * KiB), "team-a/sub/y.bin": rng.randbytes(7),
+             "team-a2/secret.bin": b"s", "team-b/z.bin": b"z", "top.bin": b"t"}
+    lake = Lake(tmp_path / "lake", files)
+    ok(harness.run(["token", "keygen", "--out", pki]))
+    for wid in ("w1", "w2"):
+        cluster.start_worker(wid, extra=[*tls_flags(pki, wid), *etcd_flags(pki, wid),
+                                         "--token-public-key", str(pki / "token.pub")])
+    admin_etcd = etcd_flags(pki, "team-a")
+    ok(cluster.cli(["mount", "add", MOUNT, lake.uri, *admin_etcd]))
+    token = ok(harness.run(["token", "issue", "--key", pki / "token.key", "--principal",
+                            "job-a", "--ttl", "1h"])).stdout.decode().strip()
+    env = dict(os.environ, CAIRN_TOKEN=token)
+    job = ["--tls-ca", str(pki / "ca.crt"), "--no-short-circuit", "--metadata-via-workers",
+           *admin_etcd]
+
+    def ls(path, extra=()):
+        return ok(cluster.cli(["ls", path, *job, *extra], env=env)).stdout.decode().split()
+
+    # No policy yet: the workers list the whole source (and count it: it is they who ask).
+    asked = cluster.metric_sum("cairn_worker_metadata_requests_total")
+    assert ls(MOUNT) == ["team-a/", "team-a2/", "team-b/", "top.bin"]
+    assert cluster.metric_sum("cairn_worker_metadata_requests_total") > asked
+    updates = {w: cluster.metric(w, ACL_UPDATES) for w in ("w1", "w2")}
+    ok(cluster.cli(["acl", "set", "job-a", f"{MOUNT}/team-a", "read", *admin_etcd]))
+    ok(cluster.cli(["acl", "enable", *admin_etcd]))
+    wait_until(lambda: all(cluster.metric(w, ACL_UPDATES) >= n + 2 for w, n in updates.items()),
+               10, "both workers to apply the policy")
+
+    assert ls(MOUNT) == ["team-a/"]
+    assert ls(f"{MOUNT}/team-a") == ["sub/", "x.bin"]
+    r = ok(cluster.cli(["cat", f"{MOUNT}/team-a/x.bin", *job], env=env))
+    assert r.stdout == files["team-a/x.bin"]
+    for hidden in (f"{MOUNT}/team-a2", f"{MOUNT}/team-b", f"{MOUNT}/top.bin"):
+        r = cluster.cli(["stat", hidden, *job], env=env)
+        assert r.returncode == 1, r
+        assert "principal 'job-a' (token) has no read grant on " + hidden in \
+            one_error_line(r.stderr), r.stderr
+    r = cluster.cli(["ls", f"{MOUNT}/team-b", *job], env=env)
+    assert r.returncode == 1 and b"no read grant" in r.stderr, r.stderr
+
+    # The same through a FUSE mount that runs as the job.
+    p = cluster.fuse(extra=job, name="fuse-job", env=env)
+    root = os.path.join(p.mountpoint, MOUNT.lstrip("/"))
+    assert sorted(os.listdir(root)) == ["team-a"]
+    assert sorted(os.listdir(os.path.join(root, "team-a"))) == ["sub", "x.bin"]
+    with open(os.path.join(root, "team-a", "x.bin"), "rb") as f:
+        assert f.read() == files["team-a/x.bin"]
+    for hidden in ("team-b", "team-a2", "top.bin"):
+        with pytest.raises(PermissionError):
+            os.stat(os.path.join(root, hidden))

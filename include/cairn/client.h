@@ -78,6 +78,12 @@ struct ClientOptions {
   // token's principal instead of its certificate's. Sent only over TLS or to a worker on this
   // machine. docs/security.md.
   std::string token;
+  // Ask the workers for metadata (stat, directory listings) instead of the sources: they
+  // answer with their own source credentials, so the job needs none, and under an
+  // authorization policy they show only the names the job's grants allow. Off: the client
+  // lists the sources itself (with the credentials of its environment). Ignored with
+  // `local_channel` (an embedded worker shares the client's sources).
+  bool metadata_via_workers = false;
 };
 
 struct FileInfo {

@@ -1,5 +1,6 @@
 #include "auth/policy.h"
 
+#include <algorithm>
 #include <set>
 #include <utility>
 
@@ -27,6 +28,11 @@ bool IsNormalized(std::string_view path) {
     i = j + 1;
   }
   return true;
+}
+
+Status Denial(const Identity& who, Access access, std::string_view path) {
+  return PermissionDeniedError(who.Describe() + " has no " + std::string(AccessName(access)) +
+                               " grant on " + std::string(path));
 }
 
 bool Applies(const Grant& grant, const Identity& who) {
@@ -128,8 +134,7 @@ AccessSet AccessOn(const Policy& policy, const Identity& who, std::string_view p
 
 Status Authorize(const Policy& policy, const Identity& who, std::string_view path, Access access) {
   if ((AccessOn(policy, who, path) & static_cast<AccessSet>(access)) != 0) return Status::Ok();
-  return PermissionDeniedError(who.Describe() + " has no " + std::string(AccessName(access)) +
-                               " grant on " + std::string(path));
+  return Denial(who, access, path);
 }
 
 PolicyIndex::PolicyIndex(Policy policy) : policy_(std::move(policy)) {
@@ -142,26 +147,54 @@ PolicyIndex::PolicyIndex(Policy policy) : policy_(std::move(policy)) {
   }
 }
 
+template <typename F>
+void PolicyIndex::ForEachGrantOf(const Identity& who, F&& f) const {
+  if (who.source == Identity::Source::kAnonymous) return;
+  for (const Grant* g : anyone_) f(*g);
+  auto it = by_principal_.find(who.principal);
+  if (it == by_principal_.end()) return;
+  for (const Grant* g : it->second) f(*g);
+}
+
 AccessSet PolicyIndex::AccessOn(const Identity& who, std::string_view path) const {
   if (!policy_.enabled) return kAllAccess;
-  if (who.source == Identity::Source::kAnonymous) return 0;
   AccessSet set = 0;
-  for (const Grant* g : anyone_) {
-    if (PrefixCovers(g->prefix, path)) set |= g->access;
-  }
-  auto it = by_principal_.find(who.principal);
-  if (it != by_principal_.end()) {
-    for (const Grant* g : it->second) {
-      if (PrefixCovers(g->prefix, path)) set |= g->access;
-    }
-  }
+  ForEachGrantOf(who, [&](const Grant& g) {
+    if (PrefixCovers(g.prefix, path)) set |= g.access;
+  });
   return set;
 }
 
 Status PolicyIndex::Authorize(const Identity& who, std::string_view path, Access access) const {
   if ((AccessOn(who, path) & static_cast<AccessSet>(access)) != 0) return Status::Ok();
-  return PermissionDeniedError(who.Describe() + " has no " + std::string(AccessName(access)) +
-                               " grant on " + std::string(path));
+  return Denial(who, access, path);
+}
+
+bool Visibility::Shows(std::string_view name) const {
+  return everything || std::binary_search(children.begin(), children.end(), name);
+}
+
+StatusOr<Visibility> PolicyIndex::VisibleIn(const Identity& who, std::string_view dir) const {
+  Visibility v;
+  if ((AccessOn(who, dir) & static_cast<AccessSet>(Access::kRead)) != 0) {
+    v.everything = true;
+    return v;
+  }
+  // The first component below `dir` of each read grant strictly under it.
+  const size_t skip = dir == "/" ? 1 : dir.size() + 1;
+  ForEachGrantOf(who, [&](const Grant& g) {
+    if ((g.access & static_cast<AccessSet>(Access::kRead)) == 0) return;
+    if (g.prefix.size() <= dir.size() || !PrefixCovers(dir, g.prefix)) return;
+    std::string_view rest = std::string_view(g.prefix).substr(skip);
+    v.children.emplace_back(rest.substr(0, rest.find('/')));
+  });
+  if (v.children.empty()) {
+    return PermissionDeniedError(who.Describe() + " has no read grant on " + std::string(dir) +
+                                 " or below it");
+  }
+  std::sort(v.children.begin(), v.children.end());
+  v.children.erase(std::unique(v.children.begin(), v.children.end()), v.children.end());
+  return v;
 }
 
 Status ValidatePolicy(const Policy& policy) {

@@ -74,6 +74,18 @@ Status Authorize(const Policy& policy, const Identity& who, std::string_view pat
 // The accesses `who` holds on `path` (all of them when the policy is disabled).
 AccessSet AccessOn(const Policy& policy, const Identity& who, std::string_view path);
 
+// What a principal may see of a directory's entries, in a listing or a stat. Read on the
+// directory shows everything in it. Without it, a principal still sees the way down to its own
+// read grants below the directory: a team granted read on /lake/team-a lists /lake and finds
+// "team-a" only, whatever else /lake holds (those names are in the policy the principal was
+// given, so showing them reveals nothing a grant does not). Nothing else of the directory is
+// shown; with neither, the directory is refused.
+struct Visibility {
+  bool everything = false;
+  std::vector<std::string> children;  // When !everything: sorted, unique names.
+  bool Shows(std::string_view name) const;
+};
+
 // A policy prepared for checks on every request: the grants of each principal apart (and those
 // of "*"), so a check costs the grants that apply to the caller, not every grant of the
 // cluster. Answers exactly as Authorize and AccessOn above. Immutable; share it.
@@ -84,8 +96,15 @@ class PolicyIndex {
   bool enabled() const { return policy_.enabled; }
   AccessSet AccessOn(const Identity& who, std::string_view path) const;
   Status Authorize(const Identity& who, std::string_view path, Access access) const;
+  // What `who` may see in the directory `dir` (normalised; see Visibility). PermissionDenied
+  // "<who> has no read grant on <dir> or below it" when nothing.
+  StatusOr<Visibility> VisibleIn(const Identity& who, std::string_view dir) const;
 
  private:
+  // The grants that apply to `who` (none for an anonymous identity).
+  template <typename F>
+  void ForEachGrantOf(const Identity& who, F&& f) const;
+
   Policy policy_;
   std::unordered_map<std::string, std::vector<const Grant*>> by_principal_;
   std::vector<const Grant*> anyone_;  // Grants to "*".

@@ -105,6 +105,56 @@ TEST(PolicyIndexTest, AnswersExactlyAsTheLinearScan) {
   }
 }
 
+TEST(VisibilityTest, ReadOnTheDirectoryShowsEverything) {
+  PolicyIndex index(Enabled({{"team-a", "/lake", kRead}}));
+  auto v = index.VisibleIn(Cert("team-a"), "/lake/sub");
+  ASSERT_TRUE(v.ok()) << v.status().ToString();
+  EXPECT_TRUE(v->everything);
+  EXPECT_TRUE(v->Shows("anything"));
+  EXPECT_TRUE(PolicyIndex(Policy{}).VisibleIn(Identity{}, "/").value().everything);
+}
+
+TEST(VisibilityTest, WithoutReadOnlyTheWayDownToOwnReadGrantsShows) {
+  PolicyIndex index(Enabled({{"team-a", "/lake/a", kRead},
+                             {"team-a", "/lake/deep/x/y", kRead},
+                             {"team-a", "/lake/w", kWrite | kAdmin},  // No read: not shown.
+                             {"team-b", "/lake/b", kRead},            // Another team's.
+                             {"*", "/lake/public", kRead},
+                             {"team-a", "/other", kRead}}));
+  auto v = index.VisibleIn(Token("team-a"), "/lake");
+  ASSERT_TRUE(v.ok()) << v.status().ToString();
+  EXPECT_FALSE(v->everything);
+  EXPECT_EQ(v->children, (std::vector<std::string>{"a", "deep", "public"}));
+  EXPECT_TRUE(v->Shows("a"));
+  EXPECT_FALSE(v->Shows("a2"));  // A look-alike of a granted name.
+  EXPECT_FALSE(v->Shows("b"));
+  EXPECT_FALSE(v->Shows("w"));
+  EXPECT_EQ(index.VisibleIn(Token("team-a"), "/lake/deep").value().children,
+            (std::vector<std::string>{"x"}));
+  EXPECT_EQ(index.VisibleIn(Token("team-a"), "/").value().children,
+            (std::vector<std::string>{"lake", "other"}));
+  // A look-alike of the directory is not on the way to /lake/a.
+  auto look_alike = index.VisibleIn(Token("team-a"), "/la");
+  EXPECT_EQ(look_alike.status().code(), StatusCode::kPermissionDenied);
+  auto other = index.VisibleIn(Token("team-c"), "/lake");  // Only the "*" grant.
+  ASSERT_TRUE(other.ok());
+  EXPECT_EQ(other->children, (std::vector<std::string>{"public"}));
+}
+
+TEST(VisibilityTest, NothingVisibleIsRefusedAndAnonymousSeesNothing) {
+  PolicyIndex index(Enabled({{"*", "/lake/public", kRead}, {"team-a", "/lake/w", kWrite}}));
+  auto anonymous = index.VisibleIn(Identity{}, "/lake");
+  EXPECT_EQ(anonymous.status().code(), StatusCode::kPermissionDenied);
+  auto writer = index.VisibleIn(Cert("team-a"), "/lake/w");
+  EXPECT_EQ(writer.status().code(), StatusCode::kPermissionDenied);
+  EXPECT_NE(writer.status().message().find("no read grant on /lake/w or below it"),
+            std::string::npos)
+      << writer.status().message();
+  // Below a shown name but outside the grant: refused.
+  EXPECT_EQ(index.VisibleIn(Cert("team-a"), "/lake/publicity").status().code(),
+            StatusCode::kPermissionDenied);
+}
+
 TEST(PolicyTest, AccessSetsParseAndPrint) {
   EXPECT_EQ(*ParseAccessSet("read"), kRead);
   EXPECT_EQ(*ParseAccessSet("read,admin"), kRead | kAdmin);

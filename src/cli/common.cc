@@ -33,6 +33,9 @@ void AddSourceFlags(CLI::App* app, SourceFlags* f, bool with_workers) {
         ->envname("CAIRN_TOKEN");
     app->add_option("--token-file", f->token_file, "Read the job token from this file")
         ->envname("CAIRN_TOKEN_FILE");
+    app->add_flag("--metadata-via-workers", f->metadata_via_workers,
+                  "Ask the workers for stat and listings (with their source credentials, "
+                  "filtered by this client's grants) instead of the sources");
   }
   AddTlsFlags(app, &f->tls_ca, &f->tls_cert, &f->tls_key);
   app->add_option("--page-size", f->page_size, "Cache page size (default 1MiB)");
@@ -205,6 +208,7 @@ StatusOr<config::Config> BuildConfig(const SourceFlags& f) {
     cfg.client.token = f.token;
   }
   if (f.no_cache) cfg.client.no_cache = true;
+  if (f.metadata_via_workers) cfg.client.metadata_via_workers = true;
   if (!f.page_size.empty()) {
     auto ps = ParseBytes(f.page_size);
     if (!ps.ok()) return ps.status().WithContext("--page-size");

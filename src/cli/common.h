@@ -45,6 +45,7 @@ struct SourceFlags {
   bool virtual_hosted = false;
   bool no_short_circuit = false;
   bool no_cache = false;
+  bool metadata_via_workers = false;
   EtcdFlags etcd;                         // Cluster mode.
   std::string tls_ca, tls_cert, tls_key;  // TLS to the workers (and, for a worker, its own).
   std::string token, token_file;          // A job token for the workers (client commands).

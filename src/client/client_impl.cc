@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "client/file_reader.h"
+#include "mount/namespace_ops.h"
 #include "tls/tls_context.h"
 #include "transport/remote_channel.h"
 #include "protocol/wire.h"
@@ -25,6 +26,16 @@ FileInfo DirInfo(std::string name) {
   FileInfo info;
   info.name = std::move(name);
   info.is_dir = true;
+  return info;
+}
+
+FileInfo ToFileInfo(mount::Entry entry) {
+  FileInfo info;
+  info.name = std::move(entry.name);
+  info.is_dir = entry.is_dir;
+  info.size = entry.size;
+  info.version = std::move(entry.version);
+  info.mtime_ns = entry.mtime_ns;
   return info;
 }
 
@@ -146,7 +157,7 @@ StatusOr<FileInfo> ClientImpl::Stat(std::string_view raw_path) {
   }
   metadata_misses_.fetch_add(1, std::memory_order_relaxed);
   if (auto listed = StatFromParentListing(*r.mount, r.key, path)) return *listed;
-  StatusOr<FileInfo> info = StatFromSource(*r.mount, r.key, name);
+  StatusOr<FileInfo> info = StatPath(*r.mount, r.key, path, name);
   if (info.ok() || info.status().code() == StatusCode::kNotFound) {
     metadata_.PutStat(path, info, r.mount->spec.metadata_ttl.count());
   }
@@ -164,7 +175,7 @@ std::optional<StatusOr<FileInfo>> ClientImpl::StatFromParentListing(const mount:
   // At most one LIST per directory and TTL: the first page stays cached with the listings.
   std::optional<DirPage> page = metadata_.GetList(parent_path, "");
   if (!page) {
-    auto listed = ListFromSource(mount, parent_key, parent_path, "", 1000);
+    auto listed = ListPage(mount, parent_key, parent_path, "", 1000);
     if (!listed.ok()) return std::nullopt;  // The HEAD path reports errors precisely.
     page = std::move(listed).value();
   }
@@ -172,33 +183,71 @@ std::optional<StatusOr<FileInfo>> ClientImpl::StatFromParentListing(const mount:
                              [](const FileInfo& e, const std::string& n) { return e.name < n; });
   if (it != page->entries.end() && it->name == name) return StatusOr<FileInfo>(*it);
   if (!page->next_token.empty()) return std::nullopt;  // Beyond the first page: ask the source.
+  // A worker's listing shows only what this client's grants allow: a name missing from it may
+  // be hidden rather than absent, and the worker's own answer for it says which.
+  if (MetadataViaWorkers()) return std::nullopt;
   // The whole directory is on the page and the name is not.
   StatusOr<FileInfo> missing = NotFoundError("no such file or directory: " + key);
   metadata_.PutStat(path, missing, mount.spec.metadata_ttl.count());
   return missing;
 }
 
+StatusOr<FileInfo> ClientImpl::StatPath(const mount::Mount& mount, const std::string& key,
+                                        const std::string& path, const std::string& name) {
+  if (MetadataViaWorkers()) return StatFromWorkers(path, name);
+  return StatFromSource(mount, key, name);
+}
+
+StatusOr<DirPage> ClientImpl::ListPage(const mount::Mount& mount, const std::string& key,
+                                       const std::string& path, std::string_view token,
+                                       int max_entries) {
+  StatusOr<DirPage> page = MetadataViaWorkers() ? ListFromWorkers(path, token, max_entries)
+                                                : ListFromSource(mount, key, token, max_entries);
+  if (page.ok()) RememberListing(path, token, *page, mount.spec.metadata_ttl.count());
+  return page;
+}
+
+StatusOr<FileInfo> ClientImpl::StatFromWorkers(const std::string& path, const std::string& name) {
+  protocol::StatPathRequest request;
+  request.path = path;
+  CAIRN_ASSIGN_OR_RETURN(protocol::MetadataReply reply, fetcher_->Metadata(request));
+  if (reply.entries.size() != 1) {
+    return UnavailableError("a worker answered a stat of " + path + " with " +
+                            std::to_string(reply.entries.size()) + " entries");
+  }
+  protocol::DirEntry& e = reply.entries[0];
+  return ToFileInfo({name, e.is_dir, e.size, std::move(e.version), e.mtime_ns});
+}
+
+StatusOr<DirPage> ClientImpl::ListFromWorkers(const std::string& path, std::string_view token,
+                                              int max_entries) {
+  protocol::ListDirRequest request;
+  request.path = path;
+  request.token = std::string(token);
+  request.max_entries = static_cast<uint32_t>(
+      std::clamp<int>(max_entries, 1, static_cast<int>(protocol::kMaxListEntries)));
+  CAIRN_ASSIGN_OR_RETURN(protocol::MetadataReply reply, fetcher_->Metadata(request));
+  DirPage page;
+  page.next_token = std::move(reply.next_token);
+  for (protocol::DirEntry& e : reply.entries) {
+    if (e.name.empty()) continue;  // Not a name (the decoder refused '/', '.', '..', NUL).
+    page.entries.push_back(
+        ToFileInfo({std::move(e.name), e.is_dir, e.size, std::move(e.version), e.mtime_ns}));
+  }
+  // Sorted and unique whatever the worker sent: lookups in a cached page depend on it.
+  std::stable_sort(page.entries.begin(), page.entries.end(),
+                   [](const FileInfo& a, const FileInfo& b) { return a.name < b.name; });
+  page.entries.erase(
+      std::unique(page.entries.begin(), page.entries.end(),
+                  [](const FileInfo& a, const FileInfo& b) { return a.name == b.name; }),
+      page.entries.end());
+  return page;
+}
+
 StatusOr<FileInfo> ClientImpl::StatFromSource(const mount::Mount& mount, const std::string& key,
                                               const std::string& name) {
-  auto object = mount.ufs->Stat(key);
-  if (object.ok()) {
-    FileInfo info;
-    info.name = name;
-    info.size = object->size;
-    info.version = object->version;
-    info.mtime_ns = object->mtime_ns;
-    return info;
-  }
-  if (object.status().code() != StatusCode::kNotFound) return object.status();
-  // Not an object: a directory if anything lives under "key/".
-  ufs::ListOptions probe;
-  probe.prefix = key + "/";
-  probe.max_keys = 1;
-  CAIRN_ASSIGN_OR_RETURN(ufs::ListResult listed, mount.ufs->List(probe));
-  if (listed.objects.empty() && listed.common_prefixes.empty()) {
-    return NotFoundError("no such file or directory: " + key);
-  }
-  return DirInfo(name);
+  CAIRN_ASSIGN_OR_RETURN(mount::Entry entry, mount::StatKey(mount, key, name));
+  return ToFileInfo(std::move(entry));
 }
 
 StatusOr<DirPage> ClientImpl::ListDir(std::string_view raw_path, std::string_view token,
@@ -222,50 +271,25 @@ StatusOr<DirPage> ClientImpl::ListDir(std::string_view raw_path, std::string_vie
     return *cached;
   }
   metadata_misses_.fetch_add(1, std::memory_order_relaxed);
-  return ListFromSource(*r.mount, r.key, path, token, max_entries);
+  return ListPage(*r.mount, r.key, path, token, max_entries);
 }
 
 StatusOr<DirPage> ClientImpl::ListFromSource(const mount::Mount& mount, const std::string& key,
-                                             const std::string& path, std::string_view token,
-                                             int max_entries) {
-  ufs::ListOptions lo;
-  lo.prefix = key.empty() ? "" : key + "/";
-  lo.delimiter = "/";
-  lo.continuation_token = std::string(token);
-  lo.max_keys = std::clamp(max_entries, 1, 1000);
-  CAIRN_ASSIGN_OR_RETURN(ufs::ListResult listed, mount.ufs->List(lo));
-  int64_t ttl = mount.spec.metadata_ttl.count();
+                                             std::string_view token, int max_entries) {
+  CAIRN_ASSIGN_OR_RETURN(mount::Listing listed,
+                         mount::ListDirectory(mount, key, std::string(token), max_entries));
   DirPage page;
-  page.next_token = listed.next_token;
-  for (const ufs::ObjectInfo& o : listed.objects) {
-    std::string name = o.key.substr(std::min(o.key.size(), lo.prefix.size()));
-    if (name.empty() || name.find('/') != std::string::npos) continue;  // "dir/" markers.
-    FileInfo info;
-    info.name = name;
-    info.size = o.size;
-    info.version = o.version;
-    info.mtime_ns = o.mtime_ns;
-    // Listing results answer the stats that usually follow (ls -l, readdirplus, DataLoader).
-    metadata_.PutStat(JoinPath(path, name), info, ttl);
-    page.entries.push_back(std::move(info));
-  }
-  for (const std::string& prefix : listed.common_prefixes) {
-    std::string name = prefix.substr(std::min(prefix.size(), lo.prefix.size()));
-    while (!name.empty() && name.back() == '/') name.pop_back();
-    if (name.empty() || name.find('/') != std::string::npos) continue;
-    FileInfo info = DirInfo(name);
-    metadata_.PutStat(JoinPath(path, name), info, ttl);
-    page.entries.push_back(std::move(info));
-  }
-  std::sort(page.entries.begin(), page.entries.end(),
-            [](const FileInfo& a, const FileInfo& b) { return a.name < b.name; });
-  // A key that is both an object and a prefix ("a" and "a/b") shows once, as the object.
-  page.entries.erase(
-      std::unique(page.entries.begin(), page.entries.end(),
-                  [](const FileInfo& a, const FileInfo& b) { return a.name == b.name; }),
-      page.entries.end());
-  metadata_.PutList(path, token, page, ttl);
+  page.next_token = std::move(listed.next_token);
+  for (mount::Entry& entry : listed.entries) page.entries.push_back(ToFileInfo(std::move(entry)));
   return page;
+}
+
+void ClientImpl::RememberListing(const std::string& path, std::string_view token,
+                                 const DirPage& page, int64_t ttl_us) {
+  // Listing results answer the stats that usually follow (ls -l, readdirplus, DataLoader).
+  for (const FileInfo& info : page.entries)
+    metadata_.PutStat(JoinPath(path, info.name), info, ttl_us);
+  metadata_.PutList(path, token, page, ttl_us);
 }
 
 StatusOr<ObjectRef> ClientImpl::ObjectRefFor(const std::string& path, FileInfo info) {

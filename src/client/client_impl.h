@@ -54,11 +54,25 @@ class ClientImpl : public Client {
   std::optional<StatusOr<FileInfo>> StatFromParentListing(const mount::Mount& mount,
                                                           const std::string& key,
                                                           const std::string& path);
+  // What `key` of `mount` (at namespace `path`) is: from a worker or the source (below).
+  StatusOr<FileInfo> StatPath(const mount::Mount& mount, const std::string& key,
+                              const std::string& path, const std::string& name);
+  // One page of a directory, from a worker or the source, remembered in the metadata cache.
+  StatusOr<DirPage> ListPage(const mount::Mount& mount, const std::string& key,
+                             const std::string& path, std::string_view token, int max_entries);
   StatusOr<FileInfo> StatFromSource(const mount::Mount& mount, const std::string& key,
                                     const std::string& name);
   StatusOr<DirPage> ListFromSource(const mount::Mount& mount, const std::string& key,
-                                   const std::string& path, std::string_view token,
-                                   int max_entries);
+                                   std::string_view token, int max_entries);
+  StatusOr<FileInfo> StatFromWorkers(const std::string& path, const std::string& name);
+  StatusOr<DirPage> ListFromWorkers(const std::string& path, std::string_view token,
+                                    int max_entries);
+  // Caches a listing page and the stats of its entries for `ttl_us`.
+  void RememberListing(const std::string& path, std::string_view token, const DirPage& page,
+                       int64_t ttl_us);
+  bool MetadataViaWorkers() const {
+    return options_.metadata_via_workers && options_.local_channel == nullptr;
+  }
 
   const ClientOptions options_;
   mutable Mutex mu_;

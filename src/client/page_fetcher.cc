@@ -116,6 +116,33 @@ PageFetcher::Plan PageFetcher::PlanFor(const Placement& placement, const ObjectR
   return plan;
 }
 
+StatusOr<protocol::MetadataReply> PageFetcher::Metadata(const protocol::MetadataRequest& request) {
+  std::shared_ptr<const Placement> placement = Current();
+  if (placement->ring.empty()) {
+    return UnavailableError("no worker to ask for metadata (none known yet)");
+  }
+  const std::string& path = protocol::PathOf(request);
+  std::vector<const placement::WorkerNode*> nodes =
+      placement->ring.Candidates(Hash64(path), static_cast<size_t>(max_worker_attempts_));
+  Status last = UnavailableError("no worker answered");
+  for (const placement::WorkerNode* node : nodes) {
+    auto it = placement->channels.find(node->id);
+    if (it == placement->channels.end()) continue;
+    std::promise<StatusOr<protocol::MetadataReply>> promise;
+    auto future = promise.get_future();
+    it->second->CallMetadata(request, [&promise](StatusOr<protocol::MetadataReply> reply) {
+      promise.set_value(std::move(reply));
+    });
+    StatusOr<protocol::MetadataReply> reply = future.get();
+    const StatusCode code = reply.status().code();
+    if (code != StatusCode::kUnavailable && code != StatusCode::kDeadlineExceeded) return reply;
+    spdlog::debug("worker {} could not answer for {}: {}", it->second->Describe(), path,
+                  reply.status().ToString());
+    last = reply.status();
+  }
+  return UnavailableError("no worker could answer for " + path + ": " + last.message());
+}
+
 StatusOr<protocol::PageSource> PageFetcher::TryChannel(protocol::PageChannel* channel,
                                                        const ReadPageRequest& request,
                                                        ByteRange range, std::span<char> dest) {

@@ -97,6 +97,13 @@ class PageFetcher {
   Status ReadRange(const ObjectRef& object, uint64_t page_index, uint32_t offset,
                    std::span<char> out);
 
+  // Sends a metadata request (StatPath, ListDir) to the workers the ring names for its path,
+  // the owner first (so one worker answers for one directory), trying the next on Unavailable
+  // or DeadlineExceeded (down, stalled, not yet holding the mount or the policy), at most
+  // max_worker_attempts. Unavailable when no worker answered (none known, all down); any other
+  // error is the worker's answer (PermissionDenied, NotFound, ...). Thread-safe.
+  StatusOr<protocol::MetadataReply> Metadata(const protocol::MetadataRequest& request);
+
   uint32_t page_size() const { return page_size_; }
   // Reads as one-pass scans: workers serve misses without caching them (ReadPage no_cache).
   // Call before the first read.

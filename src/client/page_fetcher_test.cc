@@ -93,6 +93,33 @@ class FakeWorker : public protocol::PageChannel {
     reply.checksums = ChunkChecksums(std::span<const char>(dest.data(), range.size()));
     done(std::move(reply));
   }
+  // Metadata: answers a stat of any path with this worker's id as the version (so a test sees
+  // who answered), or `metadata_error` when set.
+  void CallMetadata(const protocol::MetadataRequest& request, MetadataCallback done) override {
+    if (down_.load()) {
+      done(UnavailableError(id_ + " is down"));
+      return;
+    }
+    {
+      MutexLock l(&mu_);
+      ++metadata_requests_;
+      if (!metadata_error_.ok()) {
+        done(metadata_error_);
+        return;
+      }
+    }
+    protocol::MetadataReply reply;
+    reply.entries.push_back({protocol::PathOf(request), false, 1, id_, 0});
+    done(std::move(reply));
+  }
+  void set_metadata_error(Status s) {
+    MutexLock l(&mu_);
+    metadata_error_ = std::move(s);
+  }
+  int metadata_requests() const {
+    MutexLock l(&mu_);
+    return metadata_requests_;
+  }
   std::string Describe() const override { return id_; }
 
   std::set<uint64_t> cached() const {
@@ -124,6 +151,8 @@ class FakeWorker : public protocol::PageChannel {
   int requests_ GUARDED_BY(mu_) = 0;
   std::vector<std::pair<uint64_t, std::string>> peer_hints_ GUARDED_BY(mu_);
   std::set<uint64_t> missed_ GUARDED_BY(mu_);
+  Status metadata_error_ GUARDED_BY(mu_);
+  int metadata_requests_ GUARDED_BY(mu_) = 0;
 };
 
 // Hands the fetcher a non-owning view of the test's FakeWorkers, so the test can inspect them.
@@ -132,6 +161,9 @@ class Borrowed : public protocol::PageChannel {
   explicit Borrowed(FakeWorker* w) : w_(w) {}
   void Call(const protocol::Request& r, std::span<char> d, Callback done) override {
     w_->Call(r, d, std::move(done));
+  }
+  void CallMetadata(const protocol::MetadataRequest& r, MetadataCallback done) override {
+    w_->CallMetadata(r, std::move(done));
   }
   std::string Describe() const override { return w_->Describe(); }
 
@@ -362,6 +394,36 @@ TEST_F(PageFetcherTest, FailsOverToTheNextWorkerThenTheSource) {
   workers_["w1"]->set_down(true);
   ReadAll(f.get(), ref);
   EXPECT_EQ(f->counters().fallback_bytes.load(), data_.size());
+}
+
+// Metadata goes to the path's owner on the ring, then the next worker if the owner cannot
+// answer; a worker's answer (a denial, NotFound) is final.
+TEST_F(PageFetcherTest, MetadataAsksThePathsOwnerThenTheNextWorker) {
+  auto f = MakeFetcher();
+  protocol::StatPathRequest stat{0, "/lake/some/dir"};
+  EXPECT_EQ(f->Metadata(stat).status().code(), StatusCode::kUnavailable);  // No workers yet.
+  ASSERT_TRUE(f->SetWorkers(Nodes({"w0", "w1", "w2", "w3"})).ok());
+  auto first = f->Metadata(stat);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  const std::string owner = first->entries.at(0).version;
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(f->Metadata(stat)->entries.at(0).version, owner);
+
+  workers_[owner]->set_down(true);
+  auto failed_over = f->Metadata(stat);
+  ASSERT_TRUE(failed_over.ok()) << failed_over.status().ToString();
+  const std::string second = failed_over->entries.at(0).version;
+  EXPECT_NE(second, owner);
+
+  workers_[second]->set_metadata_error(PermissionDeniedError("no read grant"));
+  const int before = workers_[second]->metadata_requests();
+  EXPECT_EQ(f->Metadata(stat).status().code(), StatusCode::kPermissionDenied);
+  EXPECT_EQ(workers_[second]->metadata_requests(), before + 1);
+
+  workers_[second]->set_metadata_error(UnavailableError("has not read the policy yet"));
+  auto none = f->Metadata(stat);  // Two attempts (max_worker_attempts): both unavailable.
+  EXPECT_EQ(none.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(none.status().message().find("has not read the policy yet"), std::string::npos)
+      << none.status().message();
 }
 
 }  // namespace

@@ -183,6 +183,9 @@ StatusOr<Config> ParseConfig(std::string_view text) {
     } else if (k == "etcd_insecure_plaintext") {
       CAIRN_ASSIGN_OR_RETURN(config.client.etcd_insecure_plaintext,
                              GetString(root, "etcd_insecure_plaintext", ""));
+    } else if (k == "metadata_via_workers") {
+      if (!v.is_boolean()) return FieldError(k, "must be true or false");
+      config.client.metadata_via_workers = v.get<bool>();
     } else if (k == "worker") {
       CAIRN_RETURN_IF_ERROR(ParseWorker(v, &config.worker));
     } else {

@@ -43,6 +43,16 @@ class PageChannel {
   // the checksums.
   virtual void Call(const Request& request, std::span<char> dest, Callback done) = 0;
 
+  // Sends a metadata request (StatPath, ListDir; protocol v4). `done` runs exactly once, maybe
+  // on another thread, maybe before this returns, with the worker's answer (a reply whose
+  // status is not OK arrives as that Status) or the errors of Call. The default answers
+  // Unimplemented: a channel to an in-process worker has no use for it (the embedded worker
+  // and its client share their sources).
+  using MetadataCallback = std::function<void(StatusOr<MetadataReply>)>;
+  virtual void CallMetadata(const MetadataRequest& /*request*/, MetadataCallback done) {
+    done(UnimplementedError(Describe() + " does not answer metadata requests"));
+  }
+
   // A short description for logs ("127.0.0.1:7070", "in-process").
   virtual std::string Describe() const = 0;
 

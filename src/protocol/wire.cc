@@ -16,7 +16,7 @@ uint32_t HeaderCheck(const char* header20) {
   return static_cast<uint32_t>(Hash64(std::string_view(header20, 20)));
 }
 
-bool KnownType(uint8_t t) { return t >= 1 && t <= 14; }
+bool KnownType(uint8_t t) { return (t >= 1 && t <= 14) || (t >= 16 && t <= 18); }
 
 // ReadPage option bits (the only bit field left, and local to that one message).
 constexpr uint8_t kReadRefetch = 1u << 0;
@@ -358,6 +358,132 @@ StatusOr<ControlReply> DecodeControlReply(std::span<const char> payload) {
   CAIRN_RETURN_IF_ERROR(GetOutcome(r, &c.status, &c.source, &c.error_message));
   if (r.remaining() != 0) return CorruptionError("trailing bytes in control reply");
   return c;
+}
+
+MessageType TypeOf(const MetadataRequest& request) {
+  return std::holds_alternative<StatPathRequest>(request) ? MessageType::kStatPath
+                                                          : MessageType::kListDir;
+}
+
+bool IsMetadataRequest(MessageType type) {
+  return type == MessageType::kStatPath || type == MessageType::kListDir;
+}
+
+const std::string& PathOf(const MetadataRequest& request) {
+  return std::visit([](const auto& q) -> const std::string& { return q.path; }, request);
+}
+
+uint32_t& DeadlineOf(MetadataRequest& request) {
+  return std::visit([](auto& q) -> uint32_t& { return q.deadline_ms; }, request);
+}
+
+std::string EncodeMetadataRequest(const MetadataRequest& request) {
+  ByteWriter w;
+  if (const auto* stat = std::get_if<StatPathRequest>(&request)) {
+    w.U32(stat->deadline_ms);
+    w.Str(stat->path);
+  } else {
+    const auto& list = std::get<ListDirRequest>(request);
+    w.U32(list.deadline_ms);
+    w.Str(list.path);
+    w.Str(list.token);
+    w.U32(list.max_entries);
+  }
+  return w.Take();
+}
+
+namespace {
+
+Status ValidateMetadataPath(const std::string& path) {
+  if (path.empty() || path[0] != '/' || path.size() > kMaxMetadataPath ||
+      path.find('\0') != std::string::npos) {
+    return InvalidArgumentError("a metadata request needs an absolute path of at most " +
+                                std::to_string(kMaxMetadataPath) + " bytes without NUL");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+StatusOr<MetadataRequest> DecodeMetadataRequest(MessageType type, std::span<const char> payload) {
+  ByteReader r(payload);
+  MetadataRequest out;
+  if (type == MessageType::kStatPath) {
+    StatPathRequest q;
+    if (!r.U32(&q.deadline_ms) || !r.Str(&q.path)) return CorruptionError("truncated StatPath");
+    out = std::move(q);
+  } else if (type == MessageType::kListDir) {
+    ListDirRequest q;
+    if (!r.U32(&q.deadline_ms) || !r.Str(&q.path) || !r.Str(&q.token) || !r.U32(&q.max_entries)) {
+      return CorruptionError("truncated ListDir");
+    }
+    if (q.token.size() > kMaxListToken) return InvalidArgumentError("ListDir token too long");
+    if (q.max_entries == 0 || q.max_entries > kMaxListEntries) {
+      return InvalidArgumentError("ListDir max_entries must be 1.." +
+                                  std::to_string(kMaxListEntries));
+    }
+    out = std::move(q);
+  } else {
+    return CorruptionError("message type " + std::to_string(static_cast<int>(type)) +
+                           " is not a metadata request");
+  }
+  if (r.remaining() != 0) return CorruptionError("trailing bytes after a metadata request");
+  CAIRN_RETURN_IF_ERROR(ValidateMetadataPath(PathOf(out)));
+  return out;
+}
+
+std::string EncodeMetadataReply(const MetadataReply& reply) {
+  ByteWriter w;
+  w.U8(static_cast<uint8_t>(reply.status));
+  if (reply.status != StatusCode::kOk) {
+    w.Str(std::string_view(reply.error_message).substr(0, kMaxErrorMessage));
+    return w.Take();
+  }
+  w.Str(reply.next_token);
+  w.U32(static_cast<uint32_t>(reply.entries.size()));
+  for (const DirEntry& e : reply.entries) {
+    w.Str(e.name);
+    w.U8(e.is_dir ? 1 : 0);
+    w.U64(e.size);
+    w.Str(e.version);
+    w.U64(static_cast<uint64_t>(e.mtime_ns));
+  }
+  return w.Take();
+}
+
+StatusOr<MetadataReply> DecodeMetadataReply(std::span<const char> payload) {
+  ByteReader r(payload);
+  MetadataReply m;
+  uint8_t status = 0;
+  if (!r.U8(&status)) return CorruptionError("empty metadata reply");
+  if (status > static_cast<uint8_t>(StatusCode::kInternal)) {
+    return CorruptionError("metadata reply with an unknown status");
+  }
+  m.status = static_cast<StatusCode>(status);
+  if (m.status != StatusCode::kOk) {
+    if (!r.Str(&m.error_message)) return CorruptionError("truncated metadata error reply");
+  } else {
+    uint32_t count = 0;
+    if (!r.Str(&m.next_token) || !r.U32(&count)) return CorruptionError("truncated metadata reply");
+    if (count > kMaxListEntries) return CorruptionError("metadata reply with too many entries");
+    m.entries.resize(count);
+    for (DirEntry& e : m.entries) {
+      uint8_t is_dir = 0;
+      uint64_t mtime = 0;
+      if (!r.Str(&e.name) || !r.U8(&is_dir) || !r.U64(&e.size) || !r.Str(&e.version) ||
+          !r.U64(&mtime)) {
+        return CorruptionError("truncated metadata reply entry");
+      }
+      if (is_dir > 1 || e.name.find('/') != std::string::npos ||
+          e.name.find('\0') != std::string::npos || e.name == "." || e.name == "..") {
+        return CorruptionError("metadata reply with a bad entry");
+      }
+      e.is_dir = is_dir == 1;
+      e.mtime_ns = static_cast<int64_t>(mtime);
+    }
+  }
+  if (r.remaining() != 0) return CorruptionError("trailing bytes in metadata reply");
+  return m;
 }
 
 std::string EncodeHelloReply(const HelloReply& reply) {

@@ -23,9 +23,11 @@ inline constexpr uint32_t kMagic = 0x4E524143;  // "CARN" in little-endian byte 
 // The frame header's layout (magic, version, type, ...) is the same in every version, so any
 // version can read another's header and answer a mismatch with kVersionMismatch.
 // v3 (authorization): Hello carries the client's token; HelloReply the principal the worker
-// established, or why it refused the connection. v2 peers get a kVersionMismatch naming both.
-inline constexpr uint8_t kVersion = 3;
-inline constexpr uint8_t kMinVersion = 3;  // Oldest version this build still speaks.
+// established, or why it refused the connection. v4: metadata requests (StatPath, ListDir),
+// answered by the worker from the source and filtered by the caller's grants. Older peers get a
+// kVersionMismatch naming both.
+inline constexpr uint8_t kVersion = 4;
+inline constexpr uint8_t kMinVersion = 4;  // Oldest version this build still speaks.
 inline constexpr size_t kFrameHeaderSize = 24;
 // Largest payload accepted (a page of at most 16 MiB plus metadata); bigger frames are rejected.
 inline constexpr uint32_t kMaxPayload = (16u << 20) + (64u << 10);
@@ -47,6 +49,9 @@ enum class MessageType : uint8_t {
   kControlReply = 13,
   kVersionMismatch = 14,  // The sender cannot speak the version of a frame it received.
   // 15 is kept for WritePage (the write path).
+  kStatPath = 16,       // -> kMetadataReply with one entry (v4).
+  kListDir = 17,        // -> kMetadataReply with a page of entries (v4).
+  kMetadataReply = 18,  // (v4)
 };
 
 struct FrameHeader {
@@ -192,6 +197,59 @@ struct ControlReply {
 };
 std::string EncodeControlReply(const ControlReply& reply);
 StatusOr<ControlReply> DecodeControlReply(std::span<const char> payload);
+
+// Metadata requests (v4): what a namespace path is, and one page of a directory, answered by
+// the worker from the mount's source with the worker's credentials, so a job needs no source
+// credentials of its own; under an authorization policy the worker shows only what the
+// caller's grants allow (auth::Visibility). Paths are namespace paths ("/<mount>/<key>"),
+// validated on decode: absolute, at most kMaxMetadataPath bytes, no NUL; the worker also
+// refuses paths that are not normalised.
+inline constexpr size_t kMaxMetadataPath = 4096;
+inline constexpr size_t kMaxListToken = 4096;
+inline constexpr uint32_t kMaxListEntries = 1000;
+struct StatPathRequest {
+  uint32_t deadline_ms = 0;  // As RequestBase::deadline_ms.
+  std::string path;
+};
+struct ListDirRequest {
+  uint32_t deadline_ms = 0;
+  std::string path;   // The directory.
+  std::string token;  // From the previous reply's next_token; empty for the first page.
+  uint32_t max_entries = kMaxListEntries;  // 1..kMaxListEntries source entries per page.
+};
+using MetadataRequest = std::variant<StatPathRequest, ListDirRequest>;
+
+MessageType TypeOf(const MetadataRequest& request);
+bool IsMetadataRequest(MessageType type);
+const std::string& PathOf(const MetadataRequest& request);
+uint32_t& DeadlineOf(MetadataRequest& request);
+std::string EncodeMetadataRequest(const MetadataRequest& request);
+// As DecodeRequest: Corruption for a malformed payload, InvalidArgument for a well-formed
+// request that makes no sense (a relative path, max_entries 0 or above kMaxListEntries).
+StatusOr<MetadataRequest> DecodeMetadataRequest(MessageType type, std::span<const char> payload);
+
+// One entry of a directory, or the stat of a path (then `name` is its last component, "" for
+// the root).
+struct DirEntry {
+  std::string name;
+  bool is_dir = false;
+  uint64_t size = 0;
+  std::string version;
+  int64_t mtime_ns = 0;
+  bool operator==(const DirEntry&) const = default;
+};
+// kMetadataReply payload. A StatPath reply that is OK has exactly one entry; a ListDir reply
+// at most kMaxListEntries (names non-empty, without '/' or NUL) and possibly none (a page whose
+// entries the caller may not see) while next_token says more follow.
+struct MetadataReply {
+  StatusCode status = StatusCode::kOk;
+  std::string error_message;  // Only when status != kOk.
+  std::vector<DirEntry> entries;
+  std::string next_token;
+};
+std::string EncodeMetadataReply(const MetadataReply& reply);
+// Corruption if malformed (also for an entry name with '/' or NUL, too many entries).
+StatusOr<MetadataReply> DecodeMetadataReply(std::span<const char> payload);
 
 struct HelloReply {
   // Not OK: the worker refused the client (a bad token: PermissionDenied) and closes the

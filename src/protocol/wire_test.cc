@@ -42,7 +42,7 @@ TEST(WireTest, CorruptHeadersAreRejected) {
 TEST(WireTest, OtherVersionsAreAMismatchNotCorruption) {
   std::array<char, kFrameHeaderSize> buf;
   EncodeFrameHeader({MessageType::kHello, 0, 1, 0}, buf.data());
-  for (uint8_t version : {uint8_t{1}, uint8_t{2}, uint8_t{4}, uint8_t{200}}) {
+  for (uint8_t version : {uint8_t{1}, uint8_t{2}, uint8_t{3}, uint8_t{5}, uint8_t{200}}) {
     auto copy = buf;
     copy[4] = static_cast<char>(version);
     // Re-seal the header checksum over the changed version byte.
@@ -265,6 +265,90 @@ TEST(WireTest, ControlRepliesRoundTrip) {
   EXPECT_EQ(d->error_message, c.error_message);
   EXPECT_FALSE(DecodeControlReply(EncodeControlReply(c) + "x").ok());
   EXPECT_FALSE(DecodeControlReply("\x01").ok());
+}
+
+TEST(WireTest, MetadataRequestsRoundTripAndTruncationsAreRejected) {
+  ListDirRequest list;
+  list.deadline_ms = 250;
+  list.path = "/lake/dir";
+  list.token = "opaque-token";
+  list.max_entries = 17;
+  StatPathRequest stat;
+  stat.path = "/lake/dir/file.bin";
+  for (const MetadataRequest& request : {MetadataRequest(list), MetadataRequest(stat)}) {
+    std::string encoded = EncodeMetadataRequest(request);
+    EXPECT_TRUE(IsMetadataRequest(TypeOf(request)));
+    auto got = DecodeMetadataRequest(TypeOf(request), encoded);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    EXPECT_EQ(PathOf(*got), PathOf(request));
+    EXPECT_EQ(EncodeMetadataRequest(*got), encoded);
+    for (size_t n = 0; n < encoded.size(); ++n) {
+      EXPECT_EQ(DecodeMetadataRequest(TypeOf(request), std::string_view(encoded).substr(0, n))
+                    .status()
+                    .code(),
+                StatusCode::kCorruption)
+          << n;
+    }
+    EXPECT_EQ(DecodeMetadataRequest(TypeOf(request), encoded + "x").status().code(),
+              StatusCode::kCorruption);
+  }
+  EXPECT_FALSE(IsMetadataRequest(MessageType::kReadPage));
+  EXPECT_EQ(DecodeMetadataRequest(MessageType::kReadPage, "").status().code(),
+            StatusCode::kCorruption);
+}
+
+TEST(WireTest, MetadataRequestsThatMakeNoSenseAreInvalidArguments) {
+  auto code = [](MetadataRequest request) {
+    return DecodeMetadataRequest(TypeOf(request), EncodeMetadataRequest(request)).status().code();
+  };
+  EXPECT_EQ(code(StatPathRequest{0, "relative/path"}), StatusCode::kInvalidArgument);
+  EXPECT_EQ(code(StatPathRequest{0, ""}), StatusCode::kInvalidArgument);
+  EXPECT_EQ(code(StatPathRequest{0, std::string("/a\0b", 4)}), StatusCode::kInvalidArgument);
+  EXPECT_EQ(code(StatPathRequest{0, "/" + std::string(kMaxMetadataPath, 'a')}),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(code(ListDirRequest{0, "/a", "", 0}), StatusCode::kInvalidArgument);
+  EXPECT_EQ(code(ListDirRequest{0, "/a", "", kMaxListEntries + 1}), StatusCode::kInvalidArgument);
+  EXPECT_EQ(code(ListDirRequest{0, "/a", std::string(kMaxListToken + 1, 't'), 10}),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(code(ListDirRequest{0, "/a", "", kMaxListEntries}), StatusCode::kOk);
+}
+
+TEST(WireTest, MetadataRepliesRoundTripAndBadEntriesAreCorruption) {
+  MetadataReply reply;
+  reply.next_token = "next";
+  reply.entries = {{"a.bin", false, 123, "etag-1", -5}, {"sub", true, 0, "", 0}};
+  std::string encoded = EncodeMetadataReply(reply);
+  auto got = DecodeMetadataReply(encoded);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(got->entries, reply.entries);
+  EXPECT_EQ(got->next_token, "next");
+  for (size_t n = 0; n < encoded.size(); ++n) {
+    EXPECT_EQ(DecodeMetadataReply(std::string_view(encoded).substr(0, n)).status().code(),
+              StatusCode::kCorruption)
+        << n;
+  }
+  EXPECT_FALSE(DecodeMetadataReply(encoded + "x").ok());
+
+  MetadataReply error;
+  error.status = StatusCode::kPermissionDenied;
+  error.error_message = "no read grant";
+  auto denied = DecodeMetadataReply(EncodeMetadataReply(error));
+  ASSERT_TRUE(denied.ok());
+  EXPECT_EQ(denied->status, StatusCode::kPermissionDenied);
+  EXPECT_EQ(denied->error_message, "no read grant");
+
+  for (std::string bad :
+       {std::string("a/b"), std::string("x\0y", 3), std::string(".."), std::string(".")}) {
+    MetadataReply evil;
+    evil.entries = {{bad, false, 1, "v", 0}};
+    EXPECT_EQ(DecodeMetadataReply(EncodeMetadataReply(evil)).status().code(),
+              StatusCode::kCorruption)
+        << bad;
+  }
+  MetadataReply many;
+  many.entries.resize(kMaxListEntries + 1, DirEntry{"n", false, 0, "", 0});
+  EXPECT_EQ(DecodeMetadataReply(EncodeMetadataReply(many)).status().code(),
+            StatusCode::kCorruption);
 }
 
 TEST(WireTest, AlignedRangeCoversChunks) {

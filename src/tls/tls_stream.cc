@@ -19,6 +19,15 @@ namespace {
 // this size instead of costing a record, and its 22 bytes of overhead and a MAC, each.
 constexpr size_t kGatherBytes = 16 * 1024;
 constexpr size_t kFileChunk = 256 * 1024;
+// OpenSSL writes each 16 KiB record with its own write to the BIO and, without read-ahead, reads
+// each record with two (its header, then its body): 64 sends and 128 receives per MiB, each a
+// system call and, on loopback, a wake-up of the other side. Records are gathered into this many
+// bytes before a send (a buffering BIO, flushed at the end of every WriteAll and SendFile), and
+// read ahead into a buffer of this size. 256 KiB measured best (docs/benchmarks.md: 0.81x
+// plaintext throughput against 0.54x without batching; 64 KiB 0.72x, 1 MiB 0.69x; batching only
+// the direction that carries pages measured 0.70x). It costs up to 512 KiB per connection once
+// used: a worker at its cap of 1,024 connections holds up to 512 MiB in them.
+constexpr int kSocketBatchBytes = 256 * 1024;
 // The first byte of every TLS record that opens a connection (a handshake record).
 constexpr unsigned char kTlsHandshakeRecord = 0x16;
 
@@ -73,9 +82,17 @@ TlsStream::TlsStream(std::unique_ptr<net::Stream> inner, SslPtr ssl, bool server
   int flags = fcntl(fd_, F_GETFL, 0);
   if (flags >= 0) fcntl(fd_, F_SETFL, flags | O_NONBLOCK);
   MutexLock l(&mu_);
-  BIO* bio = BIO_new(NoSigpipeSocketMethod());
-  BIO_set_fd(bio, fd_, BIO_NOCLOSE);  // `inner_` owns and closes the socket.
-  SSL_set_bio(ssl_.get(), bio, bio);  // The SSL object owns the BIO (one reference, both ways).
+  BIO* socket_bio = BIO_new(NoSigpipeSocketMethod());
+  BIO_set_fd(socket_bio, fd_, BIO_NOCLOSE);  // `inner_` owns and closes the socket.
+  BIO* write_bio = BIO_new(BIO_f_buffer());
+  BIO_set_write_buffer_size(write_bio, kSocketBatchBytes);
+  // The SSL object owns one reference of the read BIO (the socket) and one of the write chain
+  // (buffer -> socket): the socket BIO holds two, so freeing the chain stops at it.
+  BIO_up_ref(socket_bio);
+  BIO_push(write_bio, socket_bio);
+  SSL_set_bio(ssl_.get(), socket_bio, write_bio);
+  SSL_set_read_ahead(ssl_.get(), 1);  // A record's header and body in one receive, at least.
+  SSL_set_default_read_buffer_len(ssl_.get(), kSocketBatchBytes);
 }
 
 TlsStream::~TlsStream() {
@@ -83,6 +100,7 @@ TlsStream::~TlsStream() {
     // Best effort close_notify (non-blocking): the peer then sees an orderly end.
     MutexLock l(&mu_);
     SSL_shutdown(ssl_.get());
+    (void)BIO_flush(SSL_get_wbio(ssl_.get()));
     ERR_clear_error();
   }
 }
@@ -177,7 +195,7 @@ Status TlsStream::WriteAll(std::span<const std::span<const char>> buffers) {
     CAIRN_RETURN_IF_ERROR(WriteChunk(b.data(), b.size()));
   }
   if (!staging_.empty()) CAIRN_RETURN_IF_ERROR(WriteChunk(staging_.data(), staging_.size()));
-  return Status::Ok();
+  return Flush();
 }
 
 Status TlsStream::SendFile(int fd, uint64_t offset, uint64_t length) {
@@ -197,7 +215,32 @@ Status TlsStream::SendFile(int fd, uint64_t offset, uint64_t length) {
     offset += static_cast<uint64_t>(n);
     length -= static_cast<uint64_t>(n);
   }
-  return Status::Ok();
+  return Flush();
+}
+
+Status TlsStream::Flush() {
+  const std::chrono::milliseconds timeout(write_timeout_ms_.load());
+  while (true) {
+    if (shut_.load()) return UnavailableError("connection to " + PeerName() + " shut down");
+    bool retry = false;
+    int saved_errno = 0;
+    {
+      MutexLock l(&mu_);
+      BIO* wbio = SSL_get_wbio(ssl_.get());
+      errno = 0;
+      if (BIO_flush(wbio) > 0) return Status::Ok();
+      saved_errno = errno;
+      retry = BIO_should_retry(wbio);
+    }
+    if (!retry) {
+      if (saved_errno == EPIPE || saved_errno == ECONNRESET) {
+        return UnavailableError("connection closed by " + PeerName());
+      }
+      return UnavailableError("TLS write to " + PeerName() + ": " +
+                              (saved_errno != 0 ? std::strerror(saved_errno) : "I/O error"));
+    }
+    CAIRN_RETURN_IF_ERROR(WaitFor(POLLOUT, timeout, Op::kWrite));
+  }
 }
 
 Status TlsStream::WriteChunk(const char* data, size_t size) {

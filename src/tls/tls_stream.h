@@ -55,6 +55,9 @@ class TlsStream : public net::Stream {
   Status ServerHandshakeOnce() EXCLUDES(mu_);
   Status WritePlain(std::span<const std::span<const char>> buffers);
   Status WriteChunk(const char* data, size_t size) EXCLUDES(mu_);
+  // Sends the records gathered in the write BIO (waiting for the socket, up to the write
+  // timeout).
+  Status Flush() EXCLUDES(mu_);
 
   std::unique_ptr<net::Stream> inner_;
   const int fd_;

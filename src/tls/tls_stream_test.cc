@@ -220,6 +220,32 @@ TEST_F(TlsStreamTest, WritingToAPeerThatHungUpIsAnErrorNotSigpipe) {
   signal(SIGPIPE, previous);
 }
 
+// Records are gathered in a buffer before they are sent: a small write must still reach the
+// peer on its own (flushed at the end of the write), and a peer that stops reading must make a
+// write fail after the write timeout, not block forever in the flush.
+TEST_F(TlsStreamTest, BatchedRecordsAreFlushedAndAStalledPeerTimesTheWriteOut) {
+  TestPki pki;
+  auto server = Server(pki.Options(pki.Node("worker-1")));
+  auto client = Client(pki.Options(pki.ClientCert("team-a")));
+  auto accepted = AcceptOne(server);
+  auto dialled = Dial(client.get(), address_, milliseconds(3000));
+  ASSERT_TRUE(dialled.ok()) << dialled.status().ToString();
+  std::unique_ptr<net::Stream> srv = accepted.get();
+  ASSERT_NE(srv, nullptr);
+  net::Stream* cli = dialled->get();
+  ASSERT_TRUE(WriteString(cli, "ping").ok());
+  srv->SetReadTimeout(milliseconds(3000));
+  auto got = ReadString(srv.get(), 4);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(*got, "ping");
+
+  srv->SetWriteTimeout(milliseconds(300));
+  const auto start = std::chrono::steady_clock::now();
+  Status s = WriteString(srv.get(), std::string(64 << 20, 'x'));  // The client never reads.
+  EXPECT_EQ(s.code(), StatusCode::kDeadlineExceeded) << s.ToString();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20));
+}
+
 TEST_F(TlsStreamTest, APlaintextClientIsRefusedAndCanBeToldWhyInTheClear) {
   TestPki pki;
   auto server = Server(pki.Options(pki.Node("worker-1")));

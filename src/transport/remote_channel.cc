@@ -20,14 +20,16 @@ using protocol::MessageType;
 namespace {}  // namespace
 
 // One TCP connection with its reader thread and the requests waiting on it.
+void RemoteChannel::Pending::Fail(Status why) {
+  if (metadata_done) {
+    metadata_done(std::move(why));
+  } else {
+    done(std::move(why));
+  }
+}
+
 class RemoteChannel::Conn : public std::enable_shared_from_this<Conn> {
  public:
-  struct Pending {
-    std::span<char> dest;
-    Callback done;
-    int64_t deadline_us = 0;
-  };
-
   static StatusOr<std::shared_ptr<Conn>> Open(const RemoteChannelOptions& options,
                                               protocol::HelloReply* hello) {
     auto stream = options.connect ? options.connect(options.address, options.connect_timeout)
@@ -65,20 +67,18 @@ class RemoteChannel::Conn : public std::enable_shared_from_this<Conn> {
 
   // Sends the request; `done` runs once with the reply or an error. Returns false (and does
   // not call `done`) if the connection was already closed: the caller may use another one.
-  [[nodiscard]] bool Send(uint64_t id, const protocol::Request& request, std::span<char> dest,
-                          Callback& done, int64_t deadline_us, int64_t now_us) {
+  [[nodiscard]] bool Send(uint64_t id, MessageType type, const std::string& payload,
+                          Pending& pending, int64_t now_us) {
     {
       MutexLock l(&mu_);
       // Close() sets dead_ before it takes mu_ to fail pending requests, so a request either
       // sees dead_ here or is failed by Close(): none is left waiting forever.
       if (dead_.load()) return false;
-      pending_.emplace(id, Pending{dest, std::move(done), deadline_us});
+      pending_.emplace(id, std::move(pending));
       last_used_us_ = now_us;
     }
-    std::string payload = protocol::EncodeRequest(request);
     std::array<char, protocol::kFrameHeaderSize> raw;
-    protocol::EncodeFrameHeader(
-        {protocol::TypeOf(request), 0, id, static_cast<uint32_t>(payload.size())}, raw.data());
+    protocol::EncodeFrameHeader({type, 0, id, static_cast<uint32_t>(payload.size())}, raw.data());
     std::array<std::span<const char>, 2> bufs{std::span<const char>(raw),
                                               std::span<const char>(payload)};
     Status s;
@@ -106,13 +106,13 @@ class RemoteChannel::Conn : public std::enable_shared_from_this<Conn> {
 
   // Removes the requests past their deadline and returns their callbacks (the caller runs them
   // after marking the worker suspect, so a caller that retries at once already sees it).
-  std::vector<Callback> TakeLate(int64_t now_us) {
-    std::vector<Callback> late;
+  std::vector<Pending> TakeLate(int64_t now_us) {
+    std::vector<Pending> late;
     {
       MutexLock l(&mu_);
       for (auto it = pending_.begin(); it != pending_.end();) {
         if (it->second.deadline_us <= now_us) {
-          late.push_back(std::move(it->second.done));
+          late.push_back(std::move(it->second));
           it = pending_.erase(it);
         } else {
           ++it;
@@ -131,7 +131,7 @@ class RemoteChannel::Conn : public std::enable_shared_from_this<Conn> {
       failed.swap(pending_);
     }
     spdlog::debug("connection to {} closed: {}", stream_->PeerName(), why.ToString());
-    for (auto& [id, p] : failed) p.done(UnavailableError(why.message()));
+    for (auto& [id, p] : failed) p.Fail(UnavailableError(why.message()));
   }
 
  private:
@@ -206,6 +206,9 @@ class RemoteChannel::Conn : public std::enable_shared_from_this<Conn> {
         case MessageType::kPageReply:
           CAIRN_RETURN_IF_ERROR(ReadPageReply(h, &meta, &scratch));
           break;
+        case MessageType::kMetadataReply:
+          CAIRN_RETURN_IF_ERROR(ReadMetadataReply(h, &scratch));
+          break;
         case MessageType::kVersionMismatch: {
           if (h.payload_length > 65536) return CorruptionError("oversized version mismatch");
           scratch.resize(h.payload_length);
@@ -234,6 +237,10 @@ class RemoteChannel::Conn : public std::enable_shared_from_this<Conn> {
     CAIRN_ASSIGN_OR_RETURN(protocol::ControlReply reply, protocol::DecodeControlReply(*scratch));
     std::optional<Pending> pending = Claim(h.request_id);
     if (!pending) return Status::Ok();  // Timed out already.
+    if (pending->metadata_done) {
+      pending->Fail(CorruptionError("worker answered a metadata request with a control reply"));
+      return Status::Ok();
+    }
     if (reply.status != StatusCode::kOk) {
       pending->done(Status(reply.status, reply.error_message));
       return Status::Ok();
@@ -241,6 +248,24 @@ class RemoteChannel::Conn : public std::enable_shared_from_this<Conn> {
     protocol::PageReply out;
     out.source = reply.source;
     pending->done(std::move(out));
+    return Status::Ok();
+  }
+
+  Status ReadMetadataReply(const FrameHeader& h, std::string* scratch) {
+    scratch->resize(h.payload_length);  // At most kMaxPayload (DecodeFrameHeader).
+    CAIRN_RETURN_IF_ERROR(stream_->ReadFull(*scratch));
+    CAIRN_ASSIGN_OR_RETURN(protocol::MetadataReply reply, protocol::DecodeMetadataReply(*scratch));
+    std::optional<Pending> pending = Claim(h.request_id);
+    if (!pending) return Status::Ok();  // Timed out already.
+    if (!pending->metadata_done) {
+      pending->done(CorruptionError("worker answered a page request with metadata"));
+      return Status::Ok();
+    }
+    if (reply.status != StatusCode::kOk) {
+      pending->metadata_done(Status(reply.status, reply.error_message));
+    } else {
+      pending->metadata_done(std::move(reply));
+    }
     return Status::Ok();
   }
 
@@ -261,6 +286,10 @@ class RemoteChannel::Conn : public std::enable_shared_from_this<Conn> {
     }
     std::optional<Pending> pending = Claim(h.request_id);
     if (!pending) return Skip(static_cast<uint32_t>(data_length), scratch);  // Timed out.
+    if (pending->metadata_done) {
+      pending->Fail(CorruptionError("worker answered a metadata request with page data"));
+      return Skip(static_cast<uint32_t>(data_length), scratch);
+    }
     if (reply.status != StatusCode::kOk) {
       pending->done(Status(reply.status, reply.error_message));
       return Status::Ok();
@@ -414,35 +443,53 @@ std::shared_ptr<RemoteChannel::Conn> RemoteChannel::GetConnection(Status* why) {
 }
 
 void RemoteChannel::Call(const protocol::Request& request, std::span<char> dest, Callback done) {
-  if (suspect()) {
-    Status refused = Refusal();
-    done(!refused.ok() ? refused
-                       : UnavailableError("worker " + options_.address +
-                                          " is suspect (recently unreachable)"));
-    return;
-  }
   protocol::Request sent = request;
   // A caller-set deadline wins (a preload waits for a source read and a disk write); reads use
   // the channel's.
   uint32_t& deadline_ms = protocol::BaseOf(sent).deadline_ms;
   if (deadline_ms == 0) deadline_ms = static_cast<uint32_t>(options_.request_timeout.count());
+  Pending pending;
+  pending.dest = dest;
+  pending.done = std::move(done);
+  Send(protocol::TypeOf(sent), protocol::EncodeRequest(sent), deadline_ms, std::move(pending));
+}
+
+void RemoteChannel::CallMetadata(const protocol::MetadataRequest& request, MetadataCallback done) {
+  protocol::MetadataRequest sent = request;
+  uint32_t& deadline_ms = protocol::DeadlineOf(sent);
+  if (deadline_ms == 0) deadline_ms = static_cast<uint32_t>(options_.request_timeout.count());
+  Pending pending;
+  pending.metadata_done = std::move(done);
+  Send(protocol::TypeOf(sent), protocol::EncodeMetadataRequest(sent), deadline_ms,
+       std::move(pending));
+}
+
+void RemoteChannel::Send(MessageType type, const std::string& payload, uint32_t deadline_ms,
+                         Pending pending) {
+  if (suspect()) {
+    Status refused = Refusal();
+    pending.Fail(!refused.ok() ? refused
+                               : UnavailableError("worker " + options_.address +
+                                                  " is suspect (recently unreachable)"));
+    return;
+  }
   // A connection closed a moment ago (idle, or by the worker) is replaced once.
   Status why;
   for (int attempt = 0; attempt < 2; ++attempt) {
     std::shared_ptr<Conn> conn = GetConnection(&why);
     if (!conn) break;
     int64_t now = options_.clock->NowMicros();
-    int64_t deadline = now + int64_t{deadline_ms} * 1000;
-    if (conn->Send(next_id_.fetch_add(1), sent, dest, done, deadline, now)) return;
+    pending.deadline_us = now + int64_t{deadline_ms} * 1000;
+    if (conn->Send(next_id_.fetch_add(1), type, payload, pending, now)) return;
   }
   // A refused credential is the caller's to report (every worker would refuse it); anything
   // else is Unavailable (a refused TLS handshake too): the caller fails over.
   if (Status refused = Refusal(); !refused.ok()) {
-    done(refused);
+    pending.Fail(refused);
     return;
   }
-  done(UnavailableError("worker " + options_.address + " is unreachable" +
-                        (why.ok() ? "" : ": " + why.message())));
+  pending.Fail(UnavailableError("worker " + options_.address + " is unreachable" +
+                                (why.ok() ? "" : ": " + why.message())));
 }
 
 void RemoteChannel::SweepLoop() {
@@ -459,7 +506,7 @@ void RemoteChannel::SweepLoop() {
         c->CloseIfIdle(now - options_.idle_close.count() * 1000);
       }
       if (c == nullptr) continue;
-      std::vector<Callback> late = c->TakeLate(now);
+      std::vector<Pending> late = c->TakeLate(now);
       if (late.empty()) continue;
       // A worker that lets a request pass its deadline is stalled (SIGSTOP, overload,
       // partition): stop using it for a while, and drop the connection so a reader blocked in
@@ -467,7 +514,7 @@ void RemoteChannel::SweepLoop() {
       spdlog::warn("worker {} missed a deadline; marking it suspect", options_.address);
       MarkSuspect();
       c->Close(DeadlineExceededError("deadline missed"));
-      for (auto& cb : late) cb(DeadlineExceededError("worker did not answer in time"));
+      for (auto& p : late) p.Fail(DeadlineExceededError("worker did not answer in time"));
     }
     mu_.Lock();
   }

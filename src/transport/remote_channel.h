@@ -58,6 +58,7 @@ class RemoteChannel : public protocol::PageChannel {
   ~RemoteChannel() override;
 
   void Call(const protocol::Request& request, std::span<char> dest, Callback done) override;
+  void CallMetadata(const protocol::MetadataRequest& request, MetadataCallback done) override;
   std::string Describe() const override { return options_.address; }
   std::shared_ptr<const std::vector<std::string>> ShortCircuitDirs() override;
 
@@ -77,6 +78,20 @@ class RemoteChannel : public protocol::PageChannel {
   std::shared_ptr<const std::vector<std::string>> CheckShortCircuit(
       const protocol::HelloReply& hello);
   void SweepLoop();
+  // A request waiting for its reply: page and control requests complete `done`, metadata
+  // requests `metadata_done`.
+  struct Pending {
+    std::span<char> dest;
+    Callback done;
+    MetadataCallback metadata_done;
+    int64_t deadline_us = 0;
+    void Fail(Status why);
+  };
+  // Sends one encoded request with `deadline_ms` over a connection, replacing a connection
+  // closed a moment ago once; else fails `pending` (Unavailable, or the worker's refusal of
+  // this client's credential).
+  void Send(protocol::MessageType type, const std::string& payload, uint32_t deadline_ms,
+            Pending pending);
 
   RemoteChannelOptions options_;
   std::atomic<uint64_t> next_id_{1};

@@ -233,5 +233,75 @@ TEST_F(RemoteChannelTest, AWorkerWithAnotherPageSizeIsRefused) {
   EXPECT_TRUE(channel.suspect());
 }
 
+// Metadata requests share the connection, ids, deadlines and failure handling of page requests;
+// a reply of the wrong kind fails the call.
+TEST_F(RemoteChannelTest, MetadataRequestsGetTheirRepliesDeadlinesAndWrongKindsRefused) {
+  auto call = [](RemoteChannel& channel, protocol::MetadataRequest request) {
+    auto promise = std::make_shared<std::promise<StatusOr<protocol::MetadataReply>>>();
+    auto future = promise->get_future();
+    channel.CallMetadata(request, [promise](StatusOr<protocol::MetadataReply> r) {
+      promise->set_value(std::move(r));
+    });
+    return future;
+  };
+  RemoteChannel channel(options_);
+  std::thread hello = AnswerHello(1);
+  auto listed = call(channel, protocol::ListDirRequest{0, "/lake/d", "t", 5});
+  hello.join();
+  net::Stream* w = Connection(1);
+  auto q = ReadFrame(w);
+  ASSERT_TRUE(q.ok());
+  ASSERT_EQ(q->first.type, MessageType::kListDir);
+  auto decoded = protocol::DecodeMetadataRequest(q->first.type, q->second);
+  ASSERT_TRUE(decoded.ok());
+  EXPECT_EQ(protocol::DeadlineOf(*decoded), 1000u);  // The channel's default.
+  protocol::MetadataReply reply;
+  reply.entries = {{"a.bin", false, 3, "v1", 7}};
+  reply.next_token = "more";
+  ASSERT_TRUE(SendFrame(w, MessageType::kMetadataReply, q->first.request_id,
+                        protocol::EncodeMetadataReply(reply))
+                  .ok());
+  auto got = listed.get();
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(got->entries, reply.entries);
+  EXPECT_EQ(got->next_token, "more");
+
+  // The worker's error arrives as the call's status.
+  auto denied = call(channel, protocol::StatPathRequest{0, "/lake/x"});
+  q = ReadFrame(w);
+  ASSERT_TRUE(q.ok());
+  protocol::MetadataReply no;
+  no.status = StatusCode::kPermissionDenied;
+  no.error_message = "no read grant";
+  ASSERT_TRUE(SendFrame(w, MessageType::kMetadataReply, q->first.request_id,
+                        protocol::EncodeMetadataReply(no))
+                  .ok());
+  EXPECT_EQ(denied.get().status().ToString(), "PermissionDenied: no read grant");
+
+  // A control reply to a metadata request, and metadata for a page request, fail the call.
+  auto wrong = call(channel, protocol::StatPathRequest{0, "/lake/x"});
+  q = ReadFrame(w);
+  ASSERT_TRUE(q.ok());
+  ASSERT_TRUE(SendFrame(w, MessageType::kControlReply, q->first.request_id,
+                        protocol::EncodeControlReply({}))
+                  .ok());
+  EXPECT_EQ(wrong.get().status().code(), StatusCode::kCorruption);
+  std::string dest(65536, '\0');
+  auto page = Call(channel, Read(0, 0, 100), dest);
+  q = ReadFrame(w);
+  ASSERT_TRUE(q.ok());
+  ASSERT_TRUE(SendFrame(w, MessageType::kMetadataReply, q->first.request_id,
+                        protocol::EncodeMetadataReply(reply))
+                  .ok());
+  EXPECT_EQ(page.get().status().code(), StatusCode::kCorruption);
+
+  // Unanswered: DeadlineExceeded on the injected clock, like a page request.
+  auto late = call(channel, protocol::ListDirRequest{0, "/lake", "", 10});
+  ASSERT_TRUE(ReadFrame(w).ok());
+  EXPECT_EQ(late.wait_for(std::chrono::milliseconds(100)), std::future_status::timeout);
+  clock_.Advance(std::chrono::milliseconds(1001));
+  EXPECT_EQ(late.get().status().code(), StatusCode::kDeadlineExceeded);
+}
+
 }  // namespace
 }  // namespace cairn::transport

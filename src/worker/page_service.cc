@@ -265,6 +265,26 @@ StatusOr<const mount::Mount*> PageService::FindMount(
   return found;
 }
 
+StatusOr<PageService::PathAt> PageService::ResolvePath(const std::string& path, bool wait) {
+  MutexLock l(&mounts_mu_);
+  auto found = mounts_->Resolve(path);
+  if (!found.ok() && wait && options_.unknown_mount_wait.count() > 0) {
+    auto deadline = std::chrono::steady_clock::now() + options_.unknown_mount_wait;
+    while (!found.ok()) {
+      auto left = deadline - std::chrono::steady_clock::now();
+      if (left <= std::chrono::steady_clock::duration::zero()) break;
+      std::shared_ptr<const mount::MountTable> before = mounts_;
+      mounts_cv_.WaitFor(&mounts_mu_, left,
+                         [&]() REQUIRES(mounts_mu_) { return mounts_ != before; });
+      found = mounts_->Resolve(path);
+    }
+  }
+  if (!found.ok()) {
+    return UnavailableError("worker " + options_.worker_id + " has no mount for " + path);
+  }
+  return PathAt{mounts_, std::move(found).value()};
+}
+
 std::shared_ptr<const mount::MountTable> PageService::mount_table() const {
   MutexLock l(&mounts_mu_);
   return mounts_;

@@ -177,6 +177,16 @@ class PageService {
   void SetMountTable(std::shared_ptr<const mount::MountTable> mounts) EXCLUDES(mounts_mu_);
   std::shared_ptr<const mount::MountTable> mount_table() const EXCLUDES(mounts_mu_);
 
+  // A namespace path resolved against this worker's mount table (metadata requests).
+  struct PathAt {
+    std::shared_ptr<const mount::MountTable> table;  // Keeps resolved.mount alive.
+    mount::Resolved resolved;  // mount null: a virtual directory above the mounts.
+  };
+  // Resolves `path` (normalised), waiting up to options.unknown_mount_wait when `wait` for a
+  // table that has it (a client may know a new mount a moment before this worker does).
+  // Unavailable if this worker's table has no mount at or above the path.
+  StatusOr<PathAt> ResolvePath(const std::string& path, bool wait) EXCLUDES(mounts_mu_);
+
   uint32_t page_size() const { return options_.page_size; }
   const std::string& worker_id() const { return options_.worker_id; }
   const PageServiceOptions& options() const { return options_; }

@@ -5,6 +5,8 @@
 #include <utility>
 #include <variant>
 
+#include "mount/mount_table.h"
+
 namespace cairn::worker {
 namespace {
 
@@ -200,6 +202,40 @@ Status RequestAuthorizer::Check(const auth::Identity& who, const protocol::Reque
   }
   if (need.access == auth::Access::kAdmin) audit->AdminOp(who, need.op, *path);
   return Status::Ok();
+}
+
+StatusOr<auth::Visibility> RequestAuthorizer::CheckMetadata(
+    const auth::Identity& who, const protocol::MetadataRequest& request, ConnectionAudit* audit) {
+  const std::string_view op =
+      std::holds_alternative<protocol::StatPathRequest>(request) ? "stat" : "list";
+  std::shared_ptr<const auth::PolicyIndex> policy;
+  bool awaiting = false;
+  {
+    MutexLock l(&mu_);
+    policy = policy_;
+    awaiting = awaiting_policy_;
+  }
+  const std::string& path = protocol::PathOf(request);
+  StatusOr<std::string> normal = mount::NormalizePath(path);
+  if (!normal.ok() || *normal != path) {
+    Status bad = InvalidArgumentError("not a normalised namespace path");
+    if (policy->enabled()) {
+      denied_->Increment();
+      audit->Denied(who, op, "(not a plain path)", bad.message());
+    }
+    return bad;
+  }
+  if (!policy->enabled()) return auth::Visibility{true, {}};
+  if (awaiting) {
+    return UnavailableError(
+        "this worker has not read the authorization policy from etcd yet; try another");
+  }
+  StatusOr<auth::Visibility> visible = policy->VisibleIn(who, path);
+  if (!visible.ok()) {
+    denied_->Increment();
+    audit->Denied(who, op, path, visible.status().message());
+  }
+  return visible;
 }
 
 }  // namespace cairn::worker

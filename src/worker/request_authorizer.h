@@ -10,6 +10,8 @@
 //
 // What each request needs on the page's namespace path (mount + "/" + key):
 //   ReadPage, LookupPage, ProbePage: read.  LoadPage, DropPage: admin.
+//   StatPath, ListDir: read on the path, or a read grant below it (then only the way down to
+//   those grants is shown: auth::Visibility).
 //   PeerRead, CopyFromPeer: a cluster member (they make this worker read from or store for a
 //   peer; grants never allow them).
 // A disabled policy allows everything (as before there was one).
@@ -96,6 +98,15 @@ class RequestAuthorizer {
   // path is not a plain path; Unavailable while awaiting the policy). Records denials and
   // admin operations in `audit`.
   Status Check(const auth::Identity& who, const protocol::Request& request, ConnectionAudit* audit);
+
+  // What `who` may see at a metadata request's path (StatPath, ListDir: auth::Visibility of the
+  // path; everything when the policy is disabled). PermissionDenied when nothing (recorded in
+  // `audit`), InvalidArgument for a path that is not normalised, Unavailable while awaiting
+  // the policy. Cluster nodes are not clients: under a policy they see only what their grants
+  // allow, like anyone.
+  StatusOr<auth::Visibility> CheckMetadata(const auth::Identity& who,
+                                           const protocol::MetadataRequest& request,
+                                           ConnectionAudit* audit);
 
  private:
   Clock& clock() const { return options_.clock != nullptr ? *options_.clock : *Clock::Real(); }

@@ -114,6 +114,45 @@ TEST(RequestAuthorizerTest, AwaitingThePolicyIsUnavailableNotADenial) {
   EXPECT_EQ(authorizer.Check({}, read, &audit).code(), StatusCode::kPermissionDenied);
 }
 
+TEST(RequestAuthorizerTest, MetadataShowsWhatTheGrantsAllowAndRefusesTheRest) {
+  metrics::Registry registry;
+  RequestAuthorizer::Options options;
+  options.registry = &registry;
+  RequestAuthorizer authorizer(std::move(options));
+  ConnectionAudit audit("test-peer");
+  auth::Identity team{auth::Identity::Source::kToken, "team", false};
+  auto list = [](std::string path) { return protocol::ListDirRequest{0, std::move(path), "", 10}; };
+  auto stat = [](std::string path) { return protocol::StatPathRequest{0, std::move(path)}; };
+
+  // No policy: everything, for anyone; but a path that is not normalised never passes.
+  auto open = authorizer.CheckMetadata({}, list("/lake"), &audit);
+  ASSERT_TRUE(open.ok());
+  EXPECT_TRUE(open->everything);
+  for (std::string bad : {"/lake/../x", "/lake/", "/lake//x", "/lake/./x"}) {
+    EXPECT_EQ(authorizer.CheckMetadata(team, stat(bad), &audit).status().code(),
+              StatusCode::kInvalidArgument)
+        << bad;
+  }
+
+  authorizer.AwaitPolicy();
+  EXPECT_EQ(authorizer.CheckMetadata(team, list("/lake"), &audit).status().code(),
+            StatusCode::kUnavailable);
+
+  authorizer.SetPolicy({true, {{"team", "/lake/team", kRead}}});
+  auto above = authorizer.CheckMetadata(team, list("/lake"), &audit);
+  ASSERT_TRUE(above.ok()) << above.status().ToString();
+  EXPECT_FALSE(above->everything);
+  EXPECT_EQ(above->children, std::vector<std::string>{"team"});
+  EXPECT_TRUE(authorizer.CheckMetadata(team, stat("/lake/team/x"), &audit)->everything);
+  EXPECT_EQ(authorizer.CheckMetadata(team, stat("/lake/team2"), &audit).status().code(),
+            StatusCode::kPermissionDenied);
+  EXPECT_EQ(authorizer.CheckMetadata({}, list("/lake"), &audit).status().code(),
+            StatusCode::kPermissionDenied);
+  EXPECT_NE(registry.ExposeText().find("\ncairn_worker_requests_denied_total 2\n"),
+            std::string::npos)
+      << registry.ExposeText();
+}
+
 // The authorization matrix: every principal kind x every operation x paths that include
 // look-alike prefixes and the same path reached through different mounts, against a policy
 // with read, admin and "*" grants. The expected verdict is written out here, independently of

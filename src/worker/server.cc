@@ -34,23 +34,29 @@ struct WorkerServer::Counters {
         tls_refused(r->AddCounter("cairn_worker_connections_tls_refused_total",
                                   "Client connections closed for a failed TLS handshake "
                                   "(refused certificate) or for speaking plaintext to a TLS "
-                                  "worker")) {}
+                                  "worker")),
+        metadata(r->AddCounter("cairn_worker_metadata_requests_total",
+                               "Stat and directory listing requests from clients (answered "
+                               "from the sources)")) {}
   std::unique_ptr<metrics::Registry> owned;
   metrics::Gauge* connections;
   metrics::Counter* accepted;
   metrics::Counter* refused;
   metrics::Counter* timed_out;
   metrics::Counter* tls_refused;
+  metrics::Counter* metadata;
 };
 
 // One answer to one request, built by whichever thread served it and written by the reader
 // (inline hits, errors) or the connection's writer (everything from the pools).
 struct Reply {
   uint64_t id = 0;
-  bool data = false;           // A kPageReply (else a kControlReply).
+  bool data = false;           // A kPageReply (else a kControlReply, or:)
+  bool metadata = false;       // A kMetadataReply (answer in `listing`).
   Status error;                // Not OK: an error reply.
   PageService::Served served;  // When OK.
   protocol::PageRef page;      // To drop a page file found truncated.
+  protocol::MetadataReply listing;
 };
 
 class WorkerServer::Connection : public std::enable_shared_from_this<Connection> {
@@ -187,7 +193,11 @@ class WorkerServer::Connection : public std::enable_shared_from_this<Connection>
           CAIRN_RETURN_IF_ERROR(Send(MessageType::kPong, header.request_id, ""));
           break;
         default:
-          CAIRN_RETURN_IF_ERROR(Dispatch(header, payload, received));
+          if (protocol::IsMetadataRequest(header.type)) {
+            CAIRN_RETURN_IF_ERROR(DispatchMetadata(header, payload, received));
+          } else {
+            CAIRN_RETURN_IF_ERROR(Dispatch(header, payload, received));
+          }
           break;
       }
     }
@@ -279,6 +289,59 @@ class WorkerServer::Connection : public std::enable_shared_from_this<Connection>
     return Status::Ok();
   }
 
+  // StatPath and ListDir: authorized here, answered on a pool thread (they read the source).
+  Status DispatchMetadata(const FrameHeader& header, const std::string& payload, int64_t received) {
+    const uint64_t id = header.request_id;
+    server_->counters_->metadata->Increment();
+    auto request = protocol::DecodeMetadataRequest(header.type, payload);
+    if (!request.ok()) {
+      if (request.status().code() == StatusCode::kCorruption) return request.status();
+      return Write(MetadataReplyWith(id, request.status()));
+    }
+    auth::Visibility visible{true, {}};
+    if (options_.authorizer != nullptr) {
+      auto checked = options_.authorizer->CheckMetadata(identity(), *request, &audit_);
+      if (!checked.ok()) return Write(MetadataReplyWith(id, checked.status()));
+      visible = std::move(checked).value();
+    }
+    // A path this worker's table resolves goes to the miss threads; another may wait there
+    // for the table to change, so it waits on the mount-wait threads instead.
+    const bool known = service_->ResolvePath(protocol::PathOf(*request), /*wait=*/false).ok();
+    FairPool* pool = known ? server_->miss_pool_.get() : server_->mount_wait_pool_.get();
+    {
+      MutexLock l(&mu_);
+      ++outstanding_;
+    }
+    pool->Submit(id_, [self = shared_from_this(), id, req = std::move(request).value(),
+                       visible = std::move(visible), received]() mutable {
+      if (self->closed()) {
+        self->Enqueue(Reply{});
+        return;
+      }
+      uint32_t deadline_ms = protocol::DeadlineOf(req);
+      if (deadline_ms > 0 && self->clock().NowMicros() - received > int64_t{deadline_ms} * 1000) {
+        self->Enqueue(
+            MetadataReplyWith(id, DeadlineExceededError("request expired in the worker queue")));
+        return;
+      }
+      self->Enqueue(MetadataReplyWith(id, self->server_->metadata_.Serve(req, visible)));
+    });
+    return Status::Ok();
+  }
+
+  static Reply MetadataReplyWith(uint64_t id, StatusOr<protocol::MetadataReply> answer) {
+    Reply reply;
+    reply.id = id;
+    reply.metadata = true;
+    if (answer.ok()) {
+      reply.listing = std::move(answer).value();
+    } else {
+      reply.listing.status = answer.status().code();
+      reply.listing.error_message = answer.status().message();
+    }
+    return reply;
+  }
+
   // `received`: when the request's header arrived (clock() microseconds).
   Reply Handle(uint64_t id, const protocol::Request& request, int64_t received) {
     Reply reply;
@@ -354,6 +417,16 @@ class WorkerServer::Connection : public std::enable_shared_from_this<Connection>
   }
 
   Status Write(const Reply& reply) {
+    if (reply.metadata) {
+      std::string payload = protocol::EncodeMetadataReply(reply.listing);
+      if (payload.size() > protocol::kMaxPayload) {
+        protocol::MetadataReply too_big;
+        too_big.status = StatusCode::kInternal;
+        too_big.error_message = "the listing page is larger than a frame: ask for fewer entries";
+        payload = protocol::EncodeMetadataReply(too_big);
+      }
+      return Send(MessageType::kMetadataReply, reply.id, payload);
+    }
     if (!reply.data) {
       protocol::ControlReply control;
       if (!reply.error.ok()) {

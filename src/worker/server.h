@@ -39,6 +39,7 @@
 #include "metrics/registry.h"
 #include "net/stream.h"
 #include "tls/tls_context.h"
+#include "worker/metadata_service.h"
 #include "worker/page_service.h"
 #include "worker/request_authorizer.h"
 
@@ -98,6 +99,7 @@ class WorkerServer {
   void ReapFinished() REQUIRES(mu_);
 
   PageService* service_;
+  MetadataService metadata_{service_};
   const ServerOptions options_;
   std::unique_ptr<net::Listener> listener_;
   std::unique_ptr<Counters> counters_;

@@ -296,6 +296,92 @@ TEST_F(ServerTlsTest, ThePolicyDecidesEachRequestByPrincipalAndPath) {
   EXPECT_TRUE(Read(team_b.get(), 0, &bytes).ok());
 }
 
+// StatPath and ListDir through a worker: the worker's source, the caller's grants.
+TEST_F(ServerTlsTest, MetadataComesFromTheWorkerAndShowsOnlyWhatTheGrantsAllow) {
+  memory_->Put("team-a/x.bin", "xx");
+  memory_->Put("team-a/sub/y.bin", "yyy");
+  memory_->Put("team-a2/secret.bin", "s");  // A look-alike of team-a's name.
+  memory_->Put("team-b/z.bin", "z");
+  for (int i = 0; i < 5; ++i) memory_->Put("team-a/many/f" + std::to_string(i), "f");
+  ASSERT_TRUE(StartWorker(/*tls=*/true).ok());
+  testing::TestPki::Files a = pki_.ClientCert("team-a"), b = pki_.ClientCert("team-b");
+  auto team_a = Channel(ClientTls(&a)), team_b = Channel(ClientTls(&b));
+  auto ask = [](transport::RemoteChannel* channel, protocol::MetadataRequest request) {
+    std::promise<StatusOr<protocol::MetadataReply>> done;
+    channel->CallMetadata(request, [&done](StatusOr<protocol::MetadataReply> reply) {
+      done.set_value(std::move(reply));
+    });
+    return done.get_future().get();
+  };
+  auto names = [](const protocol::MetadataReply& reply) {
+    std::vector<std::string> out;
+    for (const auto& e : reply.entries) out.push_back(e.name + (e.is_dir ? "/" : ""));
+    return out;
+  };
+  auto list = [&](transport::RemoteChannel* channel, std::string path, std::string token = "",
+                  uint32_t max = protocol::kMaxListEntries) {
+    return ask(channel, protocol::ListDirRequest{0, std::move(path), std::move(token), max});
+  };
+
+  // No policy: the whole source.
+  auto all = list(team_b.get(), "/lake");
+  ASSERT_TRUE(all.ok()) << all.status().ToString();
+  EXPECT_EQ(names(*all), (std::vector<std::string>{"file.bin", "team-a/", "team-a2/", "team-b/"}));
+  auto stat = ask(team_a.get(), protocol::StatPathRequest{0, "/lake/team-a/x.bin"});
+  ASSERT_TRUE(stat.ok()) << stat.status().ToString();
+  ASSERT_EQ(stat->entries.size(), 1u);
+  EXPECT_EQ(stat->entries[0].size, 2u);
+  EXPECT_EQ(stat->entries[0].version, memory_->Stat("team-a/x.bin")->version);
+  EXPECT_EQ(ask(team_a.get(), protocol::StatPathRequest{0, "/lake/nothing"}).status().code(),
+            StatusCode::kNotFound);
+  EXPECT_EQ(list(team_a.get(), "/lake/file.bin").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(list(team_a.get(), "/lake/team-a/../team-b").status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(list(team_a.get(), "/elsewhere").status().code(), StatusCode::kUnavailable);
+  auto root = list(team_a.get(), "/");  // Above the mounts.
+  ASSERT_TRUE(root.ok()) << root.status().ToString();
+  EXPECT_EQ(names(*root), (std::vector<std::string>{"lake/"}));
+
+  // Pages: continue with the token until it is empty.
+  std::vector<std::string> paged;
+  std::string token;
+  int pages = 0;
+  do {
+    auto page = list(team_a.get(), "/lake/team-a/many", token, 2);
+    ASSERT_TRUE(page.ok()) << page.status().ToString();
+    for (auto& n : names(*page)) paged.push_back(n);
+    token = page->next_token;
+    ASSERT_LT(++pages, 10);
+  } while (!token.empty());
+  EXPECT_EQ(paged, (std::vector<std::string>{"f0", "f1", "f2", "f3", "f4"}));
+
+  worker_->authorizer()->SetPolicy({true, {{"team-a", "/lake/team-a", kRead}}});
+  auto filtered = list(team_a.get(), "/lake");
+  ASSERT_TRUE(filtered.ok()) << filtered.status().ToString();
+  EXPECT_EQ(names(*filtered), (std::vector<std::string>{"team-a/"}));
+  auto inside = list(team_a.get(), "/lake/team-a");
+  ASSERT_TRUE(inside.ok()) << inside.status().ToString();
+  EXPECT_EQ(names(*inside), (std::vector<std::string>{"many/", "sub/", "x.bin"}));
+  // On the way down: a directory, nothing more. Inside the grant: the object.
+  auto mount_root = ask(team_a.get(), protocol::StatPathRequest{0, "/lake"});
+  ASSERT_TRUE(mount_root.ok()) << mount_root.status().ToString();
+  EXPECT_TRUE(mount_root->entries.at(0).is_dir);
+  EXPECT_EQ(ask(team_a.get(), protocol::StatPathRequest{0, "/lake/team-a/x.bin"})
+                .value()
+                .entries.at(0)
+                .size,
+            2u);
+  // Outside the grant: refused, look-alikes included, and for team-b everything.
+  EXPECT_EQ(ask(team_a.get(), protocol::StatPathRequest{0, "/lake/file.bin"}).status().code(),
+            StatusCode::kPermissionDenied);
+  EXPECT_EQ(list(team_a.get(), "/lake/team-a2").status().code(), StatusCode::kPermissionDenied);
+  auto refused = list(team_b.get(), "/lake");
+  EXPECT_EQ(refused.status().code(), StatusCode::kPermissionDenied);
+  EXPECT_EQ(refused.status().message(),
+            "principal 'team-b' (certificate) has no read grant on /lake or below it");
+  EXPECT_EQ(list(team_b.get(), "/").status().code(), StatusCode::kPermissionDenied);
+}
+
 TEST_F(ServerTlsTest, ATokenNamesThePrincipalAndABadOneIsRefusedAtHello) {
   auto keys = auth::GenerateTokenKey();
   ASSERT_TRUE(keys.ok());
