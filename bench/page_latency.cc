@@ -101,7 +101,10 @@ int main(int argc, char** argv) {
   o.short_circuit = false;
   o.request_timeout = std::chrono::milliseconds(10000);
   if (!f.tls_ca.empty()) {
-    cairn::tls::TlsOptions t{f.tls_ca, f.tls_cert, f.tls_key};
+    cairn::tls::TlsOptions t;
+    t.ca_file = f.tls_ca;
+    t.cert_file = f.tls_cert;
+    t.key_file = f.tls_key;
     auto ctx = cairn::tls::TlsContext::Create(cairn::tls::TlsContext::Role::kClient, t);
     if (!ctx.ok()) {
       fmt::print(stderr, "page_latency: {}\n", ctx.status().ToString());

@@ -53,6 +53,23 @@ class TlsStreamTest : public ::testing::Test {
     return ctx.ok() ? *ctx : nullptr;
   }
 
+  // Both ends of one mutual-TLS connection: a worker's node certificate and a client's.
+  struct Connection {
+    std::unique_ptr<net::Stream> server, client;
+  };
+  Connection Connect(const testing::TestPki& pki, const testing::TestPki::Files& node,
+                     const testing::TestPki::Files& client_cert) {
+    auto server = Server(pki.Options(node));
+    auto client = Client(pki.Options(client_cert));
+    auto accepted = AcceptOne(server);
+    auto dialled = Dial(client.get(), address_, milliseconds(3000));
+    EXPECT_TRUE(dialled.ok()) << dialled.status().ToString();
+    Connection c;
+    c.server = accepted.get();
+    if (dialled.ok()) c.client = std::move(dialled).value();
+    return c;
+  }
+
   // Accepts one connection on a thread, wraps it with `server` and runs the server's side of
   // the handshake (a zero-byte read), whose result lands in `*handshake` when given.
   std::future<std::unique_ptr<net::Stream>> AcceptOne(std::shared_ptr<TlsContext> server,
@@ -120,14 +137,11 @@ class TlsStreamTest : public ::testing::Test {
 
 TEST_F(TlsStreamTest, MutualTlsCarriesBytesBothWaysAndNamesEachPeer) {
   TestPki pki;
-  auto server = Server(pki.Options(pki.Node("worker-1")));
-  auto client = Client(pki.Options(pki.ClientCert("team-a")));
-  auto accepted = AcceptOne(server);
-  auto dialled = Dial(client.get(), address_, milliseconds(3000));
-  ASSERT_TRUE(dialled.ok()) << dialled.status().ToString();
-  std::unique_ptr<net::Stream> srv = accepted.get();
-  ASSERT_NE(srv, nullptr);
-  net::Stream* cli = dialled->get();
+  Connection c = Connect(pki, pki.Node("worker-1"), pki.ClientCert("team-a"));
+  ASSERT_NE(c.server, nullptr);
+  ASSERT_NE(c.client, nullptr);
+  std::unique_ptr<net::Stream>& srv = c.server;
+  net::Stream* cli = c.client.get();
 
   // Gathered writes: a small header, a large body, a small trailer, as frames are sent.
   const std::string header = "HDR:", body = testing::RandomBytes(3 << 20, 1), tail = "END";
@@ -162,13 +176,11 @@ TEST_F(TlsStreamTest, AReaderAndAWriterShareEachEndWithoutBlockingEachOther) {
   // Both ends send 8 MiB at once (far beyond the socket buffers) while reading the other's:
   // if a thread held the TLS object while waiting for the socket, this would deadlock.
   TestPki pki;
-  auto server = Server(pki.Options(pki.Node("worker-1")));
-  auto client = Client(pki.Options(pki.ClientCert("team-a")));
-  auto accepted = AcceptOne(server);
-  auto dialled = Dial(client.get(), address_, milliseconds(3000));
-  ASSERT_TRUE(dialled.ok()) << dialled.status().ToString();
-  std::unique_ptr<net::Stream> srv = accepted.get();
-  std::unique_ptr<net::Stream> cli = std::move(dialled).value();
+  Connection c = Connect(pki, pki.Node("worker-1"), pki.ClientCert("team-a"));
+  ASSERT_NE(c.server, nullptr);
+  ASSERT_NE(c.client, nullptr);
+  std::unique_ptr<net::Stream>& srv = c.server;
+  std::unique_ptr<net::Stream>& cli = c.client;
   cli->SetReadTimeout(milliseconds(10000));
   cli->SetWriteTimeout(milliseconds(10000));
   const std::string up = testing::RandomBytes(8 << 20, 3), down = testing::RandomBytes(8 << 20, 4);
@@ -225,23 +237,20 @@ TEST_F(TlsStreamTest, WritingToAPeerThatHungUpIsAnErrorNotSigpipe) {
 // write fail after the write timeout, not block forever in the flush.
 TEST_F(TlsStreamTest, BatchedRecordsAreFlushedAndAStalledPeerTimesTheWriteOut) {
   TestPki pki;
-  auto server = Server(pki.Options(pki.Node("worker-1")));
-  auto client = Client(pki.Options(pki.ClientCert("team-a")));
-  auto accepted = AcceptOne(server);
-  auto dialled = Dial(client.get(), address_, milliseconds(3000));
-  ASSERT_TRUE(dialled.ok()) << dialled.status().ToString();
-  std::unique_ptr<net::Stream> srv = accepted.get();
-  ASSERT_NE(srv, nullptr);
-  net::Stream* cli = dialled->get();
+  Connection c = Connect(pki, pki.Node("worker-1"), pki.ClientCert("team-a"));
+  ASSERT_NE(c.server, nullptr);
+  ASSERT_NE(c.client, nullptr);
+  net::Stream* srv = c.server.get();
+  net::Stream* cli = c.client.get();
   ASSERT_TRUE(WriteString(cli, "ping").ok());
   srv->SetReadTimeout(milliseconds(3000));
-  auto got = ReadString(srv.get(), 4);
+  auto got = ReadString(srv, 4);
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   EXPECT_EQ(*got, "ping");
 
   srv->SetWriteTimeout(milliseconds(300));
   const auto start = std::chrono::steady_clock::now();
-  Status s = WriteString(srv.get(), std::string(64 << 20, 'x'));  // The client never reads.
+  Status s = WriteString(srv, std::string(64 << 20, 'x'));  // The client never reads.
   EXPECT_EQ(s.code(), StatusCode::kDeadlineExceeded) << s.ToString();
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20));
 }

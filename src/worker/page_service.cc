@@ -237,24 +237,29 @@ void PageService::SetMountTable(std::shared_ptr<const mount::MountTable> mounts)
   mounts_cv_.NotifyAll();
 }
 
+template <typename Result, typename Lookup>
+Result PageService::LookUpWaiting(Lookup lookup, bool wait) {
+  Result found = lookup(*mounts_);
+  // In a cluster a client may know a new mount a moment before this worker does (each watches
+  // etcd on its own): wait briefly for the table to catch up instead of failing the request.
+  if (found.ok() || !wait || options_.unknown_mount_wait.count() <= 0) return found;
+  auto deadline = std::chrono::steady_clock::now() + options_.unknown_mount_wait;
+  while (!found.ok()) {
+    auto left = deadline - std::chrono::steady_clock::now();
+    if (left <= std::chrono::steady_clock::duration::zero()) break;
+    std::shared_ptr<const mount::MountTable> before = mounts_;
+    mounts_cv_.WaitFor(&mounts_mu_, left, [&]() REQUIRES(mounts_mu_) { return mounts_ != before; });
+    found = lookup(*mounts_);
+  }
+  return found;
+}
+
 StatusOr<const mount::Mount*> PageService::FindMount(
     const std::string& path, std::shared_ptr<const mount::MountTable>* table,
     MountMetrics** metrics, bool wait) {
   MutexLock l(&mounts_mu_);
-  auto found = mounts_->FindByPath(path);
-  // In a cluster a client may know a new mount a moment before this worker does (each watches
-  // etcd on its own): wait briefly for the table to catch up instead of failing the read.
-  if (!found.ok() && wait && options_.unknown_mount_wait.count() > 0) {
-    auto deadline = std::chrono::steady_clock::now() + options_.unknown_mount_wait;
-    while (!found.ok()) {
-      auto left = deadline - std::chrono::steady_clock::now();
-      if (left <= std::chrono::steady_clock::duration::zero()) break;
-      std::shared_ptr<const mount::MountTable> before = mounts_;
-      mounts_cv_.WaitFor(&mounts_mu_, left,
-                         [&]() REQUIRES(mounts_mu_) { return mounts_ != before; });
-      found = mounts_->FindByPath(path);
-    }
-  }
+  auto found = LookUpWaiting<StatusOr<const mount::Mount*>>(
+      [&](const mount::MountTable& t) { return t.FindByPath(path); }, wait);
   *table = mounts_;
   if (!found.ok()) {
     return UnavailableError("worker " + options_.worker_id + " has no mount " + path);
@@ -267,18 +272,8 @@ StatusOr<const mount::Mount*> PageService::FindMount(
 
 StatusOr<PageService::PathAt> PageService::ResolvePath(const std::string& path, bool wait) {
   MutexLock l(&mounts_mu_);
-  auto found = mounts_->Resolve(path);
-  if (!found.ok() && wait && options_.unknown_mount_wait.count() > 0) {
-    auto deadline = std::chrono::steady_clock::now() + options_.unknown_mount_wait;
-    while (!found.ok()) {
-      auto left = deadline - std::chrono::steady_clock::now();
-      if (left <= std::chrono::steady_clock::duration::zero()) break;
-      std::shared_ptr<const mount::MountTable> before = mounts_;
-      mounts_cv_.WaitFor(&mounts_mu_, left,
-                         [&]() REQUIRES(mounts_mu_) { return mounts_ != before; });
-      found = mounts_->Resolve(path);
-    }
-  }
+  auto found = LookUpWaiting<StatusOr<mount::Resolved>>(
+      [&](const mount::MountTable& t) { return t.Resolve(path); }, wait);
   if (!found.ok()) {
     return UnavailableError("worker " + options_.worker_id + " has no mount for " + path);
   }

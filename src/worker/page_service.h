@@ -279,6 +279,10 @@ class PageService {
   StatusOr<const mount::Mount*> FindMount(const std::string& path,
                                           std::shared_ptr<const mount::MountTable>* table,
                                           MountMetrics** metrics, bool wait) EXCLUDES(mounts_mu_);
+  // `lookup` on the mount table and, while it fails and `wait`, on each newer table until
+  // options_.unknown_mount_wait has passed.
+  template <typename Result, typename Lookup>
+  Result LookUpWaiting(Lookup lookup, bool wait) REQUIRES(mounts_mu_);
   // Each mount's series, by mount path (made on a mount's first appearance, never removed).
   using MountMetricsMap = std::unordered_map<std::string, MountMetrics*>;
   std::shared_ptr<const MountMetricsMap> BindMetrics(const mount::MountTable& table);
