@@ -367,7 +367,10 @@ void Filesystem::ObserveVersion(fuse_ino_t ino, const FileInfo& info) {
     std::unique_lock gate(ReplyGate(ino));  // Waits out replies of the old version in flight.
     changed = inodes_.NoteStatVersion(ino, info.version);
   }
-  if (changed) InvalidateKernelData(ino);
+  if (changed) {
+    InvalidateKernelData(ino);
+    inodes_.InvalidationDone(ino);
+  }
 }
 
 void Filesystem::InvalidateKernelData(fuse_ino_t ino) {
@@ -385,25 +388,31 @@ void Filesystem::InvalidateKernelData(fuse_ino_t ino) {
 bool Filesystem::DecideKeepCache(fuse_ino_t ino, const FileInfo& info) {
   // The kernel's cached pages of this inode are valid exactly when they came from the version
   // this open is pinned to, i.e. when the previous open of the inode saw the same version.
-  bool same_version;
+  bool keep = false;
+  bool must_invalidate = false;
   {
     // A version change starts a new epoch: replies of the old one in flight finish first (their
     // pages are then dropped: this open gets keep_cache = 0).
     std::unique_lock gate(ReplyGate(ino));
-    same_version = inodes_.RecordOpenVersion(ino, info.version);
+    keep = inodes_.RecordOpenVersion(ino, info.version, &must_invalidate);
   }
-  if (!same_version) {
+  if (must_invalidate) {
+    // Drop the old version's pages here, before the reply, rather than leave it to the kernel:
+    // its drop for an open without FOPEN_KEEP_CACHE runs in the opener's context after this
+    // reply, so another open of the same version decided meanwhile (keep_cache = 1) could read
+    // old pages first (CI saw a new open read its first 256 KiB mixed that way). Opens that
+    // arrive while this drop is in flight do not keep the cache either (RecordOpenVersion).
+    // No old page can come back: the epoch is new. This also comes before a new size reaches
+    // the kernel (any getattr may bring it), or a handle still open on the old version could
+    // read the zero-filled tail of its last page up to the new size.
+    InvalidateKernelData(ino);
+    inodes_.InvalidationDone(ino);
+  }
+  if (!keep) {
     std::optional<uint64_t> told = inodes_.ReportedSize(ino);
-    if (told.has_value() && *told != info.size) {
-      // Any getattr may bring the new size to the kernel before this open's reply drops the
-      // old version's pages: drop them first (no old page can come back: the epoch is new),
-      // or a handle still open on the old version could read the zero-filled tail of its
-      // last page up to the new size.
-      InvalidateKernelData(ino);
-      InvalidateKernelAttrs(ino);
-    }
+    if (told.has_value() && *told != info.size) InvalidateKernelAttrs(ino);
   }
-  return same_version;
+  return keep;
 }
 
 void Filesystem::Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
@@ -513,8 +522,9 @@ void Filesystem::Read(fuse_req_t req, size_t size, off_t off, fuse_file_info* fi
   if (inodes_.VersionEpoch(file->ino) != file->epoch) {
     // A newer version was opened while this read ran: its bytes may now sit in the page cache
     // next to the new version's. Drop them, and do not trust the cache at the next open.
-    inodes_.TaintCache(file->ino);
+    inodes_.BeginInvalidation(file->ino);
     InvalidateKernelData(file->ino);
+    inodes_.InvalidationDone(file->ino);
   }
 }
 

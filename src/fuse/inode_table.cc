@@ -70,19 +70,28 @@ uint64_t InodeTable::Find(std::string_view path) const {
   return it == by_path_.end() ? 0 : it->second;
 }
 
-bool InodeTable::RecordOpenVersion(uint64_t ino, std::string_view version) {
+bool InodeTable::RecordOpenVersion(uint64_t ino, std::string_view version, bool* must_invalidate) {
+  *must_invalidate = false;
   MutexLock lock(&mu_);
   auto it = by_ino_.find(ino);
   if (it == by_ino_.end()) return false;
-  std::optional<std::string>& seen = it->second.open_version;
-  const bool same = seen.has_value() && *seen == version;
+  Node& node = it->second;
+  std::optional<std::string>& seen = node.open_version;
+  // No open before: the kernel cannot hold pages of this inode (pages come from reads through
+  // opens), so there is nothing to drop.
+  const bool first = !seen.has_value();
+  const bool same = !first && *seen == version;
   if (!same) {
-    if (seen.has_value()) ++it->second.version_epoch;
+    if (!first) ++node.version_epoch;
     seen = std::string(version);
   }
-  const bool tainted = it->second.cache_tainted;
-  it->second.cache_tainted = false;
-  return same && !tainted;
+  const bool keep = same && !node.cache_tainted && node.invalidations == 0;
+  node.cache_tainted = false;
+  if (!keep && !first) {
+    *must_invalidate = true;
+    ++node.invalidations;
+  }
+  return keep;
 }
 
 bool InodeTable::NoteStatVersion(uint64_t ino, std::string_view version) {
@@ -94,6 +103,7 @@ bool InodeTable::NoteStatVersion(uint64_t ino, std::string_view version) {
   seen = std::string(version);
   ++it->second.version_epoch;
   it->second.cache_tainted = true;
+  ++it->second.invalidations;
   return true;
 }
 
@@ -130,6 +140,20 @@ void InodeTable::TaintCache(uint64_t ino) {
   MutexLock lock(&mu_);
   auto it = by_ino_.find(ino);
   if (it != by_ino_.end()) it->second.cache_tainted = true;
+}
+
+void InodeTable::BeginInvalidation(uint64_t ino) {
+  MutexLock lock(&mu_);
+  auto it = by_ino_.find(ino);
+  if (it == by_ino_.end()) return;
+  it->second.cache_tainted = true;
+  ++it->second.invalidations;
+}
+
+void InodeTable::InvalidationDone(uint64_t ino) {
+  MutexLock lock(&mu_);
+  auto it = by_ino_.find(ino);
+  if (it != by_ino_.end() && it->second.invalidations > 0) --it->second.invalidations;
 }
 
 void InodeTable::RecordReportedSize(uint64_t ino, uint64_t size) {

@@ -67,9 +67,12 @@ class InodeTable {
   // Records `version` as the one the latest open of `ino` saw. Returns true when the previous
   // open of the same inode number saw the same version (the kernel's cached pages are still
   // those of this version), false on the first open or after a change. Unknown `ino`: false.
-  // Also returns false (once) after TaintCache, and each change of version starts a new
-  // version epoch (see VersionEpoch).
-  bool RecordOpenVersion(uint64_t ino, std::string_view version);
+  // Also returns false (once) after TaintCache, and while an invalidation of the inode's pages
+  // is in flight (another thread is dropping pages of an older version: this open must not
+  // trust the cache either). Each change of version starts a new version epoch (VersionEpoch).
+  // `*must_invalidate`: the kernel may hold pages of another version; the caller drops them
+  // before it replies, then calls InvalidationDone.
+  bool RecordOpenVersion(uint64_t ino, std::string_view version, bool* must_invalidate);
 
   // Counts the version changes seen by opens of `ino`. A handle opened in an older epoch is
   // pinned to a version the kernel's page cache no longer belongs to: its reads must not reach
@@ -78,13 +81,18 @@ class InodeTable {
 
   // Notes the version a stat (getattr, lookup) reported for `ino`. If an open saw another
   // version before, this is a change: a new epoch starts (handles of the old one get EIO) and
-  // the cache is tainted. Returns true on such a change (the caller drops the kernel's pages
-  // before the new size reaches the kernel). Unknown `ino` or no open yet: false.
+  // the cache is tainted. Returns true on such a change: the caller drops the kernel's pages
+  // (before the new size reaches the kernel), then calls InvalidationDone. Unknown `ino` or no
+  // open yet: false.
   bool NoteStatVersion(uint64_t ino, std::string_view version);
 
   // Marks the kernel's cached pages of `ino` as possibly holding another version's bytes: the
   // next open gets keep_cache = 0 whatever the version.
   void TaintCache(uint64_t ino);
+  // TaintCache, and an invalidation of the inode's pages is in flight until InvalidationDone:
+  // meanwhile no open keeps the cache (it could read pages about to be dropped).
+  void BeginInvalidation(uint64_t ino);
+  void InvalidationDone(uint64_t ino);
 
   // Open handles per version epoch. While a handle of an older epoch is open, new handles must
   // bypass the kernel's page cache (direct I/O): pages they cached would be visible to the old
@@ -111,6 +119,7 @@ class InodeTable {
     std::optional<std::string> open_version;
     uint64_t version_epoch = 0;
     bool cache_tainted = false;
+    int invalidations = 0;  // Drops of the kernel's pages started and not finished.
     std::map<uint64_t, uint64_t> handles_by_epoch;  // Open handles per epoch (no zero counts).
     std::optional<uint64_t> reported_size;
   };

@@ -19,7 +19,6 @@ using protocol::MessageType;
 
 namespace {}  // namespace
 
-// One TCP connection with its reader thread and the requests waiting on it.
 void RemoteChannel::Pending::Fail(Status why) {
   if (metadata_done) {
     metadata_done(std::move(why));
@@ -28,6 +27,7 @@ void RemoteChannel::Pending::Fail(Status why) {
   }
 }
 
+// One TCP connection with its reader thread and the requests waiting on it.
 class RemoteChannel::Conn : public std::enable_shared_from_this<Conn> {
  public:
   static StatusOr<std::shared_ptr<Conn>> Open(const RemoteChannelOptions& options,
