@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # README command 2: sets everything up and runs every test suite:
 #   1. unit tests (GoogleTest, ctest label "unit"),
-#   2. integration tests that start real processes: s3rver, FUSE mounts, workers (ctest label
-#      "integration" and the pytest suite in tests/),
+#   2. integration tests that start real processes: s3rver, radosgw, FUSE mounts, workers (ctest
+#      label "integration" and the pytest suite in tests/),
 #   3. the unit tests again under ASan+UBSan, then a clang tree: every library with
 #      -Wthread-safety -Werror, and the unit tests of the concurrent modules under
 #      ThreadSanitizer; then each fuzz harness for a short run over its corpus (fuzz/)
@@ -53,6 +53,8 @@ rm -f build*/Testing/Temporary/LastTestsFailed.log build/pytest-failures.txt
 run scripts/check-format.sh
 run ctest --test-dir build -L unit --output-on-failure -j 2 --timeout 300
 run ctest --test-dir build -L integration --output-on-failure -j 1 --timeout 600
+# Ceph daemons detach from the test that starts them; a test killed by its timeout leaves them.
+pkill -f -- 'cairn-rgw-[^ ]*/ceph.conf' 2>/dev/null || true
 run run_pytest
 if [[ "${CAIRN_SKIP_SANITIZERS:-0}" != 1 ]]; then
   run scripts/build.sh asan

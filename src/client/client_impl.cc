@@ -227,20 +227,16 @@ StatusOr<DirPage> ClientImpl::ListFromWorkers(const std::string& path, std::stri
   request.max_entries = static_cast<uint32_t>(
       std::clamp<int>(max_entries, 1, static_cast<int>(protocol::kMaxListEntries)));
   CAIRN_ASSIGN_OR_RETURN(protocol::MetadataReply reply, fetcher_->Metadata(request));
-  DirPage page;
-  page.next_token = std::move(reply.next_token);
+  std::vector<mount::Entry> entries;
   for (protocol::DirEntry& e : reply.entries) {
     if (e.name.empty()) continue;  // Not a name (the decoder refused '/', '.', '..', NUL).
-    page.entries.push_back(
-        ToFileInfo({std::move(e.name), e.is_dir, e.size, std::move(e.version), e.mtime_ns}));
+    entries.push_back({std::move(e.name), e.is_dir, e.size, std::move(e.version), e.mtime_ns});
   }
-  // Sorted and unique whatever the worker sent: lookups in a cached page depend on it.
-  std::stable_sort(page.entries.begin(), page.entries.end(),
-                   [](const FileInfo& a, const FileInfo& b) { return a.name < b.name; });
-  page.entries.erase(
-      std::unique(page.entries.begin(), page.entries.end(),
-                  [](const FileInfo& a, const FileInfo& b) { return a.name == b.name; }),
-      page.entries.end());
+  // Whatever the worker sent.
+  mount::SortUniqueByName(entries);
+  DirPage page;
+  page.next_token = std::move(reply.next_token);
+  for (mount::Entry& e : entries) page.entries.push_back(ToFileInfo(std::move(e)));
   return page;
 }
 

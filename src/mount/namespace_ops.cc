@@ -56,14 +56,17 @@ StatusOr<Listing> ListDirectory(const Mount& mount, const std::string& key,
     entry.is_dir = true;
     page.entries.push_back(std::move(entry));
   }
-  // Stable: an object sorts before the prefix of the same name (objects were added first), and
-  // unique keeps the first.
-  std::stable_sort(page.entries.begin(), page.entries.end(),
-                   [](const Entry& a, const Entry& b) { return a.name < b.name; });
-  page.entries.erase(std::unique(page.entries.begin(), page.entries.end(),
-                                 [](const Entry& a, const Entry& b) { return a.name == b.name; }),
-                     page.entries.end());
+  // Objects were added first: an object wins over the prefix of the same name.
+  SortUniqueByName(page.entries);
   return page;
+}
+
+void SortUniqueByName(std::vector<Entry>& entries) {
+  std::stable_sort(entries.begin(), entries.end(),
+                   [](const Entry& a, const Entry& b) { return a.name < b.name; });
+  entries.erase(std::unique(entries.begin(), entries.end(),
+                            [](const Entry& a, const Entry& b) { return a.name == b.name; }),
+                entries.end());
 }
 
 }  // namespace cairn::mount

@@ -37,6 +37,11 @@ struct Listing {
 // otherwise (Unavailable, PermissionDenied, ...).
 StatusOr<Entry> StatKey(const Mount& mount, const std::string& key, const std::string& name);
 
+// Sorts `entries` by name and keeps the first of equal names (stable: an object listed before a
+// folder of the same name wins). Every listing a cache keeps is in this form: lookups in it
+// depend on it.
+void SortUniqueByName(std::vector<Entry>& entries);
+
 // One page of the directory `key` ("" = the mount root): its files and subdirectories, at most
 // `max_entries` (clamped to 1..1000) source entries, continuing from `token`.
 StatusOr<Listing> ListDirectory(const Mount& mount, const std::string& key,

@@ -70,5 +70,19 @@ TEST_F(NamespaceOpsTest, ListsOneDirectoryInPagesAndAnObjectShadowsItsPrefix) {
   EXPECT_EQ(all, (std::vector<std::string>{"f0", "f1", "f2", "f3", "f4", "f5", "f6"}));
 }
 
+TEST(SortUniqueByNameTest, SortsAndKeepsTheFirstOfEqualNames) {
+  std::vector<Entry> entries = {{"b", false, 1, "v1", 0},
+                                {"a", true, 0, "", 0},
+                                {"b", true, 0, "", 0},
+                                {"a", false, 2, "v2", 0}};
+  SortUniqueByName(entries);
+  ASSERT_EQ(entries.size(), 2u);
+  EXPECT_EQ(entries[0].name, "a");
+  EXPECT_TRUE(entries[0].is_dir) << "the first 'a' stays";
+  EXPECT_EQ(entries[1].name, "b");
+  EXPECT_FALSE(entries[1].is_dir);
+  EXPECT_EQ(entries[1].version, "v1");
+}
+
 }  // namespace
 }  // namespace cairn::mount

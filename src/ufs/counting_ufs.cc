@@ -29,12 +29,34 @@ StatusOr<size_t> CountingUnderStorage::Read(std::string_view key, std::string_vi
   return r;
 }
 
-Status CountingUnderStorage::Write(std::string_view key, std::span<const char> data) {
-  writes_.fetch_add(1, kRelaxed);
-  Status st = target()->Write(key, data);
-  CountError(st.ok());
-  if (st.ok()) bytes_written_.fetch_add(data.size(), kRelaxed);
-  return st;
+class CountingUnderStorage::Writer : public ObjectWriterWrapper {
+ public:
+  Writer(std::unique_ptr<ObjectWriter> target, CountingUnderStorage* owner)
+      : ObjectWriterWrapper(std::move(target)), owner_(owner) {}
+
+  Status WritePart(uint32_t index, std::span<const char> data) override {
+    Status st = target()->WritePart(index, data);
+    owner_->CountError(st.ok());
+    if (st.ok()) owner_->bytes_written_.fetch_add(data.size(), kRelaxed);
+    return st;
+  }
+
+  StatusOr<ObjectInfo> Commit(uint64_t size, std::span<const char> tail) override {
+    owner_->writes_.fetch_add(1, kRelaxed);
+    StatusOr<ObjectInfo> result = target()->Commit(size, tail);
+    owner_->CountError(result.ok());
+    if (result.ok()) owner_->bytes_written_.fetch_add(tail.size(), kRelaxed);
+    return result;
+  }
+
+ private:
+  CountingUnderStorage* const owner_;
+};
+
+StatusOr<std::unique_ptr<ObjectWriter>> CountingUnderStorage::StartWrite(
+    std::string_view key, const WriterOptions& options) {
+  CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<ObjectWriter> writer, target()->StartWrite(key, options));
+  return std::unique_ptr<ObjectWriter>(std::make_unique<Writer>(std::move(writer), this));
 }
 
 Status CountingUnderStorage::Delete(std::string_view key) {

@@ -19,11 +19,11 @@ struct UfsCounts {
   uint64_t stats = 0;
   uint64_t lists = 0;
   uint64_t reads = 0;
-  uint64_t writes = 0;
+  uint64_t writes = 0;  // Commits of writers.
   uint64_t deletes = 0;
   uint64_t errors = 0;         // Calls that returned a non-OK status.
   uint64_t bytes_read = 0;     // Sum of what successful Reads returned.
-  uint64_t bytes_written = 0;  // Sum of the sizes of successful Writes.
+  uint64_t bytes_written = 0;  // Bytes of parts stored by successful WriteParts and Commits.
   uint64_t requests() const { return stats + lists + reads + writes + deletes; }
 };
 
@@ -36,7 +36,10 @@ class CountingUnderStorage : public UnderStorageWrapper {
   StatusOr<ListResult> List(const ListOptions& options) override;
   StatusOr<size_t> Read(std::string_view key, std::string_view expected_version, uint64_t offset,
                         std::span<char> out) override;
-  Status Write(std::string_view key, std::span<const char> data) override;
+  // Counts each writer's Commit as one write; bytes_written adds the bytes of successful
+  // WriteParts and of the final part of successful Commits.
+  StatusOr<std::unique_ptr<ObjectWriter>> StartWrite(std::string_view key,
+                                                     const WriterOptions& options) override;
   Status Delete(std::string_view key) override;
 
   // A snapshot of the counters.
@@ -44,6 +47,8 @@ class CountingUnderStorage : public UnderStorageWrapper {
   void Reset();
 
  private:
+  class Writer;
+
   void CountError(bool ok) {
     if (!ok) errors_.fetch_add(1, std::memory_order_relaxed);
   }

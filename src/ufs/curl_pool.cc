@@ -186,6 +186,12 @@ StatusOr<HttpResponse> HttpClient::Perform(const HttpRequest& request, int* curl
     curl_easy_setopt(h, CURLOPT_SEEKFUNCTION, &OnSeek);
     curl_easy_setopt(h, CURLOPT_SEEKDATA, &t);
     curl_easy_setopt(h, CURLOPT_INFILESIZE_LARGE, static_cast<curl_off_t>(request.upload.size()));
+  } else if (request.method == "POST") {
+    // The body is borrowed for the call; libcurl reads it in place (no copy).
+    curl_easy_setopt(h, CURLOPT_POST, 1L);
+    curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE,
+                     static_cast<curl_off_t>(request.upload.size()));
+    curl_easy_setopt(h, CURLOPT_POSTFIELDS, request.upload.empty() ? "" : request.upload.data());
   } else if (request.method != "GET") {
     curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, request.method.c_str());
   }

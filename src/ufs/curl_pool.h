@@ -26,10 +26,10 @@
 namespace cairn::ufs::s3 {
 
 struct HttpRequest {
-  std::string method;                // "GET", "HEAD", "PUT", "DELETE".
+  std::string method;                // "GET", "HEAD", "PUT", "POST", "DELETE".
   std::string url;                   // Absolute, already canonical (s3_url.h).
   std::vector<std::string> headers;  // "Name: value" lines; all of them are signed.
-  std::span<const char> upload;      // PUT body (borrowed for the duration of Perform).
+  std::span<const char> upload;      // PUT/POST body (borrowed for the duration of Perform).
   // When non-empty, a 2xx response body is written here instead of HttpResponse::body, up to
   // sink.size() bytes; extra bytes end the transfer early (still a success).
   std::span<char> sink;

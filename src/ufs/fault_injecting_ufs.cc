@@ -61,9 +61,29 @@ StatusOr<size_t> FaultInjectingUnderStorage::Read(std::string_view key,
   return target()->Read(key, expected_version, offset, out);
 }
 
-Status FaultInjectingUnderStorage::Write(std::string_view key, std::span<const char> data) {
-  CAIRN_RETURN_IF_ERROR(Before(UfsOp::kWrite));
-  return target()->Write(key, data);
+class FaultInjectingUnderStorage::Writer : public ObjectWriterWrapper {
+ public:
+  Writer(std::unique_ptr<ObjectWriter> target, FaultInjectingUnderStorage* owner)
+      : ObjectWriterWrapper(std::move(target)), owner_(owner) {}
+
+  Status WritePart(uint32_t index, std::span<const char> data) override {
+    CAIRN_RETURN_IF_ERROR(owner_->Before(UfsOp::kWrite));
+    return target()->WritePart(index, data);
+  }
+
+  StatusOr<ObjectInfo> Commit(uint64_t size, std::span<const char> tail) override {
+    CAIRN_RETURN_IF_ERROR(owner_->Before(UfsOp::kWrite));
+    return target()->Commit(size, tail);
+  }
+
+ private:
+  FaultInjectingUnderStorage* const owner_;
+};
+
+StatusOr<std::unique_ptr<ObjectWriter>> FaultInjectingUnderStorage::StartWrite(
+    std::string_view key, const WriterOptions& options) {
+  CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<ObjectWriter> writer, target()->StartWrite(key, options));
+  return std::unique_ptr<ObjectWriter>(std::make_unique<Writer>(std::move(writer), this));
 }
 
 Status FaultInjectingUnderStorage::Delete(std::string_view key) {

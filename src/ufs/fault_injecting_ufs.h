@@ -45,7 +45,9 @@ class FaultInjectingUnderStorage : public UnderStorageWrapper {
   StatusOr<ListResult> List(const ListOptions& options) override;
   StatusOr<size_t> Read(std::string_view key, std::string_view expected_version, uint64_t offset,
                         std::span<char> out) override;
-  Status Write(std::string_view key, std::span<const char> data) override;
+  // kWrite faults apply to each WritePart and Commit of the writers it returns.
+  StatusOr<std::unique_ptr<ObjectWriter>> StartWrite(std::string_view key,
+                                                     const WriterOptions& options) override;
   Status Delete(std::string_view key) override;
 
   // Sets the fault behaviour of one operation kind, or of all of them.
@@ -64,6 +66,8 @@ class FaultInjectingUnderStorage : public UnderStorageWrapper {
   void ResetCounters() EXCLUDES(mu_);
 
  private:
+  class Writer;
+
   // Counts the call, sleeps the latency, and returns the injected failure or OK to proceed.
   Status Before(UfsOp op) EXCLUDES(mu_);
 

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <random>
 
+#include "common/thread_annotations.h"
 #include "ufs/local_stat.h"
 #include "ufs/ufs_keys.h"
 
@@ -26,19 +27,6 @@ std::string TempName() {
   char buf[32];
   std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(rng()));
   return std::string(kLocalTempPrefix) + buf;
-}
-
-Status WriteAll(int fd, std::span<const char> data, const std::string& what) {
-  size_t done = 0;
-  while (done < data.size()) {
-    ssize_t n = ::write(fd, data.data() + done, data.size() - done);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return ErrnoToStatus(errno, "write " + what);
-    }
-    done += static_cast<size_t>(n);
-  }
-  return Status::Ok();
 }
 
 }  // namespace
@@ -135,39 +123,183 @@ StatusOr<size_t> LocalUnderStorage::Read(std::string_view key, std::string_view 
   return done;
 }
 
-Status LocalUnderStorage::Write(std::string_view key, std::span<const char> data) {
+class LocalUnderStorage::Writer : public ObjectWriter {
+ public:
+  Writer(const LocalUnderStorage* store, std::string key, PartLayout layout,
+         WriteCondition condition)
+      : store_(store),
+        key_(std::move(key)),
+        where_(store->root_->path() + "/" + key_),
+        condition_(std::move(condition)),
+        layout_(layout),
+        ledger_(layout) {}
+
+  ~Writer() override {
+    MutexLock lock(&mu_);
+    Discard();
+  }
+
+  const PartLayout& layout() const override { return layout_; }
+
+  Status WritePart(uint32_t index, std::span<const char> data) override {
+    int fd;
+    {
+      MutexLock lock(&mu_);
+      CAIRN_RETURN_IF_ERROR(CheckOpen());
+      CAIRN_RETURN_IF_ERROR(ledger_.CheckFullPart(index, data.size()));
+      CAIRN_RETURN_IF_ERROR(EnsureTempFile());
+      fd = file_.get();
+    }
+    // Outside the lock: parts go to disjoint ranges, and Commit/Abort do not overlap WritePart.
+    CAIRN_RETURN_IF_ERROR(PwriteAll(fd, data, layout().Offset(index)));
+    MutexLock lock(&mu_);
+    ledger_.Record(index, data.size());
+    return Status::Ok();
+  }
+
+  StatusOr<ObjectInfo> Commit(uint64_t size, std::span<const char> tail) override {
+    MutexLock lock(&mu_);
+    CAIRN_RETURN_IF_ERROR(CheckOpen());
+    CAIRN_ASSIGN_OR_RETURN(uint32_t count, ledger_.CheckCommit(size, tail.size()));
+    CAIRN_RETURN_IF_ERROR(EnsureTempFile());
+    const uint64_t tail_start = count == 0 ? 0 : layout().Offset(count - 1);
+    CAIRN_RETURN_IF_ERROR(PwriteAll(file_.get(), tail, tail_start));
+    // The final part may end before the end of a full part written earlier at its index.
+    if (::ftruncate(file_.get(), static_cast<off_t>(size)) != 0) {
+      return ErrnoToStatus(errno, "truncate " + where_);
+    }
+    if (::fsync(file_.get()) != 0) return ErrnoToStatus(errno, "fsync " + where_);
+    CAIRN_RETURN_IF_ERROR(PutInPlace());
+    committed_ = true;
+    // Makes the new name itself durable.
+    if (::fsync(dir_.get()) != 0) return ErrnoToStatus(errno, "fsync folder of " + where_);
+    struct stat st;
+    if (::fstat(file_.get(), &st) != 0) return ErrnoToStatus(errno, "stat " + where_);
+    ObjectInfo info = internal::LocalInfoFromStat(st);
+    info.key = key_;
+    file_ = UniqueFd();
+    return info;
+  }
+
+  Status Abort() override {
+    MutexLock lock(&mu_);
+    if (committed_) return FailedPreconditionError("write of " + where_ + " already committed");
+    Discard();
+    aborted_ = true;
+    return Status::Ok();
+  }
+
+ private:
+  Status CheckOpen() const REQUIRES(mu_) {
+    if (committed_ || aborted_) {
+      return FailedPreconditionError("write of " + where_ + " already " +
+                                     (committed_ ? "committed" : "aborted"));
+    }
+    return Status::Ok();
+  }
+
+  Status EnsureTempFile() REQUIRES(mu_) {
+    if (file_.valid()) return Status::Ok();
+    auto [parent, name] = SplitParent(key_);
+    CAIRN_ASSIGN_OR_RETURN(dir_, store_->root_->MakeDirs(parent));
+    name_ = std::string(name);
+    tmp_ = TempName();
+    int raw = ::openat(dir_.get(), tmp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (raw < 0) return ErrnoToStatus(errno, "create temp file for " + where_);
+    file_ = UniqueFd(raw);
+    return Status::Ok();
+  }
+
+  // Moves the synced temp file to the key, honouring the condition. The temp name is gone
+  // afterwards on success.
+  Status PutInPlace() REQUIRES(mu_) {
+    switch (condition_.kind) {
+      case WriteCondition::Kind::kAbsent:
+        // link(2) fails with EEXIST if the key exists: an atomic exclusive create.
+        if (::linkat(dir_.get(), tmp_.c_str(), dir_.get(), name_.c_str(), 0) != 0) {
+          if (errno == EEXIST) return AlreadyExistsError(where_ + " already exists");
+          return RenameError(errno);
+        }
+        ::unlinkat(dir_.get(), tmp_.c_str(), 0);
+        tmp_.clear();
+        return Status::Ok();
+      case WriteCondition::Kind::kVersion: {
+        struct stat st;
+        std::string found = "deleted";
+        if (::fstatat(dir_.get(), name_.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) {
+          found =
+              S_ISREG(st.st_mode) ? "now " + internal::LocalInfoFromStat(st).version : "not a file";
+        }
+        if (found != "now " + condition_.version) {
+          return FailedPreconditionError(where_ + " is no longer version " + condition_.version +
+                                         " (" + found + ")");
+        }
+        [[fallthrough]];
+      }
+      case WriteCondition::Kind::kNone:
+        if (::renameat(dir_.get(), tmp_.c_str(), dir_.get(), name_.c_str()) != 0) {
+          return RenameError(errno);
+        }
+        tmp_.clear();
+        return Status::Ok();
+    }
+    return InternalError("unknown write condition");
+  }
+
+  Status RenameError(int err) const {
+    if (err == EISDIR || err == ENOTEMPTY || err == EEXIST || err == EPERM) {
+      return FailedPreconditionError(where_ + " is a folder; cannot write an object there");
+    }
+    if (err == ENAMETOOLONG) return InvalidArgumentError("name too long: " + where_);
+    return ErrnoToStatus(err, "put " + where_ + " in place");
+  }
+
+  // Removes the temp file, if any.
+  void Discard() REQUIRES(mu_) {
+    if (!tmp_.empty()) ::unlinkat(dir_.get(), tmp_.c_str(), 0);
+    tmp_.clear();
+    file_ = UniqueFd();
+  }
+
+  Status PwriteAll(int fd, std::span<const char> data, uint64_t offset) const {
+    size_t done = 0;
+    while (done < data.size()) {
+      ssize_t n =
+          ::pwrite(fd, data.data() + done, data.size() - done, static_cast<off_t>(offset + done));
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        return ErrnoToStatus(errno, "write " + where_);
+      }
+      done += static_cast<size_t>(n);
+    }
+    return Status::Ok();
+  }
+
+  const LocalUnderStorage* const store_;
+  const std::string key_;
+  const std::string where_;  // Absolute path, for messages.
+  const WriteCondition condition_;
+  const PartLayout layout_;
+  Mutex mu_;
+  PartLedger ledger_ GUARDED_BY(mu_);
+  UniqueFd dir_ GUARDED_BY(mu_);   // The key's folder, once the temp file exists.
+  UniqueFd file_ GUARDED_BY(mu_);  // The temp file, open for writing.
+  std::string name_ GUARDED_BY(mu_);
+  std::string tmp_ GUARDED_BY(mu_);  // Temp file name in dir_; empty when there is none.
+  bool committed_ GUARDED_BY(mu_) = false;
+  bool aborted_ GUARDED_BY(mu_) = false;
+};
+
+StatusOr<std::unique_ptr<ObjectWriter>> LocalUnderStorage::StartWrite(
+    std::string_view key, const WriterOptions& options) {
   CAIRN_RETURN_IF_ERROR(ValidatePortableKey(key));
-  auto [parent, name] = SplitParent(key);
-  std::string name_str(name);
-  if (name.starts_with(kLocalTempPrefix)) {
+  if (SplitParent(key).second.starts_with(kLocalTempPrefix)) {
     return InvalidArgumentError("key '" + std::string(key) + "' uses the reserved name prefix " +
                                 std::string(kLocalTempPrefix));
   }
-  CAIRN_ASSIGN_OR_RETURN(UniqueFd dir, root_->MakeDirs(parent));
-  std::string tmp = TempName();
-  std::string where = root_->path() + "/" + std::string(key);
-  int raw = ::openat(dir.get(), tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (raw < 0) return ErrnoToStatus(errno, "create temp file for " + where);
-  UniqueFd file(raw);
-  auto fail = [&](Status s) {
-    ::unlinkat(dir.get(), tmp.c_str(), 0);
-    return s;
-  };
-  Status st = WriteAll(file.get(), data, where);
-  if (!st.ok()) return fail(st);
-  if (::fsync(file.get()) != 0) return fail(ErrnoToStatus(errno, "fsync " + where));
-  if (::close(file.release()) != 0) return fail(ErrnoToStatus(errno, "close " + where));
-  if (::renameat(dir.get(), tmp.c_str(), dir.get(), name_str.c_str()) != 0) {
-    int err = errno;
-    if (err == EISDIR || err == ENOTEMPTY || err == EEXIST) {
-      return fail(FailedPreconditionError(where + " is a folder; cannot write an object there"));
-    }
-    if (err == ENAMETOOLONG) return fail(InvalidArgumentError("name too long: " + where));
-    return fail(ErrnoToStatus(err, "rename into " + where));
-  }
-  // Makes the rename itself durable.
-  if (::fsync(dir.get()) != 0) return ErrnoToStatus(errno, "fsync folder of " + where);
-  return Status::Ok();
+  CAIRN_ASSIGN_OR_RETURN(PartLayout layout, PartLayout::Create(options.part_size));
+  return std::unique_ptr<ObjectWriter>(
+      std::make_unique<Writer>(this, std::string(key), layout, options.condition));
 }
 
 Status LocalUnderStorage::Delete(std::string_view key) {

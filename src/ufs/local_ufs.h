@@ -8,8 +8,11 @@
 //
 // Keys must be portable (ufs_keys.h): "..", ".", empty components, a leading '/' or NUL bytes are
 // InvalidArgument. Lookups never leave the root, even through symlinks (see beneath.h).
-// Writes go to a hidden temp file ".cairn-tmp.*" in the target folder, are fsync'ed and renamed
-// into place, so readers see the old or the new content, never a mix; listings skip those names.
+// Writes go to a hidden temp file ".cairn-tmp.*" in the target folder (parts are pwrite()s at
+// their offsets), are fsync'ed and renamed into place, so readers see the old or the new content,
+// never a mix; listings skip those names. An exclusive create (WriteCondition::Absent) links the
+// temp file to the key, which fails atomically if the key exists; a version condition is checked
+// by a stat just before the rename (a writer that bypasses Cairn can slip in between).
 //
 // Thread-safety: safe for concurrent use; no state beyond the root folder handle.
 #ifndef CAIRN_UFS_LOCAL_UFS_H_
@@ -53,10 +56,12 @@ class LocalUnderStorage : public UnderStorage {
   StatusOr<size_t> Read(std::string_view key, std::string_view expected_version, uint64_t offset,
                         std::span<char> out) override;
 
-  // Creates missing parent folders, writes a temp file, fsyncs it, renames it over the key and
-  // fsyncs the folder. FailedPrecondition if a parent is a file or the key is a folder;
-  // ResourceExhausted when the disk is full.
-  Status Write(std::string_view key, std::span<const char> data) override;
+  // The writer creates missing parent folders and the temp file at its first part (or at
+  // Commit), and at Commit fsyncs the file, puts it in place and fsyncs the folder.
+  // FailedPrecondition if a parent is a file or the key is a folder; ResourceExhausted when the
+  // disk is full. Any part size.
+  StatusOr<std::unique_ptr<ObjectWriter>> StartWrite(std::string_view key,
+                                                     const WriterOptions& options) override;
 
   // unlink()s the file. NotFound if absent or a folder. Empty parent folders are kept.
   Status Delete(std::string_view key) override;
@@ -65,6 +70,8 @@ class LocalUnderStorage : public UnderStorage {
   bool follows_symlinks() const { return root_->uses_openat2(); }
 
  private:
+  class Writer;
+
   explicit LocalUnderStorage(std::unique_ptr<RootDir> root) : root_(std::move(root)) {}
 
   std::unique_ptr<RootDir> root_;

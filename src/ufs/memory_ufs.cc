@@ -78,21 +78,113 @@ StatusOr<size_t> MemoryUnderStorage::Read(std::string_view key, std::string_view
   return n;
 }
 
-Status MemoryUnderStorage::Write(std::string_view key, std::span<const char> data) {
+class MemoryUnderStorage::Writer : public ObjectWriter {
+ public:
+  Writer(MemoryUnderStorage* store, std::string key, PartLayout layout, WriteCondition condition)
+      : store_(store),
+        key_(std::move(key)),
+        condition_(std::move(condition)),
+        layout_(layout),
+        ledger_(layout) {}
+
+  const PartLayout& layout() const override { return layout_; }
+
+  Status WritePart(uint32_t index, std::span<const char> data) override {
+    MutexLock lock(&mu_);
+    CAIRN_RETURN_IF_ERROR(CheckOpen());
+    CAIRN_RETURN_IF_ERROR(ledger_.CheckFullPart(index, data.size()));
+    parts_[index].assign(data.data(), data.size());
+    ledger_.Record(index, data.size());
+    return Status::Ok();
+  }
+
+  StatusOr<ObjectInfo> Commit(uint64_t size, std::span<const char> tail) override {
+    std::string content;
+    {
+      MutexLock lock(&mu_);
+      CAIRN_RETURN_IF_ERROR(CheckOpen());
+      CAIRN_ASSIGN_OR_RETURN(uint32_t count, ledger_.CheckCommit(size, tail.size()));
+      content.reserve(size);
+      for (uint32_t i = 0; i + 1 < count; ++i) content += parts_[i];
+      content.append(tail.data(), tail.size());
+    }
+    CAIRN_ASSIGN_OR_RETURN(ObjectInfo info, store_->StoreIf(key_, std::move(content), condition_));
+    MutexLock lock(&mu_);
+    committed_ = true;
+    parts_.clear();
+    return info;
+  }
+
+  Status Abort() override {
+    MutexLock lock(&mu_);
+    if (committed_) return FailedPreconditionError("write of '" + key_ + "' already committed");
+    aborted_ = true;
+    parts_.clear();
+    return Status::Ok();
+  }
+
+ private:
+  Status CheckOpen() const REQUIRES(mu_) {
+    if (committed_ || aborted_) {
+      return FailedPreconditionError("write of '" + key_ + "' already " +
+                                     (committed_ ? "committed" : "aborted"));
+    }
+    return Status::Ok();
+  }
+
+  MemoryUnderStorage* const store_;
+  const std::string key_;
+  const WriteCondition condition_;
+  const PartLayout layout_;
+  Mutex mu_;
+  PartLedger ledger_ GUARDED_BY(mu_);
+  std::map<uint32_t, std::string> parts_ GUARDED_BY(mu_);
+  bool committed_ GUARDED_BY(mu_) = false;
+  bool aborted_ GUARDED_BY(mu_) = false;
+};
+
+StatusOr<std::unique_ptr<ObjectWriter>> MemoryUnderStorage::StartWrite(
+    std::string_view key, const WriterOptions& options) {
   CAIRN_RETURN_IF_ERROR(ValidatePortableKey(key));
-  Store(key, std::string_view(data.data(), data.size()));
-  return Status::Ok();
+  CAIRN_ASSIGN_OR_RETURN(PartLayout layout, PartLayout::Create(options.part_size));
+  return std::unique_ptr<ObjectWriter>(
+      std::make_unique<Writer>(this, std::string(key), layout, options.condition));
 }
 
 std::string MemoryUnderStorage::Store(std::string_view key, std::string_view data) {
-  auto content = std::make_shared<const std::string>(data);
+  StatusOr<ObjectInfo> info = StoreIf(key, std::string(data), WriteCondition::None());
+  return info->version;  // Unconditional: cannot fail.
+}
+
+StatusOr<ObjectInfo> MemoryUnderStorage::StoreIf(std::string_view key, std::string data,
+                                                 const WriteCondition& condition) {
+  auto content = std::make_shared<const std::string>(std::move(data));
   int64_t now = clock_->WallNanos();
   MutexLock lock(&mu_);
+  auto it = objects_.find(key);
+  switch (condition.kind) {
+    case WriteCondition::Kind::kNone:
+      break;
+    case WriteCondition::Kind::kAbsent:
+      if (it != objects_.end()) {
+        return AlreadyExistsError("object '" + std::string(key) + "' in " + root_uri_ +
+                                  " already exists");
+      }
+      break;
+    case WriteCondition::Kind::kVersion:
+      if (it == objects_.end() || it->second.version != condition.version) {
+        return FailedPreconditionError(
+            "object '" + std::string(key) + "' in " + root_uri_ + " is no longer version " +
+            condition.version + " (" +
+            (it == objects_.end() ? std::string("deleted") : "now " + it->second.version) + ")");
+      }
+      break;
+  }
   Object& obj = objects_[std::string(key)];
   obj.data = std::move(content);
   obj.version = "m" + std::to_string(next_version_++);
   obj.mtime_ns = now;
-  return obj.version;
+  return InfoOf(std::string(key), obj);
 }
 
 Status MemoryUnderStorage::Delete(std::string_view key) {

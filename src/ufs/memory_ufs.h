@@ -40,15 +40,17 @@ class MemoryUnderStorage : public UnderStorage {
   // Copies bytes of the current content; FailedPrecondition on a version mismatch.
   StatusOr<size_t> Read(std::string_view key, std::string_view expected_version, uint64_t offset,
                         std::span<char> out) override EXCLUDES(mu_);
-  // Creates or replaces the object with a new version.
-  Status Write(std::string_view key, std::span<const char> data) override EXCLUDES(mu_);
+  // Parts are kept in memory; Commit checks the condition and stores the object in one step
+  // under the store's lock (the exact semantics the real stores approximate). Any part size.
+  StatusOr<std::unique_ptr<ObjectWriter>> StartWrite(std::string_view key,
+                                                     const WriterOptions& options) override;
   // NotFound if absent.
   Status Delete(std::string_view key) override EXCLUDES(mu_);
 
   // --- Test hooks ---
 
-  // Write() for string literals; returns the new version, or "" (storing nothing) if the key is
-  // not portable.
+  // A whole object for string literals; returns the new version, or "" (storing nothing) if the key
+  // is not portable.
   std::string Put(std::string_view key, std::string_view data) EXCLUDES(mu_);
   // Current content, or nullopt if absent.
   std::optional<std::string> Get(std::string_view key) const EXCLUDES(mu_);
@@ -60,6 +62,8 @@ class MemoryUnderStorage : public UnderStorage {
   void Clear() EXCLUDES(mu_);
 
  private:
+  class Writer;
+
   struct Object {
     std::shared_ptr<const std::string> data;
     std::string version;
@@ -68,6 +72,9 @@ class MemoryUnderStorage : public UnderStorage {
   ObjectInfo InfoOf(const std::string& key, const Object& obj) const;
   // Replaces the object under a valid key; returns its new version.
   std::string Store(std::string_view key, std::string_view data) EXCLUDES(mu_);
+  // Store() if the object under `key` satisfies `condition`; the errors of ObjectWriter::Commit.
+  StatusOr<ObjectInfo> StoreIf(std::string_view key, std::string data,
+                               const WriteCondition& condition) EXCLUDES(mu_);
 
   const std::string root_uri_;
   Clock* const clock_;

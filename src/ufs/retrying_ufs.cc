@@ -89,8 +89,39 @@ StatusOr<size_t> RetryingUnderStorage::Read(std::string_view key, std::string_vi
   return n;
 }
 
-Status RetryingUnderStorage::Write(std::string_view key, std::span<const char> data) {
-  return Run([&]() { return target()->Write(key, data); });
+class RetryingUnderStorage::Writer : public ObjectWriterWrapper {
+ public:
+  Writer(std::unique_ptr<ObjectWriter> target, RetryingUnderStorage* owner)
+      : ObjectWriterWrapper(std::move(target)), owner_(owner) {}
+
+  Status WritePart(uint32_t index, std::span<const char> data) override {
+    return owner_->Run([&]() { return target()->WritePart(index, data); });
+  }
+
+  StatusOr<ObjectInfo> Commit(uint64_t size, std::span<const char> tail) override {
+    std::optional<ObjectInfo> info;
+    Status st = owner_->Run([&]() -> Status {
+      StatusOr<ObjectInfo> r = target()->Commit(size, tail);
+      if (!r.ok()) return r.status();
+      info = std::move(r).value();
+      return Status::Ok();
+    });
+    if (!st.ok()) return st;
+    return std::move(*info);
+  }
+
+  Status Abort() override {
+    return owner_->Run([&]() { return target()->Abort(); });
+  }
+
+ private:
+  RetryingUnderStorage* const owner_;
+};
+
+StatusOr<std::unique_ptr<ObjectWriter>> RetryingUnderStorage::StartWrite(
+    std::string_view key, const WriterOptions& options) {
+  CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<ObjectWriter> writer, target()->StartWrite(key, options));
+  return std::unique_ptr<ObjectWriter>(std::make_unique<Writer>(std::move(writer), this));
 }
 
 Status RetryingUnderStorage::Delete(std::string_view key) {

@@ -5,7 +5,8 @@
 // is drawn uniformly from [0, min(max_backoff, base_backoff * 2^k)] ("full jitter", which spreads
 // a burst of clients hitting a throttled endpoint), and retrying stops after max_retries retries
 // or once the time since the first attempt plus the next sleep would pass max_elapsed. All
-// operations are idempotent (Write replaces the whole object), so retrying them is safe; one
+// operations are idempotent (a part written again replaces itself; a Commit repeated after a lost
+// reply is recognised by the store where it can tell, see ObjectWriter), so retrying is safe; one
 // special case: a Delete whose earlier attempt failed transiently and whose retry finds the object
 // gone returns OK, since the lost attempt most likely deleted it.
 //
@@ -48,13 +49,17 @@ class RetryingUnderStorage : public UnderStorageWrapper {
   StatusOr<ListResult> List(const ListOptions& options) override;
   StatusOr<size_t> Read(std::string_view key, std::string_view expected_version, uint64_t offset,
                         std::span<char> out) override;
-  Status Write(std::string_view key, std::span<const char> data) override;
+  // The writer retries WritePart, Commit and Abort (all safe to repeat; see ObjectWriter).
+  StatusOr<std::unique_ptr<ObjectWriter>> StartWrite(std::string_view key,
+                                                     const WriterOptions& options) override;
   Status Delete(std::string_view key) override;
 
   // Retries performed so far (not counting first attempts), across all operations.
   uint64_t retries() const { return retries_.load(std::memory_order_relaxed); }
 
  private:
+  class Writer;
+
   // Runs `attempt` until it returns a non-retryable status or the budget is spent. The final
   // error keeps its code and gains "giving up after N attempt(s)" context.
   Status Run(const std::function<Status()>& attempt);

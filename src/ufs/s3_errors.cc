@@ -38,14 +38,16 @@ Status StatusFromHttp(long http_status, std::string_view body, const RequestCont
   }
   if (http_status == 412) {
     return FailedPreconditionError(std::string(ctx.resource) +
-                                   " changed (If-Match precondition failed: " + what + ")");
+                                   " changed (precondition failed: " + what + ")");
   }
   if (http_status == 301 || http_status == 307 || code == "PermanentRedirect") {
     return InvalidArgumentError(Head(ctx) + ": " + what + "; bucket '" + std::string(ctx.bucket) +
                                 "' is served by another endpoint or region than " +
                                 std::string(ctx.endpoint));
   }
-  if (code == "RequestTimeout" || http_status == 429 || http_status >= 500) {
+  // Another conditional write of the key was in flight (AWS): retrying gets the real verdict.
+  if (code == "RequestTimeout" || code == "ConditionalRequestConflict" || http_status == 429 ||
+      http_status >= 500) {
     return UnavailableError(Head(ctx) + " at " + std::string(ctx.endpoint) +
                             " failed transiently: " + what);
   }

@@ -1,36 +1,16 @@
 #include "ufs/s3_ufs.h"
 
-#include <openssl/evp.h>
-
 #include <charconv>
 #include <cstdio>
 
+#include "ufs/s3_digest.h"
 #include "ufs/s3_xml.h"
 #include "ufs/ufs_keys.h"
 
 namespace cairn::ufs {
 namespace {
 
-// SHA-256 of the empty string: the payload hash of every bodiless request. Signing the real
-// (empty) payload hash, rather than "UNSIGNED-PAYLOAD", is accepted by every SigV4 verifier.
-constexpr std::string_view kEmptySha256 =
-    "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
-constexpr uint64_t kMaxPutBytes = 5ull << 30;  // S3's single-PUT limit.
-constexpr size_t kMaxKeyBytes = 1024;          // S3's key length limit.
-
-std::string Sha256Hex(std::span<const char> data) {
-  unsigned char md[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  EVP_Digest(data.data(), data.size(), md, &len, EVP_sha256(), nullptr);
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(len * 2);
-  for (unsigned int i = 0; i < len; ++i) {
-    out += kHex[md[i] >> 4];
-    out += kHex[md[i] & 0xf];
-  }
-  return out;
-}
+constexpr size_t kMaxKeyBytes = 1024;  // S3's key length limit.
 
 bool ParseU64(std::string_view s, uint64_t& out) {
   if (s.empty()) return false;
@@ -196,7 +176,7 @@ StatusOr<ObjectInfo> S3UnderStorage::Stat(std::string_view key) {
   s3::HttpRequest req;
   req.method = "HEAD";
   req.url = s3::ObjectUrl(endpoint_, bucket_, path_style_, FullKey(key));
-  req.headers = BaseHeaders(kEmptySha256);
+  req.headers = BaseHeaders(s3::kEmptySha256);
   req.timeout_ms = TimeoutFor(0);
   CAIRN_ASSIGN_OR_RETURN(s3::HttpResponse resp, Send(std::move(req), ctx));
   if (resp.status != 200) return s3::StatusFromHttp(resp.status, resp.body, ctx);
@@ -235,7 +215,7 @@ StatusOr<ListResult> S3UnderStorage::List(const ListOptions& options) {
   s3::HttpRequest req;
   req.method = "GET";
   req.url = s3::ObjectUrl(endpoint_, bucket_, path_style_, "", s3::CanonicalQuery(params));
-  req.headers = BaseHeaders(kEmptySha256);
+  req.headers = BaseHeaders(s3::kEmptySha256);
   req.timeout_ms = TimeoutFor(0);
   CAIRN_ASSIGN_OR_RETURN(s3::HttpResponse resp, Send(std::move(req), ctx));
   if (resp.status != 200) return s3::StatusFromHttp(resp.status, resp.body, ctx);
@@ -288,7 +268,7 @@ StatusOr<S3UnderStorage::RangeResult> S3UnderStorage::GetRange(std::string_view 
   s3::HttpRequest req;
   req.method = "GET";
   req.url = s3::ObjectUrl(endpoint_, bucket_, path_style_, FullKey(key));
-  req.headers = BaseHeaders(kEmptySha256);
+  req.headers = BaseHeaders(s3::kEmptySha256);
   // Always an explicit first-last range: suffix ranges ("bytes=-N") are mishandled by some
   // servers (s3rver).
   req.headers.push_back("Range: bytes=" + std::to_string(offset) + "-" +
@@ -326,27 +306,6 @@ StatusOr<S3UnderStorage::RangeResult> S3UnderStorage::GetRange(std::string_view 
   return r;
 }
 
-Status S3UnderStorage::Write(std::string_view key, std::span<const char> data) {
-  CAIRN_RETURN_IF_ERROR(ValidateKey(key));
-  if (data.size() > kMaxPutBytes) {
-    return InvalidArgumentError("object of " + std::to_string(data.size()) +
-                                " bytes exceeds the 5 GiB single-PUT limit (multipart upload "
-                                "is not supported)");
-  }
-  std::string resource = ResourceOf(key);
-  s3::RequestContext ctx = Context("PUT", resource);
-  s3::HttpRequest req;
-  req.method = "PUT";
-  req.url = s3::ObjectUrl(endpoint_, bucket_, path_style_, FullKey(key));
-  req.headers = BaseHeaders(Sha256Hex(data));
-  req.headers.push_back("Content-Type: application/octet-stream");
-  req.upload = data;
-  req.timeout_ms = TimeoutFor(data.size());
-  CAIRN_ASSIGN_OR_RETURN(s3::HttpResponse resp, Send(std::move(req), ctx));
-  if (resp.status != 200) return s3::StatusFromHttp(resp.status, resp.body, ctx);
-  return Status::Ok();
-}
-
 Status S3UnderStorage::Delete(std::string_view key) {
   // S3 answers 204 whether or not the key existed; the HEAD gives Delete its NotFound.
   CAIRN_RETURN_IF_ERROR(Stat(key).status());
@@ -355,7 +314,7 @@ Status S3UnderStorage::Delete(std::string_view key) {
   s3::HttpRequest req;
   req.method = "DELETE";
   req.url = s3::ObjectUrl(endpoint_, bucket_, path_style_, FullKey(key));
-  req.headers = BaseHeaders(kEmptySha256);
+  req.headers = BaseHeaders(s3::kEmptySha256);
   req.timeout_ms = TimeoutFor(0);
   CAIRN_ASSIGN_OR_RETURN(s3::HttpResponse resp, Send(std::move(req), ctx));
   if (resp.status != 204 && resp.status != 200) {

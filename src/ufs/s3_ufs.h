@@ -7,8 +7,9 @@
 //
 // Requests: Stat = HEAD; List = ListObjectsV2 (keys relative to the root, zero-byte "folder
 // marker" keys ending in '/' are hidden); Read = ranged GET, split into parallel ranged GETs of
-// parallel_read_part bytes when at least parallel_read_threshold bytes are asked for; Write = one
-// PUT (objects up to 5 GiB; no multipart upload); Delete = HEAD then DELETE (S3 answers 204 for
+// parallel_read_part bytes when at least parallel_read_threshold bytes are asked for; writes:
+// see s3_writer.cc (one PUT for an object of one part, else a multipart upload started at the
+// first full part, with Content-MD5 on every body); Delete = HEAD then DELETE (S3 answers 204 for
 // a missing key, the HEAD is what makes Delete return NotFound; a concurrent deleter can still
 // race it). No retries here: OpenUnderStorage wraps this in RetryingUnderStorage.
 //
@@ -55,8 +56,9 @@ class S3UnderStorage : public UnderStorage {
   // Ranged GET(s); see the version-check rules above.
   StatusOr<size_t> Read(std::string_view key, std::string_view expected_version, uint64_t offset,
                         std::span<char> out) override;
-  // PUT with the payload's SHA-256 signed. InvalidArgument above 5 GiB.
-  Status Write(std::string_view key, std::span<const char> data) override;
+  // See s3_writer.cc. InvalidArgument for a bad key or a part size outside [5 MiB, 1 GiB].
+  StatusOr<std::unique_ptr<ObjectWriter>> StartWrite(std::string_view key,
+                                                     const WriterOptions& options) override;
   // HEAD + DELETE; NotFound if absent.
   Status Delete(std::string_view key) override;
 
@@ -65,6 +67,8 @@ class S3UnderStorage : public UnderStorage {
   const std::string& credentials_source() const { return settings_.credentials_source; }
 
  private:
+  class Writer;  // s3_writer.cc
+
   struct RangeResult {
     size_t bytes = 0;
     std::string etag;  // Stripped; empty when the response had none (e.g. 416).

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <limits>
 #include <pugixml.hpp>
+#include <sstream>
 
 namespace cairn::ufs::s3 {
 namespace {
@@ -108,6 +109,70 @@ StatusOr<ListObjectsPage> ParseListObjectsV2(std::string_view xml) {
         "token");
   }
   return page;
+}
+
+StatusOr<std::string> ParseInitiateMultipartUpload(std::string_view xml) {
+  pugi::xml_document doc;
+  pugi::xml_parse_result parsed = doc.load_buffer(xml.data(), xml.size());
+  if (!parsed) {
+    return InvalidArgumentError(std::string("malformed InitiateMultipartUpload response: ") +
+                                parsed.description());
+  }
+  pugi::xml_node root = doc.child("InitiateMultipartUploadResult");
+  if (!root) {
+    return InvalidArgumentError(
+        "InitiateMultipartUpload response has no "
+        "InitiateMultipartUploadResult");
+  }
+  std::string id = ChildText(root, "UploadId");
+  if (id.empty() || id.size() > 1024) {
+    return InvalidArgumentError("InitiateMultipartUpload returned an UploadId of " +
+                                std::to_string(id.size()) + " bytes");
+  }
+  for (char c : id) {
+    if (c < 0x21 || c > 0x7e) {
+      return InvalidArgumentError(
+          "InitiateMultipartUpload returned an UploadId with a byte "
+          "outside printable ASCII");
+    }
+  }
+  return id;
+}
+
+StatusOr<std::string> ParseCompleteMultipartUpload(std::string_view xml, S3ErrorBody* error) {
+  pugi::xml_document doc;
+  pugi::xml_parse_result parsed = doc.load_buffer(xml.data(), xml.size());
+  if (!parsed) {
+    return InvalidArgumentError(std::string("malformed CompleteMultipartUpload response: ") +
+                                parsed.description());
+  }
+  if (doc.child("Error")) {
+    *error = ParseS3Error(xml);
+    return InvalidArgumentError("CompleteMultipartUpload failed: " + error->code);
+  }
+  pugi::xml_node root = doc.child("CompleteMultipartUploadResult");
+  if (!root) {
+    return InvalidArgumentError(
+        "CompleteMultipartUpload response has no "
+        "CompleteMultipartUploadResult");
+  }
+  std::string etag = StripETagQuotes(ChildText(root, "ETag"));
+  if (etag.empty()) return InvalidArgumentError("CompleteMultipartUpload returned no ETag");
+  return etag;
+}
+
+std::string BuildCompleteMultipartUpload(const std::vector<CompletedPart>& parts) {
+  pugi::xml_document doc;
+  pugi::xml_node root = doc.append_child("CompleteMultipartUpload");
+  root.append_attribute("xmlns") = "http://s3.amazonaws.com/doc/2006-03-01/";
+  for (const CompletedPart& part : parts) {
+    pugi::xml_node node = root.append_child("Part");
+    node.append_child("PartNumber").text().set(part.number);
+    node.append_child("ETag").text().set(part.etag.c_str());
+  }
+  std::ostringstream out;
+  doc.save(out, "", pugi::format_raw);
+  return out.str();
 }
 
 S3ErrorBody ParseS3Error(std::string_view xml) {

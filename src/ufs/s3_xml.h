@@ -37,6 +37,24 @@ struct S3ErrorBody {
 // fields).
 S3ErrorBody ParseS3Error(std::string_view xml);
 
+// The UploadId of an InitiateMultipartUploadResult. InvalidArgument for malformed XML, another
+// root element, or an id that is empty, longer than 1024 bytes or not printable ASCII (it goes
+// into URLs we sign).
+StatusOr<std::string> ParseInitiateMultipartUpload(std::string_view xml);
+
+// The ETag (quotes stripped) of a CompleteMultipartUploadResult. S3 can answer 200 and still
+// fail: the body is then an <Error>, returned in `error` (with an InvalidArgument status naming
+// its code) so the caller can map it like an HTTP failure. InvalidArgument for anything else.
+StatusOr<std::string> ParseCompleteMultipartUpload(std::string_view xml, S3ErrorBody* error);
+
+struct CompletedPart {
+  uint32_t number = 0;  // 1-based, as S3 numbers parts.
+  std::string etag;     // As UploadPart returned it (quotes optional).
+};
+
+// The CompleteMultipartUpload request body listing `parts` (in ascending number order).
+std::string BuildCompleteMultipartUpload(const std::vector<CompletedPart>& parts);
+
 // "Wed, 12 Oct 2009 17:50:00 GMT" (RFC 7231 IMF-fixdate) -> nanoseconds since the epoch.
 // InvalidArgument for a malformed date, a day the month does not have, or a time outside what
 // int64 nanoseconds hold (before 1970 or after 2262-04-11T23:47:16.854775807Z).

@@ -89,11 +89,40 @@ StatusOr<size_t> ThrottledUnderStorage::Read(std::string_view key,
   return result;
 }
 
-Status ThrottledUnderStorage::Write(std::string_view key, std::span<const char> data) {
-  CAIRN_ASSIGN_OR_RETURN(auto permits, AcquireAll(data.size()));
-  Status status = target()->Write(key, data);
-  Report(status);
-  return status;
+class ThrottledUnderStorage::Writer : public ObjectWriterWrapper {
+ public:
+  Writer(std::unique_ptr<ObjectWriter> target, ThrottledUnderStorage* owner)
+      : ObjectWriterWrapper(std::move(target)), owner_(owner) {}
+
+  Status WritePart(uint32_t index, std::span<const char> data) override {
+    CAIRN_ASSIGN_OR_RETURN(auto permits, owner_->AcquireAll(data.size()));
+    Status status = target()->WritePart(index, data);
+    owner_->Report(status);
+    return status;
+  }
+
+  StatusOr<ObjectInfo> Commit(uint64_t size, std::span<const char> tail) override {
+    CAIRN_ASSIGN_OR_RETURN(auto permits, owner_->AcquireAll(tail.size()));
+    StatusOr<ObjectInfo> result = target()->Commit(size, tail);
+    owner_->Report(result.status());
+    return result;
+  }
+
+  Status Abort() override {
+    CAIRN_ASSIGN_OR_RETURN(auto permits, owner_->AcquireAll(0));
+    Status status = target()->Abort();
+    owner_->Report(status);
+    return status;
+  }
+
+ private:
+  ThrottledUnderStorage* const owner_;
+};
+
+StatusOr<std::unique_ptr<ObjectWriter>> ThrottledUnderStorage::StartWrite(
+    std::string_view key, const WriterOptions& options) {
+  CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<ObjectWriter> writer, target()->StartWrite(key, options));
+  return std::unique_ptr<ObjectWriter>(std::make_unique<Writer>(std::move(writer), this));
 }
 
 Status ThrottledUnderStorage::Delete(std::string_view key) {

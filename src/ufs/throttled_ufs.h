@@ -3,9 +3,10 @@
 //
 // Every call takes one permit from each limiter (the worker-wide one and the mount's own, say) and
 // holds them all for the duration of the inner call. Bytes charged: Read out.size() (the short part
-// of a read that hits the end of the object is refunded afterwards), Write data.size(), Stat, List
-// and Delete 0. A call whose permits do not all come within `max_wait` returns the limiter's
-// DeadlineExceeded without reaching the source, and holds nothing.
+// of a read that hits the end of the object is refunded afterwards), a writer's WritePart its
+// part's size and Commit its final part's size, Stat, List, Delete and Abort 0. A call whose
+// permits do not all come within `max_wait` returns the limiter's DeadlineExceeded without reaching
+// the source, and holds nothing.
 //
 // Deadlock freedom: limiters are acquired in decreasing UfsLimiter::sequence() (latest created
 // first), a single order shared by every ThrottledUnderStorage in the process, whatever order the
@@ -58,13 +59,16 @@ class ThrottledUnderStorage : public UnderStorageWrapper {
   StatusOr<ListResult> List(const ListOptions& options) override;
   StatusOr<size_t> Read(std::string_view key, std::string_view expected_version, uint64_t offset,
                         std::span<char> out) override;
-  Status Write(std::string_view key, std::span<const char> data) override;
+  StatusOr<std::unique_ptr<ObjectWriter>> StartWrite(std::string_view key,
+                                                     const WriterOptions& options) override;
   Status Delete(std::string_view key) override;
 
   // The limiters in acquisition order.
   const std::vector<std::shared_ptr<UfsLimiter>>& limiters() const { return limiters_; }
 
  private:
+  class Writer;
+
   // One permit per limiter, in acquisition order; on failure releases what it took.
   StatusOr<std::vector<UfsLimiter::Permit>> AcquireAll(uint64_t bytes);
   // Feeds the outcome of the inner call to the limiters (AIMD), permits still held.

@@ -1,5 +1,7 @@
-// OpenUnderStorage (scheme dispatch) and Probe.
+// UnderStorage::Write, OpenUnderStorage (scheme dispatch) and Probe.
 #include "ufs/ufs.h"
+
+#include <algorithm>
 
 #include "common/uri.h"
 #include "ufs/local_ufs.h"
@@ -30,6 +32,20 @@ StatusOr<std::shared_ptr<UnderStorage>> Throttle(std::shared_ptr<UnderStorage> s
 }
 
 }  // namespace
+
+Status UnderStorage::Write(std::string_view key, std::span<const char> data) {
+  // One part (one S3 PUT) up to 1 GiB; a multipart upload of 1 GiB parts beyond.
+  WriterOptions options;
+  options.part_size = std::clamp<uint64_t>(data.size(), options.part_size, PartLayout::kMaxBase);
+  CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<ObjectWriter> writer, StartWrite(key, options));
+  CAIRN_ASSIGN_OR_RETURN(uint32_t count, writer->layout().PartCount(data.size()));
+  for (uint32_t i = 0; i + 1 < count; ++i) {
+    CAIRN_RETURN_IF_ERROR(
+        writer->WritePart(i, data.subspan(writer->layout().Offset(i), writer->layout().Size(i))));
+  }
+  const uint64_t tail_start = count == 0 ? 0 : writer->layout().Offset(count - 1);
+  return writer->Commit(data.size(), data.subspan(tail_start)).status();
+}
 
 StatusOr<std::shared_ptr<UnderStorage>> OpenUnderStorage(std::string_view uri,
                                                          const UfsOptions& options) {

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "ufs/part_layout.h"
 
 namespace cairn::ufs {
 
@@ -45,6 +46,90 @@ struct ListResult {
   std::string next_token;                    // Non-empty when more results follow.
 };
 
+// What a write requires of the object already under its key at the moment it commits. Checked
+// atomically with the commit where the store can (memory; S3 servers that honour If-None-Match /
+// If-Match on PUT and CompleteMultipartUpload; a folder's exclusive create); where it cannot,
+// just before it, which leaves a window that docs/consistency.md describes.
+struct WriteCondition {
+  enum class Kind { kNone, kAbsent, kVersion };
+  Kind kind = Kind::kNone;
+  std::string version;  // kVersion: the version the writer last saw.
+
+  static WriteCondition None() { return {}; }
+  // Exclusive create: fails with AlreadyExists if the key holds an object.
+  static WriteCondition Absent() { return {Kind::kAbsent, {}}; }
+  // Replace what was read: fails with FailedPrecondition if the object is gone or has another
+  // version.
+  static WriteCondition Version(std::string v) { return {Kind::kVersion, std::move(v)}; }
+};
+
+struct WriterOptions {
+  // Base of the part layout (part_layout.h); S3 stores refuse less than 5 MiB.
+  uint64_t part_size = 8 << 20;
+  WriteCondition condition;
+};
+
+// An object being written in parts, laid out by PartLayout(part_size). Nothing appears under the
+// key until Commit succeeds, and then the whole object appears at once (S3: one
+// CompleteMultipartUpload or one PUT; folders: rename of a synced temp file). A writer that is
+// destroyed without a successful Commit aborts (best effort: a failure to abort is logged, and
+// leftover multipart uploads are for the bucket's lifecycle rule to collect). A writer must not
+// outlive the store that made it.
+//
+// Thread-safety: WritePart may run concurrently for different parts, and concurrently with
+// itself for the same part (the last to finish wins); Commit and Abort must not overlap with
+// WritePart or with each other.
+class ObjectWriter {
+ public:
+  virtual ~ObjectWriter() = default;
+
+  virtual const PartLayout& layout() const = 0;
+
+  // Stores full part `index` (data.size() == layout().Size(index)); writing a part again
+  // replaces it (a part rewritten after it went up is sent again). The final part of the object
+  // is not written here: it comes with Commit. InvalidArgument for a bad index or size;
+  // FailedPrecondition after Commit or Abort; the store's errors otherwise (transient ones are
+  // retried by RetryingUnderStorage's writer).
+  virtual Status WritePart(uint32_t index, std::span<const char> data) = 0;
+
+  // Makes the object `size` bytes long: the full parts before the final one, all written, then
+  // `tail`, the final part's bytes (size - layout().Offset(count - 1) of them; empty for an empty
+  // object). Returns the new object's info (its version is what a later Read expects).
+  // InvalidArgument for a tail of the wrong length; FailedPrecondition when an earlier part was
+  // never written, when a part past the final one was written (an object that shrank below
+  // parts already written must be written again by a new writer: radosgw, for one, refuses to
+  // complete an upload that leaves a part out), or when the object under the key no longer has
+  // condition.version;
+  // AlreadyExists when the condition is kAbsent and the key holds an object; nothing becomes
+  // visible on any error. May be called again after a transient error; a Commit whose earlier
+  // attempt did land (its reply was lost) reports success where the store lets it tell.
+  virtual StatusOr<ObjectInfo> Commit(uint64_t size, std::span<const char> tail) = 0;
+
+  // Discards everything written (S3: AbortMultipartUpload; folders: the temp file). Idempotent;
+  // FailedPrecondition after a successful Commit.
+  virtual Status Abort() = 0;
+};
+
+// Forwards every call to `target`; subclass it to add retries, limits or counting to a writer.
+class ObjectWriterWrapper : public ObjectWriter {
+ public:
+  explicit ObjectWriterWrapper(std::unique_ptr<ObjectWriter> target) : target_(std::move(target)) {}
+  const PartLayout& layout() const override { return target_->layout(); }
+  Status WritePart(uint32_t index, std::span<const char> data) override {
+    return target_->WritePart(index, data);
+  }
+  StatusOr<ObjectInfo> Commit(uint64_t size, std::span<const char> tail) override {
+    return target_->Commit(size, tail);
+  }
+  Status Abort() override { return target_->Abort(); }
+
+ protected:
+  ObjectWriter* target() { return target_.get(); }
+
+ private:
+  std::unique_ptr<ObjectWriter> target_;
+};
+
 class UnderStorage {
  public:
   virtual ~UnderStorage() = default;
@@ -64,8 +149,15 @@ class UnderStorage {
   virtual StatusOr<size_t> Read(std::string_view key, std::string_view expected_version,
                                 uint64_t offset, std::span<char> out) = 0;
 
-  // Creates or replaces an object (used by tests and, later, checkpoint writes).
-  virtual Status Write(std::string_view key, std::span<const char> data) = 0;
+  // Starts writing `key` (see ObjectWriter). Cheap: S3 starts a multipart upload only when the
+  // first full part is written, so a small object costs one PUT at Commit. InvalidArgument for a
+  // bad key or part size (S3: below 5 MiB); checks the condition only at Commit.
+  virtual StatusOr<std::unique_ptr<ObjectWriter>> StartWrite(std::string_view key,
+                                                             const WriterOptions& options) = 0;
+
+  // Creates or replaces `key` with `data` through StartWrite (one part when it fits in the
+  // default layout's first part; the final part otherwise). For small objects and tests.
+  Status Write(std::string_view key, std::span<const char> data);
 
   // Removes an object; NotFound if absent.
   virtual Status Delete(std::string_view key) = 0;
@@ -82,8 +174,9 @@ class UnderStorageWrapper : public UnderStorage {
                         std::span<char> out) override {
     return target_->Read(key, expected_version, offset, out);
   }
-  Status Write(std::string_view key, std::span<const char> data) override {
-    return target_->Write(key, data);
+  StatusOr<std::unique_ptr<ObjectWriter>> StartWrite(std::string_view key,
+                                                     const WriterOptions& options) override {
+    return target_->StartWrite(key, options);
   }
   Status Delete(std::string_view key) override { return target_->Delete(key); }
 
