@@ -1,5 +1,6 @@
 // GatedUnderStorage: a test decorator whose reads wait at a Gate, so a test can hold a source
-// read in flight (to make other requests join it, or to stall a worker) and release it later.
+// read in flight (to make other requests join it, or to stall a worker) and release it later;
+// likewise the WritePart calls of its writers, whose greatest concurrency it records.
 //
 // Thread-safety: safe for concurrent use.
 #ifndef CAIRN_TESTING_GATED_UFS_H_
@@ -28,8 +29,47 @@ class GatedUnderStorage : public ufs::UnderStorageWrapper {
     return UnderStorageWrapper::Read(key, expected_version, offset, out);
   }
 
+  // WritePart calls of writers started after this wait at `gate` (null: none).
+  void set_write_gate(std::shared_ptr<Gate> gate) {
+    std::atomic_store(&write_gate_, std::move(gate));
+  }
+  // The most WritePart calls seen in flight at once.
+  int max_concurrent_parts() const { return max_parts_.load(); }
+
+  StatusOr<std::unique_ptr<ufs::ObjectWriter>> StartWrite(
+      std::string_view key, const ufs::WriterOptions& options) override {
+    CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<ufs::ObjectWriter> writer,
+                           UnderStorageWrapper::StartWrite(key, options));
+    return std::unique_ptr<ufs::ObjectWriter>(
+        std::make_unique<Writer>(std::move(writer), this, std::atomic_load(&write_gate_)));
+  }
+
  private:
+  class Writer : public ufs::ObjectWriterWrapper {
+   public:
+    Writer(std::unique_ptr<ufs::ObjectWriter> target, GatedUnderStorage* owner,
+           std::shared_ptr<Gate> gate)
+        : ObjectWriterWrapper(std::move(target)), owner_(owner), gate_(std::move(gate)) {}
+    Status WritePart(uint32_t index, std::span<const char> data) override {
+      int now = ++owner_->parts_now_;
+      int seen = owner_->max_parts_.load();
+      while (now > seen && !owner_->max_parts_.compare_exchange_weak(seen, now)) {
+      }
+      if (gate_ != nullptr) gate_->Pass();
+      Status st = ObjectWriterWrapper::WritePart(index, data);
+      --owner_->parts_now_;
+      return st;
+    }
+
+   private:
+    GatedUnderStorage* const owner_;
+    const std::shared_ptr<Gate> gate_;
+  };
+
   std::shared_ptr<Gate> gate_;
+  std::shared_ptr<Gate> write_gate_;
+  std::atomic<int> parts_now_{0};
+  std::atomic<int> max_parts_{0};
 };
 
 }  // namespace cairn::testing

@@ -1,0 +1,278 @@
+#include "write/write_session.h"
+
+#include <fcntl.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <vector>
+
+namespace cairn::write {
+
+StatusOr<std::unique_ptr<WriteSession>> WriteSession::Create(std::shared_ptr<ufs::UnderStorage> ufs,
+                                                             std::string key,
+                                                             const std::string& spool_dir,
+                                                             WriteSessionOptions options,
+                                                             ThreadPool* uploads) {
+  if (options.max_uploads_in_flight < 1) {
+    return InvalidArgumentError("max_uploads_in_flight must be at least 1");
+  }
+  CAIRN_ASSIGN_OR_RETURN(ufs::PartLayout layout, ufs::PartLayout::Create(options.part_size));
+  ufs::WriterOptions writer_options;
+  writer_options.part_size = options.part_size;
+  writer_options.condition = options.condition;
+  CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<ufs::ObjectWriter> writer,
+                         ufs->StartWrite(key, writer_options));
+  std::string path = spool_dir + "/write-XXXXXX";
+  int fd = ::mkostemp(path.data(), O_CLOEXEC);
+  if (fd < 0) return ErrnoToStatus(errno, "create spool file in " + spool_dir);
+  return std::unique_ptr<WriteSession>(
+      new WriteSession(std::move(ufs), std::move(key), std::move(path), fd, layout,
+                       std::move(options), uploads, std::move(writer)));
+}
+
+WriteSession::WriteSession(std::shared_ptr<ufs::UnderStorage> ufs, std::string key,
+                           std::string spool_path, int spool_fd, ufs::PartLayout layout,
+                           WriteSessionOptions options, ThreadPool* uploads,
+                           std::unique_ptr<ufs::ObjectWriter> writer)
+    : ufs_(std::move(ufs)),
+      key_(std::move(key)),
+      spool_path_(std::move(spool_path)),
+      spool_fd_(spool_fd),
+      layout_(layout),
+      options_(std::move(options)),
+      uploads_(uploads),
+      writer_(std::move(writer)) {}
+
+WriteSession::~WriteSession() {
+  {
+    MutexLock lock(&mu_);
+    closing_ = true;
+    WaitForUploads();
+  }
+  // The writer's destructor aborts an uncommitted upload.
+  {
+    MutexLock lock(&mu_);
+    writer_.reset();
+  }
+  ::close(spool_fd_);
+  ::unlink(spool_path_.c_str());
+}
+
+Status WriteSession::CheckOpen() const {
+  if (closing_) {
+    return FailedPreconditionError("write of '" + key_ + "' is " +
+                                   (committed_ ? "committed"
+                                    : aborted_ ? "aborted"
+                                               : "closing"));
+  }
+  return Status::Ok();
+}
+
+Status WriteSession::Write(uint64_t offset, std::span<const char> data) {
+  if (data.empty()) return Status::Ok();
+  if (offset >= layout_.MaxSize() || data.size() > layout_.MaxSize() - offset) {
+    return InvalidArgumentError("a write at " + std::to_string(offset) + " of " +
+                                std::to_string(data.size()) + " bytes passes the largest object (" +
+                                std::to_string(layout_.MaxSize()) + " bytes)");
+  }
+  {
+    MutexLock lock(&mu_);
+    CAIRN_RETURN_IF_ERROR(CheckOpen());
+  }
+  // Outside the lock: concurrent writes are concurrent pwrites. An upload that reads the spool
+  // meanwhile may see these bytes or not; the generation bump below makes it count as stale.
+  size_t done = 0;
+  while (done < data.size()) {
+    ssize_t n = ::pwrite(spool_fd_, data.data() + done, data.size() - done,
+                         static_cast<off_t>(offset + done));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return ErrnoToStatus(errno, "write spool file of '" + key_ + "'");
+    }
+    done += static_cast<size_t>(n);
+  }
+  const uint64_t end = offset + data.size();
+  MutexLock lock(&mu_);
+  // A Commit that started meanwhile did not wait for these bytes: they may or may not be in the
+  // object, as with a write racing close(2). Still refuse, so the caller knows.
+  CAIRN_RETURN_IF_ERROR(CheckOpen());
+  CAIRN_RETURN_IF_ERROR(written_.Add(offset, data.size()));
+  size_ = std::max(size_, end);
+  TouchParts(*layout_.PartOf(offset), *layout_.PartOf(end - 1));
+  Pump();
+  return Status::Ok();
+}
+
+Status WriteSession::Truncate(uint64_t size) {
+  if (size > layout_.MaxSize()) {
+    return InvalidArgumentError("size " + std::to_string(size) + " passes the largest object (" +
+                                std::to_string(layout_.MaxSize()) + " bytes)");
+  }
+  MutexLock lock(&mu_);
+  CAIRN_RETURN_IF_ERROR(CheckOpen());
+  if (::ftruncate(spool_fd_, static_cast<off_t>(size)) != 0) {
+    return ErrnoToStatus(errno, "truncate spool file of '" + key_ + "'");
+  }
+  const uint64_t old_size = size_;
+  if (size < old_size) {
+    written_.TruncateTo(size);
+  } else {
+    // The new bytes are zeros, as written as any other.
+    CAIRN_RETURN_IF_ERROR(written_.Add(old_size, size - old_size));
+  }
+  size_ = size;
+  const uint64_t lo = std::min(old_size, size);
+  const uint64_t hi = std::max(old_size, size);
+  if (hi > lo) TouchParts(*layout_.PartOf(lo), *layout_.PartOf(hi - 1));
+  Pump();
+  return Status::Ok();
+}
+
+uint64_t WriteSession::size() const {
+  MutexLock lock(&mu_);
+  return size_;
+}
+
+void WriteSession::TouchParts(uint32_t first, uint32_t last) {
+  for (uint32_t i = first; i <= last; ++i) {
+    Part& part = parts_[i];
+    ++part.generation;
+    const uint64_t begin = layout_.Offset(i);
+    const uint64_t end = begin + layout_.Size(i);
+    // Only full parts go early; the final one waits for Commit.
+    if (!part.sending && end <= size_ && written_.Covers(begin, end)) queued_.insert(i);
+  }
+}
+
+void WriteSession::Pump() {
+  while (in_flight_ < options_.max_uploads_in_flight && !queued_.empty()) {
+    const uint32_t index = *queued_.begin();
+    queued_.erase(queued_.begin());
+    Part& part = parts_[index];
+    if (part.sending || part.UpToDate()) continue;
+    part.sending = true;
+    ++in_flight_;
+    const uint64_t generation = part.generation;
+    const bool early = !closing_;
+    uploads_->Submit([this, index, generation, early] { Upload(index, generation, early); });
+  }
+}
+
+void WriteSession::Upload(uint32_t index, uint64_t generation, bool early) {
+  ufs::ObjectWriter* writer;
+  {
+    MutexLock lock(&mu_);
+    writer = writer_.get();  // Replaced only while no upload is in flight.
+  }
+  std::vector<char> buffer(layout_.Size(index));
+  Status st = ReadSpool(layout_.Offset(index), buffer);
+  if (st.ok()) st = writer->WritePart(index, buffer);
+  MutexLock lock(&mu_);
+  Part& part = parts_[index];
+  part.sending = false;
+  --in_flight_;
+  if (st.ok()) {
+    stats_.parts_resent += part.sent ? 1 : 0;
+    part.sent = true;
+    part.sent_generation = generation;
+    ++stats_.parts_sent;
+    stats_.parts_sent_early += early ? 1 : 0;
+    stats_.bytes_sent += buffer.size();
+    // Written again while it was on its way: send the new bytes too (if still whole).
+    const uint64_t begin = layout_.Offset(index);
+    const uint64_t end = begin + layout_.Size(index);
+    if (!part.UpToDate() && !closing_ && end <= size_ && written_.Covers(begin, end)) {
+      queued_.insert(index);
+    }
+  } else {
+    ++stats_.upload_failures;
+    if (first_upload_error_.ok()) first_upload_error_ = st;
+    spdlog::debug("write of '{}': part {} not sent ({}); Commit sends it again", key_, index,
+                  st.ToString());
+  }
+  Pump();
+  uploads_done_.NotifyAll();
+}
+
+void WriteSession::WaitForUploads() {
+  uploads_done_.Wait(&mu_, [&]() REQUIRES(mu_) { return in_flight_ == 0 && queued_.empty(); });
+}
+
+Status WriteSession::ReadSpool(uint64_t offset, std::span<char> out) const {
+  size_t done = 0;
+  while (done < out.size()) {
+    ssize_t n =
+        ::pread(spool_fd_, out.data() + done, out.size() - done, static_cast<off_t>(offset + done));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return ErrnoToStatus(errno, "read spool file of '" + key_ + "'");
+    }
+    if (n == 0) break;  // Past the end of a file that shrank: zeros, as in the object.
+    done += static_cast<size_t>(n);
+  }
+  std::fill(out.begin() + static_cast<ptrdiff_t>(done), out.end(), '\0');
+  return Status::Ok();
+}
+
+StatusOr<ufs::ObjectInfo> WriteSession::Commit() {
+  MutexLock lock(&mu_);
+  if (committed_) return FailedPreconditionError("write of '" + key_ + "' already committed");
+  if (aborted_) return FailedPreconditionError("write of '" + key_ + "' was aborted");
+  closing_ = true;
+  queued_.clear();  // Early uploads stop; what is left goes below, under the same cap.
+  WaitForUploads();
+  CAIRN_ASSIGN_OR_RETURN(uint32_t count, layout_.PartCount(size_));
+  // Parts sent past the new end cannot be left out of the upload: start it over.
+  if (!parts_.empty() && parts_.lower_bound(count) != parts_.end() &&
+      std::any_of(parts_.lower_bound(count), parts_.end(),
+                  [](const auto& entry) { return entry.second.sent; })) {
+    Status aborted = writer_->Abort();
+    if (!aborted.ok()) spdlog::warn("write of '{}': {}", key_, aborted.ToString());
+    ufs::WriterOptions writer_options;
+    writer_options.part_size = options_.part_size;
+    writer_options.condition = options_.condition;
+    CAIRN_ASSIGN_OR_RETURN(writer_, ufs_->StartWrite(key_, writer_options));
+    for (auto& [index, part] : parts_) part.sent = false;
+    ++stats_.writer_restarts;
+  }
+  for (uint32_t i = 0; i + 1 < count; ++i) {
+    if (!parts_[i].UpToDate()) queued_.insert(i);
+  }
+  first_upload_error_ = Status::Ok();
+  Pump();
+  WaitForUploads();
+  for (uint32_t i = 0; i + 1 < count; ++i) {
+    if (!parts_[i].UpToDate()) {
+      Status st = first_upload_error_;
+      if (st.ok()) st = InternalError("part " + std::to_string(i) + " was not sent");
+      return st.WithContext("write of '" + key_ + "'");
+    }
+  }
+  const uint64_t tail_start = count == 0 ? 0 : layout_.Offset(count - 1);
+  std::vector<char> tail(size_ - tail_start);
+  CAIRN_RETURN_IF_ERROR(ReadSpool(tail_start, tail));
+  CAIRN_ASSIGN_OR_RETURN(ufs::ObjectInfo info, writer_->Commit(size_, tail));
+  committed_ = true;
+  return info;
+}
+
+Status WriteSession::Abort() {
+  MutexLock lock(&mu_);
+  if (committed_) return FailedPreconditionError("write of '" + key_ + "' already committed");
+  closing_ = true;
+  queued_.clear();
+  WaitForUploads();
+  if (aborted_) return Status::Ok();
+  CAIRN_RETURN_IF_ERROR(writer_->Abort());
+  aborted_ = true;
+  return Status::Ok();
+}
+
+WriteSessionStats WriteSession::stats() const {
+  MutexLock lock(&mu_);
+  return stats_;
+}
+
+}  // namespace cairn::write

@@ -1,0 +1,140 @@
+// WriteSession: one file being written through Cairn, from its first byte to the object in the
+// data lake (docs/write-path.md, decisions 3 to 5).
+//
+// Bytes land in a spool file on the worker's disk (sparse; writes at any offset, in any order,
+// from several threads). As soon as every byte of a full part (ufs/part_layout.h) has been
+// written, the part goes to the source in the background, read back from the spool, so a large
+// checkpoint is mostly uploaded by the time it is closed and memory stays bounded (at most
+// max_uploads_in_flight part buffers per session). A write into a part that already went up
+// makes it dirty: it is sent again. Commit sends what is left (dirty parts, parts with holes,
+// which read as zeros, and the final part) and makes the object visible in one step; nothing is
+// visible under the key before.
+//
+// Failures: an early upload that fails (after the store's own retries) is not retried at once;
+// Commit sends the part again, so a short outage while writing costs nothing. A Commit that
+// fails returns the error (the write-through close reports it) and may be called again; Abort or
+// destruction discards everything (the spool file and, on S3, the multipart upload). If the file
+// shrank below parts already sent, Commit starts the upload over (radosgw cannot leave a sent
+// part out; see ufs.h), counted in stats().writer_restarts.
+//
+// Thread-safety: Write and Truncate may be called concurrently (writes to overlapping ranges
+// land in some order, as with pwrite); Commit and Abort wait for uploads in flight and refuse
+// writes after they start. Commit holds the session's lock while it talks to the source: writes
+// arriving meanwhile wait, then are refused. The session must outlive nothing it submitted: the
+// destructor waits for its uploads. Lock order: mu_ only; uploads run on the pool without it.
+#ifndef CAIRN_WRITE_WRITE_SESSION_H_
+#define CAIRN_WRITE_WRITE_SESSION_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <set>
+#include <span>
+#include <string>
+
+#include "common/status.h"
+#include "common/thread_annotations.h"
+#include "common/thread_pool.h"
+#include "ufs/ufs.h"
+#include "write/written_ranges.h"
+
+namespace cairn::write {
+
+struct WriteSessionOptions {
+  uint64_t part_size = 8 << 20;   // Base of the part layout (S3: at least 5 MiB).
+  int max_uploads_in_flight = 4;  // Parts of this session being sent at once (>= 1).
+  ufs::WriteCondition condition;  // Checked when the object is committed.
+};
+
+struct WriteSessionStats {
+  uint64_t parts_sent = 0;        // Full parts stored by the source (early or at Commit).
+  uint64_t parts_sent_early = 0;  // Of those, sent before Commit.
+  uint64_t parts_resent = 0;      // Sent again because they were written after going up.
+  uint64_t bytes_sent = 0;        // Bytes of those parts.
+  uint64_t upload_failures = 0;   // Part uploads that failed (sent again at Commit).
+  uint64_t writer_restarts = 0;   // Uploads started over because the file shrank.
+};
+
+class WriteSession {
+ public:
+  // Starts writing `key` of `ufs` with a new spool file in `spool_dir` (which must exist, on the
+  // worker's disk). Uploads run on `uploads` (shared by sessions; not owned; must outlive the
+  // session). InvalidArgument for a bad key, part size or option; IoError if the spool file
+  // cannot be created.
+  static StatusOr<std::unique_ptr<WriteSession>> Create(std::shared_ptr<ufs::UnderStorage> ufs,
+                                                        std::string key,
+                                                        const std::string& spool_dir,
+                                                        WriteSessionOptions options,
+                                                        ThreadPool* uploads);
+  ~WriteSession();
+  WriteSession(const WriteSession&) = delete;
+  WriteSession& operator=(const WriteSession&) = delete;
+
+  // Writes `data` at `offset` (the file grows as needed; skipped ranges are holes of zeros).
+  // InvalidArgument past the largest object the layout holds; ResourceExhausted for a disk
+  // full or too many scattered ranges; FailedPrecondition once Commit or Abort started.
+  Status Write(uint64_t offset, std::span<const char> data) EXCLUDES(mu_);
+  // Sets the file's size (shorter: the rest is gone; longer: zeros). Errors as Write.
+  Status Truncate(uint64_t size) EXCLUDES(mu_);
+  uint64_t size() const EXCLUDES(mu_);
+
+  // Sends every part not yet in the source and commits the object (see above). Returns the new
+  // object's info. The errors of ObjectWriter::Commit, or the first failed upload's.
+  StatusOr<ufs::ObjectInfo> Commit() EXCLUDES(mu_);
+  // Discards the write. Idempotent; FailedPrecondition after a successful Commit.
+  Status Abort() EXCLUDES(mu_);
+
+  WriteSessionStats stats() const EXCLUDES(mu_);
+  const std::string& key() const { return key_; }
+  const std::string& spool_path() const { return spool_path_; }
+
+ private:
+  struct Part {
+    uint64_t generation = 0;  // Bumped by every write that touches the part.
+    bool sent = false;        // The source holds the part as of sent_generation.
+    uint64_t sent_generation = 0;
+    bool sending = false;
+    bool UpToDate() const { return sent && sent_generation == generation; }
+  };
+
+  WriteSession(std::shared_ptr<ufs::UnderStorage> ufs, std::string key, std::string spool_path,
+               int spool_fd, ufs::PartLayout layout, WriteSessionOptions options,
+               ThreadPool* uploads, std::unique_ptr<ufs::ObjectWriter> writer);
+
+  // Bumps the generation of the parts [first, last] and queues those now wholly written.
+  void TouchParts(uint32_t first, uint32_t last) REQUIRES(mu_);
+  // Starts uploads of queued parts up to the in-flight cap.
+  void Pump() REQUIRES(mu_);
+  // Runs on the upload pool.
+  void Upload(uint32_t index, uint64_t generation, bool early) EXCLUDES(mu_);
+  // Waits until no upload is in flight and none is queued.
+  void WaitForUploads() REQUIRES(mu_);
+  Status ReadSpool(uint64_t offset, std::span<char> out) const;
+  Status CheckOpen() const REQUIRES(mu_);
+
+  const std::shared_ptr<ufs::UnderStorage> ufs_;
+  const std::string key_;
+  const std::string spool_path_;
+  const int spool_fd_;
+  const ufs::PartLayout layout_;
+  const WriteSessionOptions options_;
+  ThreadPool* const uploads_;
+
+  mutable Mutex mu_;
+  CondVar uploads_done_;
+  std::unique_ptr<ufs::ObjectWriter> writer_ GUARDED_BY(mu_);
+  std::map<uint32_t, Part> parts_ GUARDED_BY(mu_);
+  std::set<uint32_t> queued_ GUARDED_BY(mu_);  // Wholly written, not up to date, not sending.
+  WrittenRanges written_ GUARDED_BY(mu_);
+  uint64_t size_ GUARDED_BY(mu_) = 0;
+  int in_flight_ GUARDED_BY(mu_) = 0;
+  Status first_upload_error_ GUARDED_BY(mu_);
+  bool closing_ GUARDED_BY(mu_) = false;  // Commit or Abort started: no more writes.
+  bool committed_ GUARDED_BY(mu_) = false;
+  bool aborted_ GUARDED_BY(mu_) = false;
+  WriteSessionStats stats_ GUARDED_BY(mu_);
+};
+
+}  // namespace cairn::write
+
+#endif  // CAIRN_WRITE_WRITE_SESSION_H_

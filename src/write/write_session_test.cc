@@ -1,0 +1,246 @@
+// WriteSession against the in-memory store, with decorators to count what reaches the source,
+// fail uploads, and hold them in flight.
+#include "write/write_session.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <thread>
+
+#include "testing/gate.h"
+#include "testing/gated_ufs.h"
+#include "testing/test_util.h"
+#include "ufs/counting_ufs.h"
+#include "ufs/fault_injecting_ufs.h"
+#include "ufs/memory_ufs.h"
+
+namespace cairn::write {
+namespace {
+
+using cairn::testing::Gate;
+using cairn::testing::GatedUnderStorage;
+using cairn::testing::TempDir;
+using cairn::testing::WaitUntil;
+
+constexpr uint64_t kPart = 64 << 10;
+
+std::span<const char> Span(const std::string& s) { return {s.data(), s.size()}; }
+
+std::string Pattern(uint64_t n, int seed) {
+  std::string out(n, '\0');
+  for (uint64_t i = 0; i < n; ++i) out[i] = static_cast<char>('a' + (seed + i * 31 + i / 997) % 26);
+  return out;
+}
+
+class WriteSessionTest : public ::testing::Test {
+ protected:
+  WriteSessionTest()
+      : memory_(std::make_shared<ufs::MemoryUnderStorage>()),
+        faults_(std::make_shared<ufs::FaultInjectingUnderStorage>(memory_, /*seed=*/1)),
+        counting_(std::make_shared<ufs::CountingUnderStorage>(faults_)),
+        gated_(std::make_shared<GatedUnderStorage>(counting_)),
+        pool_(4, "uploads") {}
+
+  std::unique_ptr<WriteSession> Open(const std::string& key, WriteSessionOptions options = {}) {
+    options.part_size = kPart;
+    auto session = WriteSession::Create(gated_, key, spool_.str(), options, &pool_);
+    EXPECT_TRUE(session.ok()) << session.status().ToString();
+    return session.ok() ? std::move(session).value() : nullptr;
+  }
+
+  // Writes `content` in `chunk`-byte pieces from the start.
+  void WriteSequentially(WriteSession& s, const std::string& content, size_t chunk) {
+    for (size_t off = 0; off < content.size(); off += chunk) {
+      size_t n = std::min(chunk, content.size() - off);
+      ASSERT_TRUE(s.Write(off, Span(content).subspan(off, n)).ok());
+    }
+  }
+
+  std::string Stored(const std::string& key) { return memory_->Get(key).value_or("<absent>"); }
+
+  std::shared_ptr<ufs::MemoryUnderStorage> memory_;
+  std::shared_ptr<ufs::FaultInjectingUnderStorage> faults_;
+  std::shared_ptr<ufs::CountingUnderStorage> counting_;
+  std::shared_ptr<GatedUnderStorage> gated_;
+  TempDir spool_{"spool"};
+  ThreadPool pool_;
+};
+
+TEST_F(WriteSessionTest, FullPartsGoUpWhileWritingAndNothingIsVisibleBeforeCommit) {
+  const std::string content = Pattern(5 * kPart + 1234, 1);
+  auto s = Open("ckpt/step-100.pt");
+  ASSERT_NE(s, nullptr);
+  WriteSequentially(*s, content, 10000);
+  ASSERT_TRUE(WaitUntil([&] { return s->stats().parts_sent_early == 5; }))
+      << "sent early: " << s->stats().parts_sent_early;
+  EXPECT_FALSE(memory_->Get("ckpt/step-100.pt").has_value());
+  auto info = s->Commit();
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  EXPECT_EQ(info->size, content.size());
+  EXPECT_EQ(Stored("ckpt/step-100.pt"), content);
+  WriteSessionStats stats = s->stats();
+  EXPECT_EQ(stats.parts_sent, 5u) << "each full part once; the final part with the commit";
+  EXPECT_EQ(stats.parts_resent, 0u);
+  EXPECT_EQ(counting_->counts().bytes_written, content.size()) << "no byte sent twice";
+}
+
+TEST_F(WriteSessionTest, RandomOffsetsAndAHeaderPatchedAtTheEnd) {
+  // A zip or safetensors writer: data in any order, then the header at offset 0 rewritten.
+  std::string content = Pattern(4 * kPart + 77, 2);
+  auto s = Open("model.safetensors");
+  ASSERT_NE(s, nullptr);
+  for (int i : {3, 1, 4, 0, 2}) {
+    uint64_t off = i * kPart;
+    uint64_t n = std::min<uint64_t>(kPart, content.size() - off);
+    ASSERT_TRUE(s->Write(off, Span(content).subspan(off, n)).ok());
+  }
+  ASSERT_TRUE(WaitUntil([&] { return s->stats().parts_sent == 4; }));
+  content.replace(0, 8, "HEADER!!");
+  ASSERT_TRUE(s->Write(0, Span(content).subspan(0, 8)).ok());
+  auto info = s->Commit();
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  EXPECT_EQ(Stored("model.safetensors"), content);
+  EXPECT_GE(s->stats().parts_resent, 1u) << "part 0 went up again with the new header";
+}
+
+TEST_F(WriteSessionTest, HolesAreZerosAndTruncateExtendsWithZeros) {
+  auto s = Open("sparse.bin");
+  ASSERT_NE(s, nullptr);
+  const std::string tail = "end of a sparse file";
+  ASSERT_TRUE(s->Write(3 * kPart, Span(tail)).ok());
+  ASSERT_TRUE(s->Truncate(3 * kPart + tail.size() + 100).ok());
+  auto info = s->Commit();
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  std::string expected(3 * kPart, '\0');
+  expected += tail;
+  expected += std::string(100, '\0');
+  EXPECT_EQ(Stored("sparse.bin"), expected);
+}
+
+TEST_F(WriteSessionTest, AFileThatShrankBelowSentPartsIsUploadedAgain) {
+  const std::string content = Pattern(4 * kPart, 3);
+  auto s = Open("shrunk.bin");
+  ASSERT_NE(s, nullptr);
+  WriteSequentially(*s, content, kPart);
+  ASSERT_TRUE(WaitUntil([&] { return s->stats().parts_sent == 4; }));
+  ASSERT_TRUE(s->Truncate(kPart + kPart / 2).ok());
+  auto info = s->Commit();
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  EXPECT_EQ(Stored("shrunk.bin"), content.substr(0, kPart + kPart / 2));
+  EXPECT_EQ(s->stats().writer_restarts, 1u);
+}
+
+TEST_F(WriteSessionTest, UploadsThatFailWhileWritingAreSentAgainAtCommit) {
+  faults_->FailNext(ufs::UfsOp::kWrite, 3);
+  const std::string content = Pattern(3 * kPart + 5, 4);
+  auto s = Open("flaky.bin");
+  ASSERT_NE(s, nullptr);
+  WriteSequentially(*s, content, 4096);
+  ASSERT_TRUE(WaitUntil([&] { return s->stats().upload_failures == 3; }));
+  auto info = s->Commit();
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  EXPECT_EQ(Stored("flaky.bin"), content);
+}
+
+TEST_F(WriteSessionTest, AFailureAtCommitIsReportedAndNothingAppears) {
+  const std::string content = Pattern(2 * kPart + 5, 5);
+  auto s = Open("doomed.bin");
+  ASSERT_NE(s, nullptr);
+  WriteSequentially(*s, content, kPart);
+  ASSERT_TRUE(WaitUntil([&] { return s->stats().parts_sent == 2; }));
+  faults_->FailNext(ufs::UfsOp::kWrite, 1, UnavailableError("injected outage"));
+  auto info = s->Commit();
+  EXPECT_EQ(info.status().code(), StatusCode::kUnavailable) << info.status().ToString();
+  EXPECT_FALSE(memory_->Get("doomed.bin").has_value());
+  auto again = s->Commit();  // The source is back: the same session commits.
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(Stored("doomed.bin"), content);
+}
+
+TEST_F(WriteSessionTest, WritesAfterCommitOrAbortAndPastTheLargestObjectAreRefused) {
+  auto s = Open("closed.bin");
+  ASSERT_NE(s, nullptr);
+  const std::string x = "x";
+  EXPECT_EQ(s->Write(UINT64_MAX - 1, Span(x)).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(s->Truncate(UINT64_MAX).code(), StatusCode::kInvalidArgument);
+  ASSERT_TRUE(s->Write(0, Span(x)).ok());
+  ASSERT_TRUE(s->Commit().ok());
+  EXPECT_EQ(s->Write(1, Span(x)).code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(s->Abort().code(), StatusCode::kFailedPrecondition);
+  auto t = Open("aborted.bin");
+  ASSERT_NE(t, nullptr);
+  ASSERT_TRUE(t->Write(0, Span(Pattern(2 * kPart, 6))).ok());
+  ASSERT_TRUE(t->Abort().ok());
+  EXPECT_TRUE(t->Abort().ok());
+  EXPECT_EQ(t->Write(0, Span(x)).code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(t->Commit().status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_FALSE(memory_->Get("aborted.bin").has_value());
+}
+
+TEST_F(WriteSessionTest, ConcurrentWritersOfOneFile) {
+  const std::string content = Pattern(6 * kPart + 999, 7);
+  auto s = Open("concurrent.bin");
+  ASSERT_NE(s, nullptr);
+  std::vector<std::thread> threads;
+  constexpr int kThreads = 4;
+  constexpr size_t kChunk = 3000;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (size_t off = t * kChunk; off < content.size(); off += kThreads * kChunk) {
+        size_t n = std::min(kChunk, content.size() - off);
+        EXPECT_TRUE(s->Write(off, Span(content).subspan(off, n)).ok());
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  auto info = s->Commit();
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  EXPECT_EQ(Stored("concurrent.bin"), content);
+}
+
+TEST_F(WriteSessionTest, UploadsInFlightStayUnderTheCap) {
+  auto gate = std::make_shared<Gate>();
+  gated_->set_write_gate(gate);
+  WriteSessionOptions options;
+  options.max_uploads_in_flight = 2;
+  auto s = Open("capped.bin", options);
+  ASSERT_NE(s, nullptr);
+  const std::string content = Pattern(8 * kPart + 1, 8);
+  WriteSequentially(*s, content, kPart);
+  ASSERT_TRUE(gate->WaitForArrivals(2));
+  EXPECT_EQ(gated_->max_concurrent_parts(), 2);
+  gate->Open();
+  auto info = s->Commit();
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  EXPECT_EQ(Stored("capped.bin"), content);
+  EXPECT_LE(gated_->max_concurrent_parts(), 2);
+}
+
+TEST_F(WriteSessionTest, TheConditionIsCheckedAtCommit) {
+  memory_->Put("exists.bin", "old");
+  WriteSessionOptions options;
+  options.condition = ufs::WriteCondition::Absent();
+  auto s = Open("exists.bin", options);
+  ASSERT_NE(s, nullptr);
+  ASSERT_TRUE(s->Write(0, Span(std::string("new"))).ok());
+  EXPECT_EQ(s->Commit().status().code(), StatusCode::kAlreadyExists);
+  EXPECT_EQ(Stored("exists.bin"), "old");
+}
+
+TEST_F(WriteSessionTest, ADroppedSessionLeavesNoObjectAndNoSpoolFile) {
+  std::string spool;
+  {
+    auto s = Open("dropped.bin");
+    ASSERT_NE(s, nullptr);
+    spool = s->spool_path();
+    ASSERT_TRUE(s->Write(0, Span(Pattern(3 * kPart, 9))).ok());
+    struct stat st;
+    EXPECT_EQ(::stat(spool.c_str(), &st), 0);
+  }
+  struct stat st;
+  EXPECT_NE(::stat(spool.c_str(), &st), 0) << spool << " is still there";
+  EXPECT_FALSE(memory_->Get("dropped.bin").has_value());
+}
+
+}  // namespace
+}  // namespace cairn::write
