@@ -41,6 +41,6 @@ else
   # Sanitizer builds only need the unit tests (not the binaries of the tests labelled
   # "integration", which run in the release tree only).
   ninja -C "$dir" -j "$jobs" $(ninja -C "$dir" -t targets all | grep -oE '^[a-z_]+_test:' |
-    tr -d ':' | grep -vxE 'membership_etcd_test|ufs_s3_test|fuse_test' | sort -u)
+    tr -d ':' | grep -vxE 'membership_etcd_test|ufs_s3_test|ufs_radosgw_test|fuse_test' | sort -u)
 fi
 echo "built $dir"

@@ -76,9 +76,9 @@ struct WriterOptions {
 // leftover multipart uploads are for the bucket's lifecycle rule to collect). A writer must not
 // outlive the store that made it.
 //
-// Thread-safety: WritePart may run concurrently for different parts, and concurrently with
-// itself for the same part (the last to finish wins); Commit and Abort must not overlap with
-// WritePart or with each other.
+// Thread-safety: WritePart may run concurrently for different parts, never for the same part
+// (which of two uploads of one part the store keeps last is not knowable); Commit and Abort must
+// not overlap with WritePart or with each other.
 class ObjectWriter {
  public:
   virtual ~ObjectWriter() = default;
@@ -155,8 +155,8 @@ class UnderStorage {
   virtual StatusOr<std::unique_ptr<ObjectWriter>> StartWrite(std::string_view key,
                                                              const WriterOptions& options) = 0;
 
-  // Creates or replaces `key` with `data` through StartWrite (one part when it fits in the
-  // default layout's first part; the final part otherwise). For small objects and tests.
+  // Creates or replaces `key` with `data` through StartWrite: one part (one S3 PUT) up to 1 GiB,
+  // parts of 1 GiB beyond. For small objects and tests.
   Status Write(std::string_view key, std::span<const char> data);
 
   // Removes an object; NotFound if absent.

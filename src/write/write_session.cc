@@ -49,6 +49,7 @@ WriteSession::~WriteSession() {
   {
     MutexLock lock(&mu_);
     closing_ = true;
+    queued_.clear();
     WaitForUploads();
   }
   // The writer's destructor aborts an uncommitted upload.
@@ -98,11 +99,13 @@ Status WriteSession::Write(uint64_t offset, std::span<const char> data) {
   // A Commit that started meanwhile did not wait for these bytes: they may or may not be in the
   // object, as with a write racing close(2). Still refuse, so the caller knows.
   CAIRN_RETURN_IF_ERROR(CheckOpen());
-  CAIRN_RETURN_IF_ERROR(written_.Add(offset, data.size()));
+  // Even if the range cannot be recorded, the bytes are in the spool: the parts must count as
+  // changed (sent again at Commit), or a part that already went up would keep its old bytes.
+  Status recorded = written_.Add(offset, data.size());
   size_ = std::max(size_, end);
   TouchParts(*layout_.PartOf(offset), *layout_.PartOf(end - 1));
   Pump();
-  return Status::Ok();
+  return recorded;
 }
 
 Status WriteSession::Truncate(uint64_t size) {
@@ -116,18 +119,19 @@ Status WriteSession::Truncate(uint64_t size) {
     return ErrnoToStatus(errno, "truncate spool file of '" + key_ + "'");
   }
   const uint64_t old_size = size_;
+  Status recorded = Status::Ok();
   if (size < old_size) {
     written_.TruncateTo(size);
   } else {
     // The new bytes are zeros, as written as any other.
-    CAIRN_RETURN_IF_ERROR(written_.Add(old_size, size - old_size));
+    recorded = written_.Add(old_size, size - old_size);
   }
   size_ = size;
   const uint64_t lo = std::min(old_size, size);
   const uint64_t hi = std::max(old_size, size);
   if (hi > lo) TouchParts(*layout_.PartOf(lo), *layout_.PartOf(hi - 1));
   Pump();
-  return Status::Ok();
+  return recorded;
 }
 
 uint64_t WriteSession::size() const {
