@@ -6,7 +6,7 @@
 //    an UploadPart (PUT ?partNumber=i+1&uploadId=...) as soon as the caller has it, and may be
 //    sent again (a part rewritten after it went up); Commit sends the final part and then
 //    CompleteMultipartUpload listing parts 1..count.
-//  - Every body carries Content-MD5, so a body damaged on the way is refused, not stored.
+//  - Every part and PUT body carries Content-MD5: one damaged on the way is refused, not stored.
 //  - Abort (and the destructor of an uncommitted writer) sends AbortMultipartUpload.
 //
 // Conditions: kAbsent sends If-None-Match: *, kVersion sends If-Match: <etag>, on the PUT and
