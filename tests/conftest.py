@@ -431,9 +431,12 @@ class Harness:
         return p
 
     def run(self, args, timeout=30, **kw):
-        """Runs a short cairn command to completion (stdout/stderr captured)."""
+        """Runs a short cairn command to completion (stdout/stderr captured; stdin empty
+        unless `input` gives it)."""
+        if "input" not in kw:
+            kw["stdin"] = subprocess.DEVNULL
         return subprocess.run([self.cairn_bin] + [str(a) for a in args], capture_output=True,
-                              timeout=timeout, stdin=subprocess.DEVNULL, **kw)
+                              timeout=timeout, **kw)
 
     # -- teardown -------------------------------------------------------------------------
     def cleanup(self):

@@ -84,6 +84,9 @@ struct ClientOptions {
   // lists the sources itself (with the credentials of its environment). Ignored with
   // `local_channel` (an embedded worker shares the client's sources).
   bool metadata_via_workers = false;
+  // How long opening a file for writing, Sync and Close may take (they may upload the rest of
+  // a large file to the source, or read the current content for an open without truncate).
+  std::chrono::milliseconds write_commit_timeout{15 * 60 * 1000};
 };
 
 struct FileInfo {
@@ -143,6 +146,44 @@ class FileReader {
     view.Append(scratch.first(done));
     return view;
   }
+};
+
+// How to open a file for writing (Client::OpenForWrite).
+struct WriteOptions {
+  bool create = true;      // Create the file if it does not exist (else NotFound).
+  bool exclusive = false;  // With create: AlreadyExists if the file exists (O_EXCL).
+  bool truncate = true;    // Start empty; false: start from the current content.
+};
+
+// A file being written through the worker that owns its path (docs/write-path.md). Writes are
+// sent as they come (several in flight; the bytes are copied, so the caller's buffer is free
+// when Write returns); an error of an earlier write is reported by a later call. Sync and
+// Close return once the whole file is in the source (write-through): the object appears there
+// at once, never partly written, and its version is returned. A writer destroyed without a
+// successful Close (or after Abort) leaves nothing behind.
+//
+// Thread-safety: safe for concurrent use; writes that overlap land in the order their Write
+// calls returned, as with pwrite.
+// Errors: NotFound (the worker lost the handle: it restarted, or the file idled too long),
+// FailedPrecondition / AlreadyExists (the file changed in the source since it was opened;
+// nothing was written), Unavailable / DeadlineExceeded (the worker is unreachable), and the
+// source's errors from Sync and Close.
+class FileWriter {
+ public:
+  virtual ~FileWriter() = default;
+  virtual const std::string& path() const = 0;
+  // Writes `data` at `offset` (the file grows; skipped ranges read as zeros).
+  virtual Status Write(uint64_t offset, std::span<const char> data) = 0;
+  // Sets the size (shorter: the rest is gone; longer: zeros).
+  virtual Status Truncate(uint64_t size) = 0;
+  virtual uint64_t size() const = 0;
+  // Makes everything written so far durable in the source (fsync); writing may go on.
+  virtual StatusOr<FileInfo> Sync() = 0;
+  // Sync, then the file is closed (further calls fail). On an error the file stays open: the
+  // caller may Close again or Abort.
+  virtual StatusOr<FileInfo> Close() = 0;
+  // Discards what was written since the last Sync (all of it if none). Idempotent.
+  virtual Status Abort() = 0;
 };
 
 struct ClientStats {
@@ -216,6 +257,21 @@ class Client {
   virtual StatusOr<DirPage> ListDir(std::string_view path, std::string_view token,
                                     int max_entries) = 0;
   virtual StatusOr<std::unique_ptr<FileReader>> Open(std::string_view path) = 0;
+  // Opens a file for writing through the workers (write-through; docs/write-path.md). Errors:
+  // FailedPrecondition (the mount is read-only), NotFound (no such file without create, or
+  // its folder's mount), AlreadyExists (exclusive), InvalidArgument (a directory, a malformed
+  // path), PermissionDenied (no write grant), Unavailable (no worker answered).
+  virtual StatusOr<std::unique_ptr<FileWriter>> OpenForWrite(std::string_view path,
+                                                             const WriteOptions& options) {
+    return UnimplementedError("this client cannot write");
+  }
+  StatusOr<std::unique_ptr<FileWriter>> Create(std::string_view path) {
+    return OpenForWrite(path, WriteOptions{});
+  }
+  // Removes a file from the source (through its worker). Errors as OpenForWrite, NotFound.
+  virtual Status Remove(std::string_view path) {
+    return UnimplementedError("this client cannot remove");
+  }
   // Drops cached metadata for a path (and below), so the next Stat/Open asks the source.
   virtual void InvalidateMetadata(std::string_view path) = 0;
 

@@ -31,7 +31,8 @@ nlohmann::json MountJson(const MountSpec& m) {
           {"metadata_ttl_ms",
            std::chrono::duration_cast<std::chrono::milliseconds>(m.metadata_ttl).count()},
           {"replicas", m.replicas},
-          {"read_only", m.read_only}};
+          {"read_only", m.read_only},
+          {"write_mode", config::WriteModeName(m)}};
 }
 
 // ---- cairn mount add|ls|rm ----
@@ -45,7 +46,7 @@ struct MountCmdFlags {
   bool virtual_hosted = false;
   std::string metadata_ttl;
   int replicas = 1;
-  bool read_write = false;
+  std::string write_mode = "read-only";
   bool replace = false;
   bool json = false;
 };
@@ -69,7 +70,7 @@ StatusOr<MountSpec> SpecFromFlags(const MountCmdFlags& f) {
     spec.metadata_ttl = *ttl;
   }
   spec.replicas = f.replicas;
-  spec.read_only = !f.read_write;
+  CAIRN_RETURN_IF_ERROR(config::ApplyWriteMode(f.write_mode, &spec).WithContext("--write-mode"));
   // Catches unknown options and bad values here, with the option's name, not on the workers.
   CAIRN_RETURN_IF_ERROR(mount::UfsOptionsFromSpec(spec).status());
   return spec;
@@ -245,7 +246,9 @@ void RegisterClusterCommands(CLI::App* app, std::vector<std::pair<CLI::App*, Run
                   "How long stat/list results are trusted (default 60s; 0 = always ask)");
   add->add_option("--replicas", add_flags->replicas, "Workers caching each page (default 1)")
       ->check(CLI::Range(1, 8));
-  add->add_flag("--read-write", add_flags->read_write, "Writable mount (not supported yet)");
+  add->add_option("--write-mode", add_flags->write_mode,
+                  "read-only (default) or through: writes reach the source before close "
+                  "returns (docs/write-path.md)");
   add->add_flag("--replace", add_flags->replace, "Replace an existing mount at PATH");
   out->push_back({add, [add_flags] { return RunMountAdd(*add_flags); }});
 

@@ -1,5 +1,7 @@
 // `cairn ls|stat|cat PATH`: one-shot namespace reads through the client library (through the
-// workers when --worker is given, else straight from the source).
+// workers when --worker is given, else straight from the source). `cairn put LOCAL PATH` and
+// `cairn rm PATH`: writes, always through the worker that owns the path (write-through mounts).
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <cinttypes>
@@ -20,6 +22,8 @@ struct FsFlags {
   std::string path;
   bool json = false;
   bool long_format = false;
+  std::string local;        // put: the file to upload ("-": stdin).
+  bool no_clobber = false;  // put: fail if PATH exists.
 };
 
 StatusOr<std::unique_ptr<Client>> MakeClient(const FsFlags& f) {
@@ -112,6 +116,51 @@ int RunCat(const FsFlags& f) {
   return kExitOk;
 }
 
+int RunPut(const FsFlags& f) {
+  const bool from_stdin = f.local == "-";
+  const int fd = from_stdin ? STDIN_FILENO : ::open(f.local.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return Fail(ErrnoToStatus(errno, "open " + f.local));
+  struct FdCloser {
+    int fd;
+    bool own;
+    ~FdCloser() {
+      if (own) ::close(fd);
+    }
+  } closer{fd, !from_stdin};
+  auto client = MakeClient(f);
+  if (!client.ok()) return Fail(client.status());
+  WriteOptions options;
+  options.exclusive = f.no_clobber;
+  auto writer = (*client)->OpenForWrite(f.path, options);
+  if (!writer.ok()) return Fail(writer.status());
+  std::string buf(4 << 20, '\0');
+  uint64_t offset = 0;
+  while (true) {
+    const ssize_t n = ::read(fd, buf.data(), buf.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return Fail(ErrnoToStatus(errno, "read " + f.local));
+    if (n == 0) break;
+    Status written =
+        (*writer)->Write(offset, std::span<const char>(buf.data(), static_cast<size_t>(n)));
+    if (!written.ok()) return Fail(written);
+    offset += static_cast<uint64_t>(n);
+  }
+  auto info = (*writer)->Close();
+  if (!info.ok()) return Fail(info.status());
+  nlohmann::json j = ToJson(*info);
+  j["path"] = f.path;
+  std::printf("%s\n", j.dump(2).c_str());
+  return kExitOk;
+}
+
+int RunRm(const FsFlags& f) {
+  auto client = MakeClient(f);
+  if (!client.ok()) return Fail(client.status());
+  Status removed = (*client)->Remove(f.path);
+  if (!removed.ok()) return Fail(removed);
+  return kExitOk;
+}
+
 }  // namespace
 
 void RegisterFsCommands(CLI::App* app, std::vector<std::pair<CLI::App*, Runner>>* out) {
@@ -124,10 +173,16 @@ void RegisterFsCommands(CLI::App* app, std::vector<std::pair<CLI::App*, Runner>>
       {"ls", "List a folder of the namespace", RunLs},
       {"stat", "Show metadata of a path as JSON", RunStat},
       {"cat", "Write a file's bytes to stdout", RunCat},
+      {"rm", "Remove a file (of a write-through mount, through its worker)", RunRm},
+      {"put", "Write a local file (or stdin: -) to PATH through its worker", RunPut},
   };
   for (const Spec& spec : specs) {
     auto f = std::make_shared<FsFlags>();
     CLI::App* cmd = app->add_subcommand(spec.name, spec.help);
+    if (std::string(spec.name) == "put") {
+      cmd->add_option("LOCAL", f->local, "Local file to upload, or - for stdin")->required();
+      cmd->add_flag("--no-clobber", f->no_clobber, "Fail if PATH exists (exclusive create)");
+    }
     cmd->add_option("PATH", f->path, "Namespace path, e.g. /lake/train/0001.tar")->required();
     AddSourceFlags(cmd, &f->source, /*with_workers=*/true);
     AddEtcdFlag(cmd, &f->source.etcd);

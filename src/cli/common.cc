@@ -19,6 +19,9 @@ namespace cairn::cli {
 void AddSourceFlags(CLI::App* app, SourceFlags* f, bool with_workers) {
   app->add_option("--config", f->config_path, "JSON config file (see docs/configuration.md)");
   app->add_option("--mount", f->mounts, "Mount PATH=URI, e.g. /lake=s3://bucket/prefix (repeat)");
+  app->add_option("--write-mode", f->write_mode,
+                  "Write mode of the --mount mounts: read-only (default) or through (writes "
+                  "reach the source before close returns); a config file sets it per mount");
   if (with_workers) {
     app->add_option("--worker", f->workers, "Cache worker host:port (repeat)");
     app->add_option("--worker-timeout", f->worker_timeout,
@@ -149,6 +152,9 @@ Status ApplyMountFlags(const SourceFlags& f, MountSpec* spec) {
     auto ttl = ParseDuration(f.metadata_ttl);
     if (!ttl.ok()) return ttl.status().WithContext("--metadata-ttl");
     spec->metadata_ttl = *ttl;
+  }
+  if (!f.write_mode.empty()) {
+    CAIRN_RETURN_IF_ERROR(config::ApplyWriteMode(f.write_mode, spec).WithContext("--write-mode"));
   }
   return Status::Ok();
 }

@@ -46,6 +46,7 @@ struct SourceFlags {
   bool no_short_circuit = false;
   bool no_cache = false;
   bool metadata_via_workers = false;
+  std::string write_mode;                 // Of the mounts given by flag.
   EtcdFlags etcd;                         // Cluster mode.
   std::string tls_ca, tls_cert, tls_key;  // TLS to the workers (and, for a worker, its own).
   std::string token, token_file;          // A job token for the workers (client commands).

@@ -1,8 +1,10 @@
 #include "client/client_impl.h"
 
 #include <algorithm>
+#include <future>
 
 #include "client/file_reader.h"
+#include "client/file_writer.h"
 #include "mount/namespace_ops.h"
 #include "tls/tls_context.h"
 #include "transport/remote_channel.h"
@@ -45,6 +47,9 @@ class BorrowedChannel : public protocol::PageChannel {
   explicit BorrowedChannel(protocol::PageChannel* target) : target_(target) {}
   void Call(const protocol::Request& request, std::span<char> dest, Callback done) override {
     target_->Call(request, dest, std::move(done));
+  }
+  void CallWrite(const protocol::WriteRequest& request, WriteCallback done) override {
+    target_->CallWrite(request, std::move(done));
   }
   std::string Describe() const override { return target_->Describe(); }
 
@@ -329,6 +334,97 @@ StatusOr<std::unique_ptr<FileReader>> ClientImpl::Open(std::string_view raw_path
   ReadContext ctx{fetcher_.get(), &buffer_, prefetch_pool_.get(), options_.max_readahead_pages,
                   &buffer_hits_};
   return std::unique_ptr<FileReader>(new FileReaderImpl(std::move(object), ctx));
+}
+
+Status ClientImpl::NoWriter(const std::string& path) {
+  return UnavailableError("cannot write " + path +
+                          ": writes go through the workers, and this client knows none (give "
+                          "--worker or --etcd)");
+}
+
+StatusOr<std::shared_ptr<const mount::Mount>> ClientImpl::WritableMount(const std::string& path) {
+  std::shared_ptr<const mount::MountTable> mounts = Mounts();
+  CAIRN_ASSIGN_OR_RETURN(mount::Resolved resolved, mounts->Resolve(path));
+  if (resolved.mount == nullptr || resolved.key.empty()) {
+    return InvalidArgumentError(path + " is a directory");
+  }
+  if (resolved.mount->spec.read_only) {
+    return FailedPreconditionError("mount " + resolved.mount->spec.path + " is read-only");
+  }
+  return std::shared_ptr<const mount::Mount>(mounts, resolved.mount);
+}
+
+void ClientImpl::ForgetWritten(const std::string& path) {
+  metadata_.Invalidate(path);  // Also drops the parent's cached listing pages.
+}
+
+StatusOr<std::unique_ptr<FileWriter>> ClientImpl::OpenForWrite(std::string_view raw_path,
+                                                               const WriteOptions& options) {
+  CAIRN_ASSIGN_OR_RETURN(std::string path, mount::NormalizePath(raw_path));
+  CAIRN_RETURN_IF_ERROR(WritableMount(path).status());
+  if (options.exclusive && !options.create) {
+    return InvalidArgumentError("an exclusive open must create");
+  }
+  protocol::OpenWriteRequest request;
+  // An open that keeps the content makes the worker read the whole object first.
+  request.deadline_ms = static_cast<uint32_t>(
+      (options.truncate ? options_.worker_timeout : options_.write_commit_timeout).count());
+  request.path = path;
+  request.create = options.create;
+  request.exclusive = options.exclusive;
+  request.truncate = options.truncate;
+  // The path's owner, else the next worker the ring names (the owner is down or stalled).
+  const auto owners = fetcher_->OwnersOf(path);
+  if (owners.empty()) return NoWriter(path);
+  Status last;
+  for (const auto& channel : owners) {
+    std::promise<StatusOr<protocol::WriteReply>> promise;
+    auto future = promise.get_future();
+    channel->CallWrite(request, [&promise](StatusOr<protocol::WriteReply> reply) {
+      promise.set_value(std::move(reply));
+    });
+    StatusOr<protocol::WriteReply> reply = future.get();
+    if (reply.ok()) {
+      FileWriterOptions wo;
+      wo.commit_timeout = options_.write_commit_timeout;
+      wo.on_commit = [this](const std::string& p) { ForgetWritten(p); };
+      if (options.truncate) ForgetWritten(path);
+      return std::unique_ptr<FileWriter>(
+          new RemoteFileWriter(channel, path, reply->handle, reply->size, std::move(wo)));
+    }
+    const StatusCode code = reply.status().code();
+    if (code != StatusCode::kUnavailable && code != StatusCode::kDeadlineExceeded) {
+      return reply.status();
+    }
+    last = reply.status();
+  }
+  return UnavailableError("no worker could open " + path + " for writing: " + last.message());
+}
+
+Status ClientImpl::Remove(std::string_view raw_path) {
+  CAIRN_ASSIGN_OR_RETURN(std::string path, mount::NormalizePath(raw_path));
+  CAIRN_RETURN_IF_ERROR(WritableMount(path).status());
+  protocol::RemovePathRequest request;
+  request.deadline_ms = static_cast<uint32_t>(options_.worker_timeout.count());
+  request.path = path;
+  const auto owners = fetcher_->OwnersOf(path);
+  if (owners.empty()) return NoWriter(path);
+  Status last;
+  for (const auto& channel : owners) {
+    std::promise<StatusOr<protocol::WriteReply>> promise;
+    auto future = promise.get_future();
+    channel->CallWrite(request, [&promise](StatusOr<protocol::WriteReply> reply) {
+      promise.set_value(std::move(reply));
+    });
+    StatusOr<protocol::WriteReply> reply = future.get();
+    const StatusCode code = reply.status().code();
+    if (code != StatusCode::kUnavailable && code != StatusCode::kDeadlineExceeded) {
+      ForgetWritten(path);
+      return reply.status();
+    }
+    last = reply.status();
+  }
+  return UnavailableError("no worker could remove " + path + ": " + last.message());
 }
 
 void ClientImpl::InvalidateMetadata(std::string_view raw_path) {

@@ -28,6 +28,9 @@ class ClientImpl : public Client {
   StatusOr<DirPage> ListDir(std::string_view path, std::string_view token,
                             int max_entries) override;
   StatusOr<std::unique_ptr<FileReader>> Open(std::string_view path) override;
+  StatusOr<std::unique_ptr<FileWriter>> OpenForWrite(std::string_view path,
+                                                     const WriteOptions& options) override;
+  Status Remove(std::string_view path) override;
   void InvalidateMetadata(std::string_view path) override;
   ClientStats Stats() const override;
   StatusOr<LoadProgress> Load(std::string_view path, const LoadOptions& options,
@@ -46,6 +49,12 @@ class ClientImpl : public Client {
 
  private:
   std::shared_ptr<const mount::MountTable> Mounts() const EXCLUDES(mu_);
+  // The writable mount holding file `path` (normalised): FailedPrecondition for a read-only
+  // one, InvalidArgument for a mount root or a path above the mounts, NotFound for none.
+  StatusOr<std::shared_ptr<const mount::Mount>> WritableMount(const std::string& path);
+  static Status NoWriter(const std::string& path);  // No worker to write through.
+  // Drops the cached metadata of a path written or removed, and its parent's listing.
+  void ForgetWritten(const std::string& path);
   StatusOr<ObjectRef> ObjectRefFor(const std::string& path, FileInfo info);
   CacheOpsContext OpsContext();
   // Answers a stat miss from the parent directory's first listing page (one LIST instead of a

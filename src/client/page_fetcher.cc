@@ -143,6 +143,18 @@ StatusOr<protocol::MetadataReply> PageFetcher::Metadata(const protocol::Metadata
   return UnavailableError("no worker could answer for " + path + ": " + last.message());
 }
 
+std::vector<std::shared_ptr<protocol::PageChannel>> PageFetcher::OwnersOf(
+    const std::string& path) const {
+  std::shared_ptr<const Placement> placement = Current();
+  std::vector<std::shared_ptr<protocol::PageChannel>> owners;
+  for (const placement::WorkerNode* node :
+       placement->ring.Candidates(Hash64(path), static_cast<size_t>(max_worker_attempts_))) {
+    auto it = placement->channels.find(node->id);
+    if (it != placement->channels.end()) owners.push_back(it->second);
+  }
+  return owners;
+}
+
 StatusOr<protocol::PageSource> PageFetcher::TryChannel(protocol::PageChannel* channel,
                                                        const ReadPageRequest& request,
                                                        ByteRange range, std::span<char> dest) {

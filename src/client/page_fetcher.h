@@ -104,6 +104,10 @@ class PageFetcher {
   // error is the worker's answer (PermissionDenied, NotFound, ...). Thread-safe.
   StatusOr<protocol::MetadataReply> Metadata(const protocol::MetadataRequest& request);
 
+  // The workers that may own writes of `path`, the owner first (the ring's order for the
+  // path's hash, as for metadata), at most max_worker_attempts. Empty when none is known.
+  std::vector<std::shared_ptr<protocol::PageChannel>> OwnersOf(const std::string& path) const;
+
   uint32_t page_size() const { return page_size_; }
   // Reads as one-pass scans: workers serve misses without caching them (ReadPage no_cache).
   // Call before the first read.

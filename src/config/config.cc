@@ -59,6 +59,10 @@ StatusOr<MountSpec> ParseMount(const json& m, size_t index) {
       CAIRN_ASSIGN_OR_RETURN(spec.uri, GetString(m, "uri", where));
     } else if (k == "metadata_ttl") {
       CAIRN_ASSIGN_OR_RETURN(spec.metadata_ttl, GetDuration(v, where + k));
+    } else if (k == "write_mode") {
+      CAIRN_ASSIGN_OR_RETURN(std::string mode, GetString(m, "write_mode", where));
+      Status applied = ApplyWriteMode(mode, &spec);
+      if (!applied.ok()) return FieldError(where + k, applied.message());
     } else if (k == "options") {
       if (!v.is_object()) return FieldError(where + k, "must be an object of strings");
       for (const auto& [ok, ov] : v.items()) {
@@ -214,6 +218,25 @@ StatusOr<MountSpec> ParseMountFlag(std::string_view flag) {
   spec.path = std::string(flag.substr(0, eq));
   spec.uri = std::string(flag.substr(eq + 1));
   return spec;
+}
+
+Status ApplyWriteMode(std::string_view mode, MountSpec* spec) {
+  if (mode == "read-only") {
+    spec->read_only = true;
+  } else if (mode == "through") {
+    spec->read_only = false;
+  } else if (mode == "back") {
+    return InvalidArgumentError(
+        "write mode 'back' is not built yet (docs/write-path.md, step 4): use 'through'");
+  } else {
+    return InvalidArgumentError("write mode must be read-only or through, not '" +
+                                std::string(mode) + "'");
+  }
+  return Status::Ok();
+}
+
+std::string_view WriteModeName(const MountSpec& spec) {
+  return spec.read_only ? "read-only" : "through";
 }
 
 StatusOr<CacheDir> ParseCacheDirFlag(std::string_view flag, uint64_t default_capacity) {

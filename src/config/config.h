@@ -72,6 +72,11 @@ StatusOr<Config> LoadConfigFile(const std::string& path);
 
 // "PATH=URI" (as given to --mount) -> MountSpec; InvalidArgument otherwise.
 StatusOr<MountSpec> ParseMountFlag(std::string_view flag);
+// A mount's write mode: "read-only" (the default) or "through" (writes reach the source before
+// close returns; docs/write-path.md). Sets spec->read_only. InvalidArgument for anything else
+// (and for "back": write-back is not built yet).
+Status ApplyWriteMode(std::string_view mode, MountSpec* spec);
+std::string_view WriteModeName(const MountSpec& spec);
 // "DIR" or "DIR:SIZE" (as given to --cache-dir); `default_capacity` when no size is given.
 StatusOr<CacheDir> ParseCacheDirFlag(std::string_view flag, uint64_t default_capacity);
 

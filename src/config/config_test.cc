@@ -38,6 +38,25 @@ TEST(ConfigTest, RejectsBadFieldsWithTheirNames) {
   EXPECT_NE(bad_cap.status().message().find("capacity"), std::string::npos);
 }
 
+TEST(ConfigTest, AMountIsReadOnlyUnlessItsWriteModeSaysThrough) {
+  auto c = ParseConfig(R"({"mounts": [{"path": "/a", "uri": "s3://b/a"},
+                                      {"path": "/b", "uri": "s3://b/b", "write_mode": "through"},
+                                      {"path": "/c", "uri": "s3://b/c",
+                                       "write_mode": "read-only"}]})");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_TRUE(c->client.mounts[0].read_only);
+  EXPECT_FALSE(c->client.mounts[1].read_only);
+  EXPECT_TRUE(c->client.mounts[2].read_only);
+  EXPECT_EQ(WriteModeName(c->client.mounts[1]), "through");
+  for (const char* bad_config :
+       {R"({"mounts": [{"path": "/a", "uri": "s3://b/a", "write_mode": "back"}]})",
+        R"({"mounts": [{"path": "/a", "uri": "s3://b/a", "write_mode": "rw"}]})",
+        R"({"mounts": [{"path": "/a", "uri": "s3://b/a", "write_mode": true}]})"}) {
+    auto bad = ParseConfig(bad_config);
+    EXPECT_NE(bad.status().message().find("write_mode"), std::string::npos) << bad_config;
+  }
+}
+
 TEST(ConfigTest, ParsesTokenPublicKeys) {
   auto c = ParseConfig(R"({"worker": {"token_public_keys": ["/p/old.pub", "/p/new.pub"]}})");
   ASSERT_TRUE(c.ok()) << c.status().ToString();

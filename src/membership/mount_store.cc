@@ -48,9 +48,6 @@ Status ValidateMountForStore(const MountSpec& spec) {
                                 std::to_string(kMaxMountReplicas) + ", got " +
                                 std::to_string(spec.replicas));
   }
-  if (!spec.read_only) {
-    return InvalidArgumentError(where + ": read-write mounts are not supported yet");
-  }
   if (spec.metadata_ttl.count() < 0) {
     return InvalidArgumentError(where + ": metadata TTL must not be negative");
   }

@@ -4,10 +4,11 @@
 // and is retried on a conflict, so concurrent `cairn mount` commands never lose an update.
 //
 // Stored mounts follow ValidateMountForStore: credentials are never stored in etcd (refer to
-// them with profile=NAME or the workers' environment), replicas is 1..8, and only read-only
-// mounts exist. Add also validates the whole resulting table with mount::MountTable::Validate (no
-// source is opened), which opens each under-storage locally (no network I/O): a file:// root must
-// exist on the machine that runs the edit, and a named profile must be in its AWS config files.
+// them with profile=NAME or the workers' environment), and replicas is 1..8 (a mount is
+// read-only unless its read_only is false: write-through). Add also validates the whole resulting
+// table with mount::MountTable::Validate (no source is opened), which opens each under-storage
+// locally (no network I/O): a file:// root must exist on the machine that runs the edit, and a
+// named profile must be in its AWS config files.
 //
 // Workers do not use MountStore: they mirror kMountTableKey with a PrefixMirror and read the
 // table with ParseMountTableSnapshot.
@@ -34,7 +35,7 @@ inline constexpr int kMountEditAttempts = kDocumentEditAttempts;
 
 // The checks on one mount that need no other mount and no local files: the path is absolute and
 // already normalised (mount::NormalizePath(path) == path), the URI is non-empty, no option holds
-// a secret (access_key, secret_key, session_token), replicas is 1..8, read_only is true,
+// a secret (access_key, secret_key, session_token), replicas is 1..8,
 // metadata_ttl >= 0, and every string is valid UTF-8. InvalidArgument naming the problem.
 Status ValidateMountForStore(const MountSpec& spec);
 

@@ -65,6 +65,7 @@ TEST_F(MountStoreTest, AddStoresOneDocumentWithNormalisedPaths) {
   s3.path = "/lake";
   s3.uri = "s3://bucket-a/prefix";
   s3.options = {{"endpoint", "http://127.0.0.1:9000"}, {"region", "eu-west-1"}};
+  s3.read_only = false;  // Write-through.
   Status st = mounts_.Add(s3);
   ASSERT_TRUE(st.ok()) << st.ToString();
   StatusOr<std::vector<MountSpec>> list = mounts_.List();
@@ -73,6 +74,8 @@ TEST_F(MountStoreTest, AddStoresOneDocumentWithNormalisedPaths) {
   EXPECT_EQ((*list)[0].replicas, 3);
   EXPECT_EQ((*list)[0].metadata_ttl, seconds(5));
   EXPECT_EQ((*list)[1].options.at("region"), "eu-west-1");
+  EXPECT_TRUE((*list)[0].read_only);
+  EXPECT_FALSE((*list)[1].read_only);
   // Everything is in the single table key.
   StatusOr<RangeResult> all = store_.GetPrefix("/cairn/");
   ASSERT_EQ(all->entries.size(), 1u);
@@ -114,11 +117,6 @@ TEST_F(MountStoreTest, BadSpecsAreRejectedWithoutWriting) {
     m.replicas = replicas;
     EXPECT_EQ(mounts_.Add(m).code(), StatusCode::kInvalidArgument) << replicas;
   }
-  MountSpec rw = Spec("/a");
-  rw.read_only = false;
-  Status st = mounts_.Add(rw);
-  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(st.message().find("read-write mounts are not supported yet"), std::string::npos);
   MountSpec unknown_option = Spec("/a");
   unknown_option.options["colour"] = "blue";
   EXPECT_EQ(mounts_.Add(unknown_option).code(), StatusCode::kInvalidArgument);

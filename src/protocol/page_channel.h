@@ -53,6 +53,15 @@ class PageChannel {
     done(UnimplementedError(Describe() + " does not answer metadata requests"));
   }
 
+  // Sends a write request (protocol v5; docs/write-path.md). A WritePage's data must stay alive
+  // until `done` runs. `done` runs exactly once, maybe on another thread, maybe before this
+  // returns, with the worker's answer (a reply whose status is not OK arrives as that Status)
+  // or the errors of Call. The default refuses: not every channel takes writes.
+  using WriteCallback = std::function<void(StatusOr<WriteReply>)>;
+  virtual void CallWrite(const WriteRequest& /*request*/, WriteCallback done) {
+    done(FailedPreconditionError(Describe() + " takes no writes"));
+  }
+
   // A short description for logs ("127.0.0.1:7070", "in-process").
   virtual std::string Describe() const = 0;
 

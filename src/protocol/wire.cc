@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <iterator>
 
 #include "common/checksum.h"
 #include "protocol/codec.h"
@@ -16,7 +17,8 @@ uint32_t HeaderCheck(const char* header20) {
   return static_cast<uint32_t>(Hash64(std::string_view(header20, 20)));
 }
 
-bool KnownType(uint8_t t) { return (t >= 1 && t <= 14) || (t >= 16 && t <= 18); }
+// Every type from kHello to kRemovePath is in use (v5 took 15 and 19..25); 26 and 27 are kept.
+bool KnownType(uint8_t t) { return t >= 1 && t <= static_cast<uint8_t>(MessageType::kRemovePath); }
 
 // ReadPage option bits (the only bit field left, and local to that one message).
 constexpr uint8_t kReadRefetch = 1u << 0;
@@ -394,11 +396,12 @@ std::string EncodeMetadataRequest(const MetadataRequest& request) {
 
 namespace {
 
+// The paths of metadata and write requests.
 Status ValidateMetadataPath(const std::string& path) {
   if (path.empty() || path[0] != '/' || path.size() > kMaxMetadataPath ||
       path.find('\0') != std::string::npos) {
-    return InvalidArgumentError("a metadata request needs an absolute path of at most " +
-                                std::to_string(kMaxMetadataPath) + " bytes without NUL");
+    return InvalidArgumentError("a request's path must be absolute, at most " +
+                                std::to_string(kMaxMetadataPath) + " bytes, without NUL");
   }
   return Status::Ok();
 }
@@ -484,6 +487,256 @@ StatusOr<MetadataReply> DecodeMetadataReply(std::span<const char> payload) {
   }
   if (r.remaining() != 0) return CorruptionError("trailing bytes in metadata reply");
   return m;
+}
+
+namespace {
+
+// The write request types, in the order of WriteRequest's alternatives.
+constexpr MessageType kWriteTypes[] = {MessageType::kOpenWrite,     MessageType::kWritePage,
+                                       MessageType::kTruncateWrite, MessageType::kSyncWrite,
+                                       MessageType::kCloseWrite,    MessageType::kAbortWrite,
+                                       MessageType::kRemovePath};
+
+// OpenWrite flag bits.
+constexpr uint8_t kOpenCreate = 1u << 0;
+constexpr uint8_t kOpenExclusive = 1u << 1;
+constexpr uint8_t kOpenTruncate = 1u << 2;
+
+template <typename T>
+concept NamesHandle = requires(const T& q) {
+  q.handle;
+};
+template <typename T>
+concept HasDeadline = requires(const T& q) {
+  q.deadline_ms;
+};
+
+struct WriteEncoder {
+  ByteWriter& w;
+  void operator()(const OpenWriteRequest& q) {
+    w.U32(q.deadline_ms);
+    w.Str(q.path);
+    w.U8(static_cast<uint8_t>((q.create ? kOpenCreate : 0) | (q.exclusive ? kOpenExclusive : 0) |
+                              (q.truncate ? kOpenTruncate : 0)));
+    w.U8(static_cast<uint8_t>(q.mode));
+  }
+  void operator()(const WritePageRequest& q) {
+    w.U64(q.handle);
+    w.U64(q.offset);
+    w.U32(static_cast<uint32_t>(q.data.size()));
+    w.U32(static_cast<uint32_t>(q.checksums.size()));
+    for (uint64_t c : q.checksums) w.U64(c);
+  }
+  void operator()(const TruncateWriteRequest& q) {
+    w.U32(q.deadline_ms);
+    w.U64(q.handle);
+    w.U64(q.size);
+  }
+  void operator()(const SyncWriteRequest& q) { PutHandle(q.deadline_ms, q.handle); }
+  void operator()(const CloseWriteRequest& q) { PutHandle(q.deadline_ms, q.handle); }
+  void operator()(const AbortWriteRequest& q) { PutHandle(q.deadline_ms, q.handle); }
+  void operator()(const RemovePathRequest& q) {
+    w.U32(q.deadline_ms);
+    w.Str(q.path);
+    w.U8(q.directory ? 1 : 0);
+  }
+  void PutHandle(uint32_t deadline_ms, uint64_t handle) {
+    w.U32(deadline_ms);
+    w.U64(handle);
+  }
+};
+
+// WritePage: the layout first (Corruption), then the values (InvalidArgument). The checksum
+// count is checked against the data length, and both against the payload, before anything is
+// allocated, so a peer's count cannot make us allocate more than it sent.
+StatusOr<WriteRequest> DecodeWritePage(std::span<const char> payload) {
+  ByteReader r(payload);
+  WritePageRequest q;
+  uint32_t length = 0, count = 0;
+  if (!r.U64(&q.handle) || !r.U64(&q.offset) || !r.U32(&length) || !r.U32(&count)) {
+    return CorruptionError("truncated WritePage request");
+  }
+  if (count != ChunkCount(length)) {
+    return CorruptionError("WritePage checksum count does not match its data length");
+  }
+  if (r.remaining() != uint64_t{count} * sizeof(uint64_t) + length) {
+    return CorruptionError("WritePage data length disagrees with its payload");
+  }
+  q.checksums.resize(count);
+  for (uint64_t& c : q.checksums) {
+    if (!r.U64(&c)) return CorruptionError("truncated WritePage checksums");
+  }
+  q.data = payload.subspan(r.position());
+  if (length == 0 || length > kMaxWriteData) {
+    return InvalidArgumentError("WritePage needs 1.." + std::to_string(kMaxWriteData) +
+                                " bytes, not " + std::to_string(length));
+  }
+  if (q.handle == 0) return InvalidArgumentError("WritePage without a handle");
+  // length <= kMaxWriteData < kMaxWriteOffset: the subtraction cannot wrap.
+  if (q.offset > kMaxWriteOffset - length) {
+    return InvalidArgumentError("WritePage past the largest file offset");
+  }
+  return WriteRequest(std::move(q));
+}
+
+// The checks of a write request that decoded whole (WritePage checks its own).
+struct WriteValidator {
+  Status operator()(const OpenWriteRequest& q) const {
+    if (q.mode != WriteMode::kThrough && q.mode != WriteMode::kBack) {
+      return InvalidArgumentError("unknown write mode " + std::to_string(static_cast<int>(q.mode)));
+    }
+    if (q.exclusive && !q.create) return InvalidArgumentError("exclusive open without create");
+    return ValidateMetadataPath(q.path);
+  }
+  Status operator()(const WritePageRequest&) const { return Status::Ok(); }
+  Status operator()(const TruncateWriteRequest& q) const {
+    if (q.size > kMaxWriteOffset) return InvalidArgumentError("truncate past the largest size");
+    return CheckHandle(q.handle);
+  }
+  Status operator()(const SyncWriteRequest& q) const { return CheckHandle(q.handle); }
+  Status operator()(const CloseWriteRequest& q) const { return CheckHandle(q.handle); }
+  Status operator()(const AbortWriteRequest& q) const { return CheckHandle(q.handle); }
+  Status operator()(const RemovePathRequest& q) const { return ValidateMetadataPath(q.path); }
+  static Status CheckHandle(uint64_t handle) {
+    return handle == 0 ? InvalidArgumentError("a write request without a handle") : Status::Ok();
+  }
+};
+
+}  // namespace
+
+MessageType TypeOf(const WriteRequest& request) { return kWriteTypes[request.index()]; }
+
+bool IsWriteRequest(MessageType type) {
+  return std::find(std::begin(kWriteTypes), std::end(kWriteTypes), type) != std::end(kWriteTypes);
+}
+
+uint64_t HandleOf(const WriteRequest& request) {
+  return std::visit(
+      []<typename T>(const T& q) -> uint64_t {
+        if constexpr (NamesHandle<T>) {
+          return q.handle;
+        } else {
+          return 0;
+        }
+      },
+      request);
+}
+
+uint32_t DeadlineOf(const WriteRequest& request) {
+  return std::visit(
+      []<typename T>(const T& q) -> uint32_t {
+        if constexpr (HasDeadline<T>) {
+          return q.deadline_ms;
+        } else {
+          return 0;
+        }
+      },
+      request);
+}
+
+std::string EncodeWriteRequest(const WriteRequest& request) {
+  ByteWriter w;
+  std::visit(WriteEncoder{w}, request);
+  return w.Take();
+}
+
+StatusOr<WriteRequest> DecodeWriteRequest(MessageType type, std::span<const char> payload) {
+  if (type == MessageType::kWritePage) return DecodeWritePage(payload);
+  ByteReader r(payload);
+  WriteRequest out;
+  bool ok = false;
+  switch (type) {
+    case MessageType::kOpenWrite: {
+      OpenWriteRequest q;
+      uint8_t flags = 0, mode = 0;
+      ok = r.U32(&q.deadline_ms) && r.Str(&q.path) && r.U8(&flags) && r.U8(&mode);
+      if (ok && (flags & ~(kOpenCreate | kOpenExclusive | kOpenTruncate)) != 0) {
+        return CorruptionError("unknown OpenWrite flags " + std::to_string(flags));
+      }
+      q.create = flags & kOpenCreate;
+      q.exclusive = flags & kOpenExclusive;
+      q.truncate = flags & kOpenTruncate;
+      q.mode = static_cast<WriteMode>(mode);
+      out = std::move(q);
+      break;
+    }
+    case MessageType::kTruncateWrite: {
+      TruncateWriteRequest q;
+      ok = r.U32(&q.deadline_ms) && r.U64(&q.handle) && r.U64(&q.size);
+      out = q;
+      break;
+    }
+    case MessageType::kSyncWrite: {
+      SyncWriteRequest q;
+      ok = r.U32(&q.deadline_ms) && r.U64(&q.handle);
+      out = q;
+      break;
+    }
+    case MessageType::kCloseWrite: {
+      CloseWriteRequest q;
+      ok = r.U32(&q.deadline_ms) && r.U64(&q.handle);
+      out = q;
+      break;
+    }
+    case MessageType::kAbortWrite: {
+      AbortWriteRequest q;
+      ok = r.U32(&q.deadline_ms) && r.U64(&q.handle);
+      out = q;
+      break;
+    }
+    case MessageType::kRemovePath: {
+      RemovePathRequest q;
+      uint8_t directory = 0;
+      ok = r.U32(&q.deadline_ms) && r.Str(&q.path) && r.U8(&directory);
+      if (ok && directory > 1) return CorruptionError("RemovePath with a bad directory flag");
+      q.directory = directory == 1;
+      out = std::move(q);
+      break;
+    }
+    default:
+      return CorruptionError("message type " + std::to_string(static_cast<int>(type)) +
+                             " is not a write request");
+  }
+  if (!ok) return CorruptionError("truncated write request");
+  if (r.remaining() != 0) return CorruptionError("trailing bytes after a write request");
+  CAIRN_RETURN_IF_ERROR(std::visit(WriteValidator{}, out));
+  return out;
+}
+
+std::string EncodeWriteReply(const WriteReply& reply) {
+  ByteWriter w;
+  w.U8(static_cast<uint8_t>(reply.status));
+  if (reply.status != StatusCode::kOk) {
+    w.Str(std::string_view(reply.error_message).substr(0, kMaxErrorMessage));
+    return w.Take();
+  }
+  w.U64(reply.handle);
+  w.U64(reply.size);
+  w.Str(reply.version);
+  w.U64(static_cast<uint64_t>(reply.mtime_ns));
+  return w.Take();
+}
+
+StatusOr<WriteReply> DecodeWriteReply(std::span<const char> payload) {
+  ByteReader r(payload);
+  WriteReply w;
+  uint8_t status = 0;
+  if (!r.U8(&status)) return CorruptionError("empty write reply");
+  if (status > static_cast<uint8_t>(StatusCode::kInternal)) {
+    return CorruptionError("write reply with an unknown status");
+  }
+  w.status = static_cast<StatusCode>(status);
+  if (w.status != StatusCode::kOk) {
+    if (!r.Str(&w.error_message)) return CorruptionError("truncated write error reply");
+  } else {
+    uint64_t mtime = 0;
+    if (!r.U64(&w.handle) || !r.U64(&w.size) || !r.Str(&w.version) || !r.U64(&mtime)) {
+      return CorruptionError("truncated write reply");
+    }
+    w.mtime_ns = static_cast<int64_t>(mtime);
+  }
+  if (r.remaining() != 0) return CorruptionError("trailing bytes in write reply");
+  return w;
 }
 
 std::string EncodeHelloReply(const HelloReply& reply) {

@@ -1,4 +1,4 @@
-// Cairn worker protocol, version 2: framing and one typed message per operation (pure code,
+// Cairn worker protocol (kVersion below): framing and one typed message per operation (pure code,
 // no I/O). Only this module knows the byte layout; docs/protocol.md specifies it (keep the two
 // in step).
 //
@@ -24,10 +24,11 @@ inline constexpr uint32_t kMagic = 0x4E524143;  // "CARN" in little-endian byte 
 // version can read another's header and answer a mismatch with kVersionMismatch.
 // v3 (authorization): Hello carries the client's token; HelloReply the principal the worker
 // established, or why it refused the connection. v4: metadata requests (StatPath, ListDir),
-// answered by the worker from the source and filtered by the caller's grants. Older peers get a
+// answered by the worker from the source and filtered by the caller's grants. v5: writes (files
+// written through the worker that owns the path, docs/write-path.md). Older peers get a
 // kVersionMismatch naming both.
-inline constexpr uint8_t kVersion = 4;
-inline constexpr uint8_t kMinVersion = 4;  // Oldest version this build still speaks.
+inline constexpr uint8_t kVersion = 5;
+inline constexpr uint8_t kMinVersion = 5;  // Oldest version this build still speaks.
 inline constexpr size_t kFrameHeaderSize = 24;
 // Largest payload accepted (a page of at most 16 MiB plus metadata); bigger frames are rejected.
 inline constexpr uint32_t kMaxPayload = (16u << 20) + (64u << 10);
@@ -48,10 +49,18 @@ enum class MessageType : uint8_t {
   kDropPage = 12,      // -> kControlReply.
   kControlReply = 13,
   kVersionMismatch = 14,  // The sender cannot speak the version of a frame it received.
-  // 15 is kept for WritePage (the write path).
-  kStatPath = 16,       // -> kMetadataReply with one entry (v4).
-  kListDir = 17,        // -> kMetadataReply with a page of entries (v4).
-  kMetadataReply = 18,  // (v4)
+  kWritePage = 15,        // -> kWriteReply (v5).
+  kStatPath = 16,         // -> kMetadataReply with one entry (v4).
+  kListDir = 17,          // -> kMetadataReply with a page of entries (v4).
+  kMetadataReply = 18,    // (v4)
+  kOpenWrite = 19,        // -> kWriteReply with a handle (v5).
+  kWriteReply = 20,       // (v5)
+  kTruncateWrite = 21,    // -> kWriteReply (v5).
+  kSyncWrite = 22,        // -> kWriteReply (v5).
+  kCloseWrite = 23,       // -> kWriteReply (v5).
+  kAbortWrite = 24,       // -> kWriteReply (v5).
+  kRemovePath = 25,       // -> kWriteReply (v5).
+  // 26 and 27 are kept for MakeDir and Rename.
 };
 
 struct FrameHeader {
@@ -250,6 +259,92 @@ struct MetadataReply {
 std::string EncodeMetadataReply(const MetadataReply& reply);
 // Corruption if malformed (also for an entry name with '/' or NUL, too many entries).
 StatusOr<MetadataReply> DecodeMetadataReply(std::span<const char> payload);
+
+// Write requests (v5; docs/write-path.md). A file is written through one worker (the path's
+// owner): OpenWrite makes a write handle, WritePage puts bytes at any offset, TruncateWrite
+// sets the size, SyncWrite and CloseWrite make what was written durable in the source
+// (write-through: the object is committed), AbortWrite discards it. A handle is a random
+// number the worker chose, usable by the principal that opened it on any connection; it is
+// gone after CloseWrite, AbortWrite, or the worker's idle timeout. Paths as for metadata
+// requests (validated on decode the same way).
+inline constexpr uint32_t kMaxWriteData = 4u << 20;      // Bytes of one WritePage.
+inline constexpr uint64_t kMaxWriteOffset = 1ull << 50;  // Offset + length of a write (1 PiB).
+enum class WriteMode : uint8_t {
+  kThrough = 0,  // Close and sync return once the object is in the source.
+  kBack = 1,     // Close returns once the data is in the worker's journal (not built yet).
+};
+struct OpenWriteRequest {
+  uint32_t deadline_ms = 0;
+  std::string path;
+  bool create = false;     // Create the file if it does not exist (else NotFound).
+  bool exclusive = false;  // With create: AlreadyExists if it exists (O_EXCL).
+  bool truncate = false;   // Start empty (else from the current content).
+  WriteMode mode = WriteMode::kThrough;
+};
+// Bytes at `offset` of an open file, with one checksum (common/checksum.h) per 64 KiB chunk of
+// `data`, checked by the worker before anything is written. `data` points into the decoded
+// payload (or the caller's buffer when encoding); 1..kMaxWriteData bytes.
+struct WritePageRequest {
+  uint64_t handle = 0;
+  uint64_t offset = 0;
+  std::vector<uint64_t> checksums;
+  std::span<const char> data;
+};
+struct TruncateWriteRequest {
+  uint32_t deadline_ms = 0;
+  uint64_t handle = 0;
+  uint64_t size = 0;  // At most kMaxWriteOffset.
+};
+struct SyncWriteRequest {
+  uint32_t deadline_ms = 0;
+  uint64_t handle = 0;
+};
+struct CloseWriteRequest {
+  uint32_t deadline_ms = 0;
+  uint64_t handle = 0;
+};
+struct AbortWriteRequest {
+  uint32_t deadline_ms = 0;
+  uint64_t handle = 0;
+};
+// Removes a file (directory = false) or an empty directory (directory = true).
+struct RemovePathRequest {
+  uint32_t deadline_ms = 0;
+  std::string path;
+  bool directory = false;
+};
+using WriteRequest =
+    std::variant<OpenWriteRequest, WritePageRequest, TruncateWriteRequest, SyncWriteRequest,
+                 CloseWriteRequest, AbortWriteRequest, RemovePathRequest>;
+
+MessageType TypeOf(const WriteRequest& request);
+bool IsWriteRequest(MessageType type);
+// The handle a request names (0 for OpenWrite and RemovePath).
+uint64_t HandleOf(const WriteRequest& request);
+// The deadline (WritePage has none: 0).
+uint32_t DeadlineOf(const WriteRequest& request);
+// The payload of a write request. For WritePage the data is not included: the payload is the
+// returned bytes followed by request.data (send both; no copy of the data).
+std::string EncodeWriteRequest(const WriteRequest& request);
+// As DecodeRequest: Corruption for a malformed payload (a checksum count that does not match
+// the data, trailing bytes), InvalidArgument for a well-formed request that makes no sense (a
+// relative path, handle 0, an empty write or one past kMaxWriteOffset, exclusive without
+// create, an unknown mode). A WritePage's data points into `payload`.
+StatusOr<WriteRequest> DecodeWriteRequest(MessageType type, std::span<const char> payload);
+
+// kWriteReply payload. OK replies carry what the request produced: OpenWrite the handle and the
+// file's size; WritePage, TruncateWrite the size; SyncWrite, CloseWrite the size, version and
+// mtime of the object now in the source; AbortWrite, RemovePath nothing.
+struct WriteReply {
+  StatusCode status = StatusCode::kOk;
+  std::string error_message;  // Only when status != kOk.
+  uint64_t handle = 0;
+  uint64_t size = 0;
+  std::string version;
+  int64_t mtime_ns = 0;
+};
+std::string EncodeWriteReply(const WriteReply& reply);
+StatusOr<WriteReply> DecodeWriteReply(std::span<const char> payload);
 
 struct HelloReply {
   // Not OK: the worker refused the client (a bad token: PermissionDenied) and closes the

@@ -37,12 +37,37 @@ TEST(WireTest, CorruptHeadersAreRejected) {
   EXPECT_EQ(DecodeFrameHeader(buf).status().code(), StatusCode::kCorruption);
 }
 
+// A header whose type byte is `type`, re-sealed so that only the type can be wrong.
+std::array<char, kFrameHeaderSize> HeaderOfType(uint8_t type) {
+  std::array<char, kFrameHeaderSize> buf;
+  EncodeFrameHeader({MessageType::kPing, 0, 1, 0}, buf.data());
+  buf[5] = static_cast<char>(type);
+  uint32_t check = static_cast<uint32_t>(Hash64(std::string_view(buf.data(), 20)));
+  std::memcpy(buf.data() + 20, &check, 4);
+  return buf;
+}
+
+// v5 took type 15 (kept for WritePage) and 19..25; 26 and 27 are kept for MakeDir and Rename.
+TEST(WireTest, FrameHeadersAcceptEveryV5TypeAndNothingElse) {
+  for (int type = 1; type <= 25; ++type) {
+    auto d = DecodeFrameHeader(HeaderOfType(static_cast<uint8_t>(type)));
+    ASSERT_TRUE(d.ok()) << type << ": " << d.status().ToString();
+    EXPECT_EQ(static_cast<int>(d->type), type);
+  }
+  for (int type : {0, 26, 27, 28, 255}) {
+    EXPECT_EQ(DecodeFrameHeader(HeaderOfType(static_cast<uint8_t>(type))).status().code(),
+              StatusCode::kCorruption)
+        << type;
+  }
+}
+
 // A frame of another version (right magic and checksum) is a version mismatch, told apart from
 // garbage so the receiver can answer with kVersionMismatch.
 TEST(WireTest, OtherVersionsAreAMismatchNotCorruption) {
   std::array<char, kFrameHeaderSize> buf;
   EncodeFrameHeader({MessageType::kHello, 0, 1, 0}, buf.data());
-  for (uint8_t version : {uint8_t{1}, uint8_t{2}, uint8_t{3}, uint8_t{5}, uint8_t{200}}) {
+  for (uint8_t version :
+       {uint8_t{1}, uint8_t{2}, uint8_t{3}, uint8_t{4}, uint8_t{6}, uint8_t{200}}) {
     auto copy = buf;
     copy[4] = static_cast<char>(version);
     // Re-seal the header checksum over the changed version byte.
@@ -349,6 +374,282 @@ TEST(WireTest, MetadataRepliesRoundTripAndBadEntriesAreCorruption) {
   many.entries.resize(kMaxListEntries + 1, DirEntry{"n", false, 0, "", 0});
   EXPECT_EQ(DecodeMetadataReply(EncodeMetadataReply(many)).status().code(),
             StatusCode::kCorruption);
+}
+
+// The whole payload of a write request as it goes on the wire (a WritePage's data follows the
+// encoded bytes).
+std::string WritePayload(const WriteRequest& request) {
+  std::string bytes = EncodeWriteRequest(request);
+  if (const auto* page = std::get_if<WritePageRequest>(&request)) {
+    bytes.append(page->data.data(), page->data.size());
+  }
+  return bytes;
+}
+
+StatusCode WriteCode(const WriteRequest& request) {
+  return DecodeWriteRequest(TypeOf(request), WritePayload(request)).status().code();
+}
+
+// A WritePage of `data` with the checksums it needs.
+WritePageRequest PageWrite(std::span<const char> data, uint64_t offset = 0) {
+  WritePageRequest q;
+  q.handle = 0x0123456789abcdefull;
+  q.offset = offset;
+  q.data = data;
+  q.checksums = ChunkChecksums(data);
+  return q;
+}
+
+// Every write request: round trip of every field, its own message type, and any truncation
+// of its payload (a WritePage's data included) or a trailing byte is Corruption.
+TEST(WireTest, EveryWriteRequestRoundTripsAndTruncationsAreRejected) {
+  std::string data(2 * kChecksumChunkSize + 10, 'w');
+  data[5] = 'x';
+  OpenWriteRequest open_write{700, "/lake/dir/ckpt.bin", true, true, true, WriteMode::kBack};
+  WritePageRequest page = PageWrite(data, 5u << 20);
+  TruncateWriteRequest truncate_write{800, 42, kMaxWriteOffset};
+  SyncWriteRequest sync_write{900, 43};
+  CloseWriteRequest close_write{1000, 44};
+  AbortWriteRequest abort_write{1100, UINT64_MAX};
+  RemovePathRequest remove_path{1200, "/lake/dir", true};
+  std::vector<WriteRequest> requests = {open_write,  page,        truncate_write, sync_write,
+                                        close_write, abort_write, remove_path};
+  std::set<MessageType> types;
+  for (const WriteRequest& q : requests) {
+    MessageType type = TypeOf(q);
+    types.insert(type);
+    EXPECT_TRUE(IsWriteRequest(type));
+    EXPECT_FALSE(IsMetadataRequest(type));
+    std::string bytes = WritePayload(q);
+    auto d = DecodeWriteRequest(type, bytes);
+    ASSERT_TRUE(d.ok()) << static_cast<int>(type) << ": " << d.status().ToString();
+    ASSERT_EQ(d->index(), q.index());
+    EXPECT_EQ(HandleOf(*d), HandleOf(q));
+    EXPECT_EQ(DeadlineOf(*d), DeadlineOf(q));
+    EXPECT_EQ(WritePayload(*d), bytes);
+    for (size_t cut = 0; cut < bytes.size(); ++cut) {
+      auto t = DecodeWriteRequest(type, std::string_view(bytes).substr(0, cut));
+      ASSERT_FALSE(t.ok()) << static_cast<int>(type) << " cut at " << cut;
+      EXPECT_EQ(t.status().code(), StatusCode::kCorruption) << static_cast<int>(type) << " " << cut;
+    }
+    EXPECT_EQ(DecodeWriteRequest(type, bytes + "x").status().code(), StatusCode::kCorruption);
+  }
+  EXPECT_EQ(types.size(), requests.size());
+
+  auto o = std::get<OpenWriteRequest>(
+      *DecodeWriteRequest(MessageType::kOpenWrite, EncodeWriteRequest(open_write)));
+  EXPECT_EQ(o.deadline_ms, 700u);
+  EXPECT_EQ(o.path, open_write.path);
+  EXPECT_TRUE(o.create && o.exclusive && o.truncate);
+  EXPECT_EQ(o.mode, WriteMode::kBack);
+  o = std::get<OpenWriteRequest>(*DecodeWriteRequest(
+      MessageType::kOpenWrite, EncodeWriteRequest(OpenWriteRequest{0, "/a", false, false, true})));
+  EXPECT_FALSE(o.create || o.exclusive);
+  EXPECT_TRUE(o.truncate);
+  EXPECT_EQ(o.mode, WriteMode::kThrough);
+
+  std::string page_bytes = WritePayload(page);
+  auto p = std::get<WritePageRequest>(*DecodeWriteRequest(MessageType::kWritePage, page_bytes));
+  EXPECT_EQ(p.handle, page.handle);
+  EXPECT_EQ(p.offset, 5u << 20);
+  EXPECT_EQ(p.checksums, page.checksums);
+  EXPECT_EQ(p.checksums.size(), 3u);
+  // The data is a view of the payload, not a copy.
+  EXPECT_EQ(p.data.data(), page_bytes.data() + page_bytes.size() - data.size());
+  EXPECT_EQ(std::string(p.data.begin(), p.data.end()), data);
+  // Only the bytes before the data are encoded.
+  EXPECT_EQ(EncodeWriteRequest(page).size(), 8 + 8 + 4 + 4 + 3 * 8u);
+
+  auto t = std::get<TruncateWriteRequest>(
+      *DecodeWriteRequest(MessageType::kTruncateWrite, EncodeWriteRequest(truncate_write)));
+  EXPECT_EQ(t.size, kMaxWriteOffset);
+  auto r = std::get<RemovePathRequest>(
+      *DecodeWriteRequest(MessageType::kRemovePath, EncodeWriteRequest(remove_path)));
+  EXPECT_EQ(r.path, "/lake/dir");
+  EXPECT_TRUE(r.directory);
+  remove_path.directory = false;
+  r = std::get<RemovePathRequest>(
+      *DecodeWriteRequest(MessageType::kRemovePath, EncodeWriteRequest(remove_path)));
+  EXPECT_FALSE(r.directory);
+
+  EXPECT_EQ(HandleOf(open_write), 0u);
+  EXPECT_EQ(HandleOf(remove_path), 0u);
+  EXPECT_EQ(HandleOf(abort_write), UINT64_MAX);
+  EXPECT_EQ(DeadlineOf(page), 0u);
+  EXPECT_EQ(DeadlineOf(close_write), 1000u);
+}
+
+TEST(WireTest, OnlyWriteTypesAreWriteRequests) {
+  std::string bytes = EncodeWriteRequest(SyncWriteRequest{0, 1});
+  for (int t = 0; t <= 27; ++t) {
+    auto type = static_cast<MessageType>(t);
+    bool write = t == 15 || (t >= 19 && t <= 25 && t != 20);
+    EXPECT_EQ(IsWriteRequest(type), write) << t;
+    if (!write) {
+      EXPECT_EQ(DecodeWriteRequest(type, bytes).status().code(), StatusCode::kCorruption) << t;
+    }
+  }
+  // Nor are write requests page or metadata requests.
+  EXPECT_EQ(DecodeRequest(MessageType::kSyncWrite, bytes).status().code(), StatusCode::kCorruption);
+  EXPECT_EQ(DecodeMetadataRequest(MessageType::kRemovePath, bytes).status().code(),
+            StatusCode::kCorruption);
+}
+
+TEST(WireTest, WritePagesThatMakeNoSenseAreInvalidArguments) {
+  std::string one(1, 'a');
+  std::string max(kMaxWriteData, 'm');
+  std::string too_long(kMaxWriteData + 1, 'l');
+  EXPECT_EQ(WriteCode(PageWrite(one)), StatusCode::kOk);
+  EXPECT_EQ(WriteCode(PageWrite(max)), StatusCode::kOk);
+  EXPECT_EQ(WriteCode(PageWrite(too_long)), StatusCode::kInvalidArgument);
+  EXPECT_EQ(WriteCode(PageWrite({})), StatusCode::kInvalidArgument);  // Empty write.
+  WritePageRequest no_handle = PageWrite(one);
+  no_handle.handle = 0;
+  EXPECT_EQ(WriteCode(no_handle), StatusCode::kInvalidArgument);
+
+  // The end of a write may reach kMaxWriteOffset, not pass it, and never wraps around.
+  EXPECT_EQ(WriteCode(PageWrite(one, kMaxWriteOffset - 1)), StatusCode::kOk);
+  EXPECT_EQ(WriteCode(PageWrite(max, kMaxWriteOffset - kMaxWriteData)), StatusCode::kOk);
+  EXPECT_EQ(WriteCode(PageWrite(one, kMaxWriteOffset)), StatusCode::kInvalidArgument);
+  EXPECT_EQ(WriteCode(PageWrite(max, kMaxWriteOffset - kMaxWriteData + 1)),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(WriteCode(PageWrite(one, UINT64_MAX)), StatusCode::kInvalidArgument);
+  EXPECT_EQ(WriteCode(PageWrite(max, UINT64_MAX - 10)), StatusCode::kInvalidArgument);
+  EXPECT_EQ(WriteCode(PageWrite(max, UINT64_MAX - kMaxWriteData + 1)),
+            StatusCode::kInvalidArgument);
+
+  // Checksums are the worker's to verify, not the decoder's.
+  WritePageRequest wrong_sums = PageWrite(one);
+  wrong_sums.checksums = {12345};
+  EXPECT_EQ(WriteCode(wrong_sums), StatusCode::kOk);
+}
+
+TEST(WireTest, MalformedWritePagesAreCorruption) {
+  std::string data(kChecksumChunkSize * 2 + 1, 'd');
+  WritePageRequest page = PageWrite(data);
+  auto code = [](std::string_view payload) {
+    return DecodeWriteRequest(MessageType::kWritePage, payload).status().code();
+  };
+  // A checksum count that does not cover the data, either way.
+  WritePageRequest few = page;
+  few.checksums.pop_back();
+  EXPECT_EQ(code(WritePayload(few)), StatusCode::kCorruption);
+  WritePageRequest many = page;
+  many.checksums.push_back(0);
+  EXPECT_EQ(code(WritePayload(many)), StatusCode::kCorruption);
+  // An empty write that still names a checksum is malformed, not merely empty.
+  WritePageRequest empty = PageWrite({});
+  empty.checksums = {0};
+  EXPECT_EQ(code(WritePayload(empty)), StatusCode::kCorruption);
+  // A data length that disagrees with the bytes sent.
+  std::string header = EncodeWriteRequest(page);
+  EXPECT_EQ(code(header + data + "x"), StatusCode::kCorruption);
+  EXPECT_EQ(code(header + data.substr(1)), StatusCode::kCorruption);
+  // A huge length with the matching huge count, and a tiny payload: rejected before any
+  // checksum is read or allocated.
+  std::string huge(8 + 8, '\x01');
+  uint32_t length = UINT32_MAX, count = ChunkCount(UINT32_MAX);
+  huge.append(reinterpret_cast<const char*>(&length), 4);
+  huge.append(reinterpret_cast<const char*>(&count), 4);
+  EXPECT_EQ(code(huge), StatusCode::kCorruption);
+  count = UINT32_MAX;
+  huge.replace(20, 4, reinterpret_cast<const char*>(&count), 4);
+  EXPECT_EQ(code(huge + std::string(64, '\0')), StatusCode::kCorruption);
+}
+
+TEST(WireTest, WriteRequestsThatMakeNoSenseAreInvalidArguments) {
+  EXPECT_EQ(WriteCode(OpenWriteRequest{0, "/a/b", true, true}), StatusCode::kOk);
+  EXPECT_EQ(WriteCode(OpenWriteRequest{0, "/a/b", false, true}), StatusCode::kInvalidArgument);
+  OpenWriteRequest bad_mode{0, "/a/b", true};
+  bad_mode.mode = static_cast<WriteMode>(2);
+  EXPECT_EQ(WriteCode(bad_mode), StatusCode::kInvalidArgument);
+  bad_mode.mode = static_cast<WriteMode>(255);
+  EXPECT_EQ(WriteCode(bad_mode), StatusCode::kInvalidArgument);
+  for (const std::string& path :
+       {std::string("relative/path"), std::string(), std::string("/a\0b", 4),
+        "/" + std::string(kMaxMetadataPath, 'a')}) {
+    EXPECT_EQ(WriteCode(OpenWriteRequest{0, path, true}), StatusCode::kInvalidArgument) << path;
+    EXPECT_EQ(WriteCode(RemovePathRequest{0, path, false}), StatusCode::kInvalidArgument) << path;
+  }
+  EXPECT_EQ(WriteCode(OpenWriteRequest{0, "/" + std::string(kMaxMetadataPath - 1, 'a')}),
+            StatusCode::kOk);
+
+  EXPECT_EQ(WriteCode(TruncateWriteRequest{0, 0, 1}), StatusCode::kInvalidArgument);
+  EXPECT_EQ(WriteCode(TruncateWriteRequest{0, 1, 0}), StatusCode::kOk);
+  EXPECT_EQ(WriteCode(TruncateWriteRequest{0, 1, kMaxWriteOffset + 1}),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(WriteCode(TruncateWriteRequest{0, 1, UINT64_MAX}), StatusCode::kInvalidArgument);
+  EXPECT_EQ(WriteCode(SyncWriteRequest{0, 0}), StatusCode::kInvalidArgument);
+  EXPECT_EQ(WriteCode(CloseWriteRequest{0, 0}), StatusCode::kInvalidArgument);
+  EXPECT_EQ(WriteCode(AbortWriteRequest{0, 0}), StatusCode::kInvalidArgument);
+  EXPECT_EQ(WriteCode(AbortWriteRequest{0, 1}), StatusCode::kOk);
+}
+
+TEST(WireTest, UnknownWriteFlagsAreCorruption) {
+  std::string open = EncodeWriteRequest(OpenWriteRequest{0, "/a", true});
+  for (int bit = 3; bit < 8; ++bit) {
+    std::string bad = open;
+    bad[bad.size() - 2] = static_cast<char>(1 | (1 << bit));
+    EXPECT_EQ(DecodeWriteRequest(MessageType::kOpenWrite, bad).status().code(),
+              StatusCode::kCorruption)
+        << bit;
+  }
+  std::string remove = EncodeWriteRequest(RemovePathRequest{0, "/a", true});
+  remove.back() = 2;
+  EXPECT_EQ(DecodeWriteRequest(MessageType::kRemovePath, remove).status().code(),
+            StatusCode::kCorruption);
+}
+
+TEST(WireTest, WriteRepliesRoundTrip) {
+  WriteReply reply;
+  reply.handle = 0xfeedfacecafebeefull;
+  reply.size = (1ull << 40) + 3;
+  reply.version = "\"etag-7\"";
+  reply.mtime_ns = -1234567;  // Before 1970: the sign survives the u64 on the wire.
+  std::string encoded = EncodeWriteReply(reply);
+  auto got = DecodeWriteReply(encoded);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(got->status, StatusCode::kOk);
+  EXPECT_EQ(got->handle, reply.handle);
+  EXPECT_EQ(got->size, reply.size);
+  EXPECT_EQ(got->version, reply.version);
+  EXPECT_EQ(got->mtime_ns, reply.mtime_ns);
+  EXPECT_EQ(EncodeWriteReply(*got), encoded);
+  for (size_t n = 0; n < encoded.size(); ++n) {
+    EXPECT_EQ(DecodeWriteReply(std::string_view(encoded).substr(0, n)).status().code(),
+              StatusCode::kCorruption)
+        << n;
+  }
+  EXPECT_EQ(DecodeWriteReply(encoded + "x").status().code(), StatusCode::kCorruption);
+
+  WriteReply error;
+  error.status = StatusCode::kAlreadyExists;
+  error.error_message = "/lake/a exists";
+  error.handle = 9;  // Not sent with an error.
+  encoded = EncodeWriteReply(error);
+  got = DecodeWriteReply(encoded);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(got->status, StatusCode::kAlreadyExists);
+  EXPECT_EQ(got->error_message, error.error_message);
+  EXPECT_EQ(got->handle, 0u);
+  for (size_t n = 0; n < encoded.size(); ++n) {
+    EXPECT_EQ(DecodeWriteReply(std::string_view(encoded).substr(0, n)).status().code(),
+              StatusCode::kCorruption)
+        << n;
+  }
+  EXPECT_EQ(DecodeWriteReply(encoded + "x").status().code(), StatusCode::kCorruption);
+
+  // A message longer than a string can hold is cut, not sent garbled.
+  error.error_message.assign(70000, 'e');
+  got = DecodeWriteReply(EncodeWriteReply(error));
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_GT(got->error_message.size(), 0u);
+  EXPECT_LT(got->error_message.size(), 65536u);
+  EXPECT_EQ(got->error_message, error.error_message.substr(0, got->error_message.size()));
+
+  std::string bad = EncodeWriteReply(reply);
+  bad[0] = static_cast<char>(static_cast<int>(StatusCode::kInternal) + 1);
+  EXPECT_EQ(DecodeWriteReply(bad).status().code(), StatusCode::kCorruption);
 }
 
 TEST(WireTest, AlignedRangeCoversChunks) {

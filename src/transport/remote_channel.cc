@@ -22,6 +22,8 @@ namespace {}  // namespace
 void RemoteChannel::Pending::Fail(Status why) {
   if (metadata_done) {
     metadata_done(std::move(why));
+  } else if (write_done) {
+    write_done(std::move(why));
   } else {
     done(std::move(why));
   }
@@ -68,7 +70,7 @@ class RemoteChannel::Conn : public std::enable_shared_from_this<Conn> {
   // Sends the request; `done` runs once with the reply or an error. Returns false (and does
   // not call `done`) if the connection was already closed: the caller may use another one.
   [[nodiscard]] bool Send(uint64_t id, MessageType type, const std::string& payload,
-                          Pending& pending, int64_t now_us) {
+                          std::span<const char> extra, Pending& pending, int64_t now_us) {
     {
       MutexLock l(&mu_);
       // Close() sets dead_ before it takes mu_ to fail pending requests, so a request either
@@ -78,9 +80,11 @@ class RemoteChannel::Conn : public std::enable_shared_from_this<Conn> {
       last_used_us_ = now_us;
     }
     std::array<char, protocol::kFrameHeaderSize> raw;
-    protocol::EncodeFrameHeader({type, 0, id, static_cast<uint32_t>(payload.size())}, raw.data());
-    std::array<std::span<const char>, 2> bufs{std::span<const char>(raw),
-                                              std::span<const char>(payload)};
+    protocol::EncodeFrameHeader({type, 0, id, static_cast<uint32_t>(payload.size() + extra.size())},
+                                raw.data());
+    std::array<std::span<const char>, 3> all{std::span<const char>(raw),
+                                             std::span<const char>(payload), extra};
+    std::span<const std::span<const char>> bufs(all.data(), extra.empty() ? 2 : 3);
     Status s;
     {
       MutexLock l(&write_mu_);
@@ -209,6 +213,9 @@ class RemoteChannel::Conn : public std::enable_shared_from_this<Conn> {
         case MessageType::kMetadataReply:
           CAIRN_RETURN_IF_ERROR(ReadMetadataReply(h, &scratch));
           break;
+        case MessageType::kWriteReply:
+          CAIRN_RETURN_IF_ERROR(ReadWriteReply(h, &scratch));
+          break;
         case MessageType::kVersionMismatch: {
           if (h.payload_length > 65536) return CorruptionError("oversized version mismatch");
           scratch.resize(h.payload_length);
@@ -237,8 +244,10 @@ class RemoteChannel::Conn : public std::enable_shared_from_this<Conn> {
     CAIRN_ASSIGN_OR_RETURN(protocol::ControlReply reply, protocol::DecodeControlReply(*scratch));
     std::optional<Pending> pending = Claim(h.request_id);
     if (!pending) return Status::Ok();  // Timed out already.
-    if (pending->metadata_done) {
-      pending->Fail(CorruptionError("worker answered a metadata request with a control reply"));
+    if (pending->kind() != Pending::Kind::kPage) {
+      pending->Fail(
+          CorruptionError("worker answered a metadata or write request with a control "
+                          "reply"));
       return Status::Ok();
     }
     if (reply.status != StatusCode::kOk) {
@@ -257,14 +266,37 @@ class RemoteChannel::Conn : public std::enable_shared_from_this<Conn> {
     CAIRN_ASSIGN_OR_RETURN(protocol::MetadataReply reply, protocol::DecodeMetadataReply(*scratch));
     std::optional<Pending> pending = Claim(h.request_id);
     if (!pending) return Status::Ok();  // Timed out already.
-    if (!pending->metadata_done) {
-      pending->done(CorruptionError("worker answered a page request with metadata"));
+    if (pending->kind() != Pending::Kind::kMetadata) {
+      pending->Fail(CorruptionError("worker answered a page or write request with metadata"));
       return Status::Ok();
     }
     if (reply.status != StatusCode::kOk) {
       pending->metadata_done(Status(reply.status, reply.error_message));
     } else {
       pending->metadata_done(std::move(reply));
+    }
+    return Status::Ok();
+  }
+
+  Status ReadWriteReply(const FrameHeader& h, std::string* scratch) {
+    if (h.payload_length > protocol::kMaxPageReplyMeta) {
+      return CorruptionError("oversized write reply");
+    }
+    scratch->resize(h.payload_length);
+    CAIRN_RETURN_IF_ERROR(stream_->ReadFull(*scratch));
+    CAIRN_ASSIGN_OR_RETURN(protocol::WriteReply reply, protocol::DecodeWriteReply(*scratch));
+    std::optional<Pending> pending = Claim(h.request_id);
+    if (!pending) return Status::Ok();  // Timed out already.
+    if (pending->kind() != Pending::Kind::kWrite) {
+      pending->Fail(
+          CorruptionError("worker answered a page or metadata request with a write "
+                          "reply"));
+      return Status::Ok();
+    }
+    if (reply.status != StatusCode::kOk) {
+      pending->write_done(Status(reply.status, reply.error_message));
+    } else {
+      pending->write_done(std::move(reply));
     }
     return Status::Ok();
   }
@@ -286,8 +318,8 @@ class RemoteChannel::Conn : public std::enable_shared_from_this<Conn> {
     }
     std::optional<Pending> pending = Claim(h.request_id);
     if (!pending) return Skip(static_cast<uint32_t>(data_length), scratch);  // Timed out.
-    if (pending->metadata_done) {
-      pending->Fail(CorruptionError("worker answered a metadata request with page data"));
+    if (pending->kind() != Pending::Kind::kPage) {
+      pending->Fail(CorruptionError("worker answered a metadata or write request with page data"));
       return Skip(static_cast<uint32_t>(data_length), scratch);
     }
     if (reply.status != StatusCode::kOk) {
@@ -464,8 +496,31 @@ void RemoteChannel::CallMetadata(const protocol::MetadataRequest& request, Metad
        std::move(pending));
 }
 
+void RemoteChannel::CallWrite(const protocol::WriteRequest& request, WriteCallback done) {
+  uint32_t deadline_ms = protocol::DeadlineOf(request);
+  if (deadline_ms == 0) deadline_ms = static_cast<uint32_t>(options_.request_timeout.count());
+  Pending pending;
+  pending.write_done = std::move(done);
+  std::span<const char> data;
+  std::string payload;
+  if (const auto* write = std::get_if<protocol::WritePageRequest>(&request)) {
+    data = write->data;
+    payload = protocol::EncodeWriteRequest(request);
+  } else {
+    // The deadline travels with the request so the worker drops what the client gave up on.
+    protocol::WriteRequest sent = request;
+    std::visit(
+        [deadline_ms](auto& q) {
+          if constexpr (requires { q.deadline_ms; }) q.deadline_ms = deadline_ms;
+        },
+        sent);
+    payload = protocol::EncodeWriteRequest(sent);
+  }
+  Send(protocol::TypeOf(request), payload, deadline_ms, std::move(pending), data);
+}
+
 void RemoteChannel::Send(MessageType type, const std::string& payload, uint32_t deadline_ms,
-                         Pending pending) {
+                         Pending pending, std::span<const char> extra) {
   if (suspect()) {
     Status refused = Refusal();
     pending.Fail(!refused.ok() ? refused
@@ -480,7 +535,7 @@ void RemoteChannel::Send(MessageType type, const std::string& payload, uint32_t 
     if (!conn) break;
     int64_t now = options_.clock->NowMicros();
     pending.deadline_us = now + int64_t{deadline_ms} * 1000;
-    if (conn->Send(next_id_.fetch_add(1), type, payload, pending, now)) return;
+    if (conn->Send(next_id_.fetch_add(1), type, payload, extra, pending, now)) return;
   }
   // A refused credential is the caller's to report (every worker would refuse it); anything
   // else is Unavailable (a refused TLS handshake too): the caller fails over.

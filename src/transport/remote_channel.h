@@ -59,6 +59,7 @@ class RemoteChannel : public protocol::PageChannel {
 
   void Call(const protocol::Request& request, std::span<char> dest, Callback done) override;
   void CallMetadata(const protocol::MetadataRequest& request, MetadataCallback done) override;
+  void CallWrite(const protocol::WriteRequest& request, WriteCallback done) override;
   std::string Describe() const override { return options_.address; }
   std::shared_ptr<const std::vector<std::string>> ShortCircuitDirs() override;
 
@@ -79,19 +80,24 @@ class RemoteChannel : public protocol::PageChannel {
       const protocol::HelloReply& hello);
   void SweepLoop();
   // A request waiting for its reply: page and control requests complete `done`, metadata
-  // requests `metadata_done`.
+  // requests `metadata_done`, write requests `write_done`.
   struct Pending {
+    enum class Kind { kPage, kMetadata, kWrite };
     std::span<char> dest;
     Callback done;
     MetadataCallback metadata_done;
+    WriteCallback write_done;
     int64_t deadline_us = 0;
+    Kind kind() const {
+      return metadata_done ? Kind::kMetadata : write_done ? Kind::kWrite : Kind::kPage;
+    }
     void Fail(Status why);
   };
   // Sends one encoded request with `deadline_ms` over a connection, replacing a connection
   // closed a moment ago once; else fails `pending` (Unavailable, or the worker's refusal of
-  // this client's credential).
+  // this client's credential). `extra` follows `payload` in the frame (a WritePage's data).
   void Send(protocol::MessageType type, const std::string& payload, uint32_t deadline_ms,
-            Pending pending);
+            Pending pending, std::span<const char> extra = {});
 
   RemoteChannelOptions options_;
   std::atomic<uint64_t> next_id_{1};

@@ -181,6 +181,8 @@ class LocalUnderStorage::Writer : public ObjectWriter {
     return info;
   }
 
+  void SetCondition(WriteCondition condition) override { condition_ = std::move(condition); }
+
   Status Abort() override {
     MutexLock lock(&mu_);
     if (committed_) return FailedPreconditionError("write of " + where_ + " already committed");
@@ -278,7 +280,7 @@ class LocalUnderStorage::Writer : public ObjectWriter {
   const LocalUnderStorage* const store_;
   const std::string key_;
   const std::string where_;  // Absolute path, for messages.
-  const WriteCondition condition_;
+  WriteCondition condition_;
   const PartLayout layout_;
   Mutex mu_;
   PartLedger ledger_ GUARDED_BY(mu_);

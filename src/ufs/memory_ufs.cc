@@ -115,6 +115,8 @@ class MemoryUnderStorage::Writer : public ObjectWriter {
     return info;
   }
 
+  void SetCondition(WriteCondition condition) override { condition_ = std::move(condition); }
+
   Status Abort() override {
     MutexLock lock(&mu_);
     if (committed_) return FailedPreconditionError("write of '" + key_ + "' already committed");
@@ -134,7 +136,7 @@ class MemoryUnderStorage::Writer : public ObjectWriter {
 
   MemoryUnderStorage* const store_;
   const std::string key_;
-  const WriteCondition condition_;
+  WriteCondition condition_;
   const PartLayout layout_;
   Mutex mu_;
   PartLedger ledger_ GUARDED_BY(mu_);

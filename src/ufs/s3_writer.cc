@@ -109,6 +109,8 @@ class S3UnderStorage::Writer : public ObjectWriter {
     return Finish(std::move(result).value());
   }
 
+  void SetCondition(WriteCondition condition) override { condition_ = std::move(condition); }
+
   Status Abort() override {
     MutexLock lock(&mu_);
     if (committed_) return FailedPreconditionError("write of " + resource_ + " already committed");
@@ -328,7 +330,7 @@ class S3UnderStorage::Writer : public ObjectWriter {
   S3UnderStorage* const store_;
   const std::string key_;
   const std::string resource_;
-  const WriteCondition condition_;
+  WriteCondition condition_;
   const PartLayout layout_;
   Mutex mu_;
   PartLedger ledger_ GUARDED_BY(mu_);

@@ -108,6 +108,10 @@ class ObjectWriter {
   // Discards everything written (S3: AbortMultipartUpload; folders: the temp file). Idempotent;
   // FailedPrecondition after a successful Commit.
   virtual Status Abort() = 0;
+
+  // Replaces the condition the commit will check (a worker whose other writer of the same key
+  // committed a moment ago expects that version now). Not concurrently with Commit.
+  virtual void SetCondition(WriteCondition condition) = 0;
 };
 
 // Forwards every call to `target`; subclass it to add retries, limits or counting to a writer.
@@ -122,6 +126,9 @@ class ObjectWriterWrapper : public ObjectWriter {
     return target_->Commit(size, tail);
   }
   Status Abort() override { return target_->Abort(); }
+  void SetCondition(WriteCondition condition) override {
+    target_->SetCondition(std::move(condition));
+  }
 
  protected:
   ObjectWriter* target() { return target_.get(); }

@@ -36,4 +36,16 @@ void LocalChannel::Call(const protocol::Request& request, std::span<char> dest, 
   done(std::move(reply));
 }
 
+void LocalChannel::CallWrite(const protocol::WriteRequest& request, WriteCallback done) {
+  if (writes_ == nullptr) {
+    done(FailedPreconditionError("the in-process worker takes no writes"));
+    return;
+  }
+  StatusOr<protocol::WriteReply> reply = writes_->Serve("", request);
+  if (reply.ok() && reply->status != StatusCode::kOk) {
+    reply = Status(reply->status, reply->error_message);
+  }
+  done(std::move(reply));
+}
+
 }  // namespace cairn::worker

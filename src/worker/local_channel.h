@@ -7,17 +7,24 @@
 
 #include "protocol/page_channel.h"
 #include "worker/page_service.h"
+#include "worker/write_service.h"
 
 namespace cairn::worker {
 
 class LocalChannel : public protocol::PageChannel {
  public:
-  explicit LocalChannel(PageService* service) : service_(service) {}  // Not owned.
+  // Not owned; `writes` may be null (writes are then refused).
+  explicit LocalChannel(PageService* service, WriteService* writes = nullptr)
+      : service_(service), writes_(writes) {}
   void Call(const protocol::Request& request, std::span<char> dest, Callback done) override;
+  // Write requests go straight to the write service as the local (anonymous) principal: the
+  // embedded worker of `cairn up` serves only its own process.
+  void CallWrite(const protocol::WriteRequest& request, WriteCallback done) override;
   std::string Describe() const override { return "in-process worker"; }
 
  private:
   PageService* service_;
+  WriteService* writes_;
 };
 
 }  // namespace cairn::worker

@@ -238,4 +238,33 @@ StatusOr<auth::Visibility> RequestAuthorizer::CheckMetadata(
   return visible;
 }
 
+Status RequestAuthorizer::CheckWrite(const auth::Identity& who, const std::string& path,
+                                     std::string_view op, ConnectionAudit* audit) {
+  std::shared_ptr<const auth::PolicyIndex> policy;
+  bool awaiting = false;
+  {
+    MutexLock l(&mu_);
+    policy = policy_;
+    awaiting = awaiting_policy_;
+  }
+  StatusOr<std::string> normal = mount::NormalizePath(path);
+  Status verdict;
+  if (!normal.ok() || *normal != path) {
+    verdict = InvalidArgumentError("not a normalised namespace path");
+  } else if (!policy->enabled()) {
+    return Status::Ok();
+  } else if (awaiting) {
+    return UnavailableError(
+        "this worker has not read the authorization policy from etcd yet; try another");
+  } else {
+    verdict = policy->Authorize(who, path, auth::Access::kWrite);
+  }
+  if (!verdict.ok() && policy->enabled()) {
+    denied_->Increment();
+    if (audit != nullptr)
+      audit->Denied(who, op, normal.ok() ? path : "(not a plain path)", verdict.message());
+  }
+  return verdict;
+}
+
 }  // namespace cairn::worker

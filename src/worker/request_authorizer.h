@@ -12,6 +12,7 @@
 //   ReadPage, LookupPage, ProbePage: read.  LoadPage, DropPage: admin.
 //   StatPath, ListDir: read on the path, or a read grant below it (then only the way down to
 //   those grants is shown: auth::Visibility).
+//   OpenWrite, RemovePath (and every commit of an open file, again): write on the path.
 //   PeerRead, CopyFromPeer: a cluster member (they make this worker read from or store for a
 //   peer; grants never allow them).
 // A disabled policy allows everything (as before there was one).
@@ -107,6 +108,13 @@ class RequestAuthorizer {
   StatusOr<auth::Visibility> CheckMetadata(const auth::Identity& who,
                                            const protocol::MetadataRequest& request,
                                            ConnectionAudit* audit);
+
+  // OK when `who` may write `path` (`op` names the operation for the audit: "write", "remove",
+  // "commit"): the write grant, which cluster nodes need like anyone. PermissionDenied
+  // otherwise (recorded in `audit` when not null), InvalidArgument for a path that is not
+  // normalised (whether or not a policy is enabled), Unavailable while awaiting the policy.
+  Status CheckWrite(const auth::Identity& who, const std::string& path, std::string_view op,
+                    ConnectionAudit* audit);
 
  private:
   Clock& clock() const { return options_.clock != nullptr ? *options_.clock : *Clock::Real(); }

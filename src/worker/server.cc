@@ -17,6 +17,8 @@ using protocol::MessageType;
 
 namespace {
 constexpr uint32_t kMaxRequestPayload = 64 * 1024;
+// A WritePage: its data, one checksum per 64 KiB chunk, and a few fields.
+constexpr uint32_t kMaxWritePayload = protocol::kMaxWriteData + 64 * 1024;
 }  // namespace
 
 // Server-wide series; they live in the registry (the worker's, or one the server owns).
@@ -53,10 +55,12 @@ struct Reply {
   uint64_t id = 0;
   bool data = false;           // A kPageReply (else a kControlReply, or:)
   bool metadata = false;       // A kMetadataReply (answer in `listing`).
+  bool write = false;          // A kWriteReply (answer in `written`).
   Status error;                // Not OK: an error reply.
   PageService::Served served;  // When OK.
   protocol::PageRef page;      // To drop a page file found truncated.
   protocol::MetadataReply listing;
+  protocol::WriteReply written;
 };
 
 class WorkerServer::Connection : public std::enable_shared_from_this<Connection> {
@@ -137,7 +141,9 @@ class WorkerServer::Connection : public std::enable_shared_from_this<Connection>
         return RefuseVersion(decoded.status());
       }
       CAIRN_ASSIGN_OR_RETURN(FrameHeader header, std::move(decoded));
-      if (header.payload_length > kMaxRequestPayload) {
+      const uint32_t max_payload =
+          header.type == MessageType::kWritePage ? kMaxWritePayload : kMaxRequestPayload;
+      if (header.payload_length > max_payload) {
         return CorruptionError("request payload too large: " +
                                std::to_string(header.payload_length));
       }
@@ -195,6 +201,8 @@ class WorkerServer::Connection : public std::enable_shared_from_this<Connection>
         default:
           if (protocol::IsMetadataRequest(header.type)) {
             CAIRN_RETURN_IF_ERROR(DispatchMetadata(header, payload, received));
+          } else if (protocol::IsWriteRequest(header.type)) {
+            CAIRN_RETURN_IF_ERROR(DispatchWrite(header, payload, received));
           } else {
             CAIRN_RETURN_IF_ERROR(Dispatch(header, payload, received));
           }
@@ -329,6 +337,74 @@ class WorkerServer::Connection : public std::enable_shared_from_this<Connection>
     return Status::Ok();
   }
 
+  // Write requests: authorized here; WritePage and TruncateWrite (local disk only) answered
+  // inline, the others (they talk to the source) on a pool thread.
+  Status DispatchWrite(const FrameHeader& header, const std::string& payload, int64_t received) {
+    const uint64_t id = header.request_id;
+    auto request = protocol::DecodeWriteRequest(header.type, payload);
+    if (!request.ok()) {
+      if (request.status().code() == StatusCode::kCorruption) return request.status();
+      return Write(WriteReplyWith(id, request.status()));
+    }
+    WriteService* writes = options_.writes;
+    if (writes == nullptr) {
+      return Write(WriteReplyWith(
+          id, FailedPreconditionError("worker " + service_->worker_id() + " takes no writes")));
+    }
+    std::string path;
+    if (const auto* open = std::get_if<protocol::OpenWriteRequest>(&*request)) path = open->path;
+    if (const auto* rm = std::get_if<protocol::RemovePathRequest>(&*request)) path = rm->path;
+    if (!path.empty() && options_.authorizer != nullptr) {
+      const char* op = header.type == MessageType::kRemovePath ? "remove" : "write";
+      Status allowed = options_.authorizer->CheckWrite(identity(), path, op, &audit_);
+      if (!allowed.ok()) return Write(WriteReplyWith(id, std::move(allowed)));
+    }
+    const std::string principal = identity().principal;
+    if (header.type == MessageType::kWritePage || header.type == MessageType::kTruncateWrite) {
+      return Write(WriteReplyWith(id, writes->Serve(principal, *request)));
+    }
+    WriteService::RecheckFn recheck;
+    if (options_.authorizer != nullptr) {
+      recheck = [authorizer = options_.authorizer, who = identity()](const std::string& p) {
+        return authorizer->CheckWrite(who, p, "commit", nullptr);
+      };
+    }
+    const bool known = path.empty() || service_->ResolvePath(path, /*wait=*/false).ok();
+    FairPool* pool = known ? server_->miss_pool_.get() : server_->mount_wait_pool_.get();
+    {
+      MutexLock l(&mu_);
+      ++outstanding_;
+    }
+    pool->Submit(id_, [self = shared_from_this(), id, writes, principal,
+                       req = std::move(request).value(), recheck = std::move(recheck), received]() {
+      if (self->closed()) {
+        self->Enqueue(Reply{});
+        return;
+      }
+      const uint32_t deadline_ms = protocol::DeadlineOf(req);
+      if (deadline_ms > 0 && self->clock().NowMicros() - received > int64_t{deadline_ms} * 1000) {
+        self->Enqueue(
+            WriteReplyWith(id, DeadlineExceededError("request expired in the worker queue")));
+        return;
+      }
+      self->Enqueue(WriteReplyWith(id, writes->Serve(principal, req, recheck)));
+    });
+    return Status::Ok();
+  }
+
+  static Reply WriteReplyWith(uint64_t id, StatusOr<protocol::WriteReply> answer) {
+    Reply reply;
+    reply.id = id;
+    reply.write = true;
+    if (answer.ok()) {
+      reply.written = std::move(answer).value();
+    } else {
+      reply.written.status = answer.status().code();
+      reply.written.error_message = answer.status().message();
+    }
+    return reply;
+  }
+
   static Reply MetadataReplyWith(uint64_t id, StatusOr<protocol::MetadataReply> answer) {
     Reply reply;
     reply.id = id;
@@ -417,6 +493,9 @@ class WorkerServer::Connection : public std::enable_shared_from_this<Connection>
   }
 
   Status Write(const Reply& reply) {
+    if (reply.write) {
+      return Send(MessageType::kWriteReply, reply.id, protocol::EncodeWriteReply(reply.written));
+    }
     if (reply.metadata) {
       std::string payload = protocol::EncodeMetadataReply(reply.listing);
       if (payload.size() > protocol::kMaxPayload) {

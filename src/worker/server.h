@@ -19,7 +19,11 @@
 // - at most `max_connections` connections: past it, the oldest connection that has not sent a
 //   request yet is closed to make room, and if there is none the new one is refused;
 // - a request naming a mount this worker does not know yet (it may wait for the mount table)
-//   waits on its own small pool, never on a miss thread.
+//   waits on its own small pool, never on a miss thread;
+// - a WritePage frame may carry up to protocol::kMaxWriteData bytes (other requests 64 KiB); it
+//   is checked and written to the spool file by the reader (local disk only), so a connection
+//   holds at most one such buffer. Requests that talk to the source (open, sync, close, abort,
+//   remove) run on the miss threads.
 // A malformed or truncated frame closes its connection with a logged reason; nothing else is
 // affected.
 //
@@ -42,6 +46,7 @@
 #include "worker/metadata_service.h"
 #include "worker/page_service.h"
 #include "worker/request_authorizer.h"
+#include "worker/write_service.h"
 
 namespace cairn::worker {
 
@@ -62,6 +67,9 @@ struct ServerOptions {
   // Checks every request against the cluster's authorization policy and verifies Hello tokens
   // (docs/security.md). Not owned; null: every request is allowed and tokens are refused.
   RequestAuthorizer* authorizer = nullptr;
+  // Answers the write requests (protocol v5). Not owned; null: they are answered
+  // FailedPrecondition (this worker takes no writes).
+  WriteService* writes = nullptr;
   // Server metrics (connections, refusals, timeouts) go here when set. Not owned.
   metrics::Registry* registry = nullptr;
   // Times requests against their deadlines (a request that waited for a miss thread past its

@@ -41,6 +41,7 @@ class ServerTlsTest : public ::testing::Test {
     MountSpec spec;
     spec.path = "/lake";
     spec.uri = "mem://lake";
+    spec.read_only = !writable_;
     o.mounts = {spec};
     o.ufs_override = {memory_};
     o.config.listen = listen;
@@ -142,6 +143,7 @@ class ServerTlsTest : public ::testing::Test {
     return std::stoull(text.substr(at + name.size() + 2));
   }
 
+  bool writable_ = false;  // Start the mount write-through.
   testing::TempDir cache_{"cache"};
   testing::TestPki pki_;
   testing::TestPki::Files node_;
@@ -380,6 +382,67 @@ TEST_F(ServerTlsTest, MetadataComesFromTheWorkerAndShowsOnlyWhatTheGrantsAllow) 
   EXPECT_EQ(refused.status().message(),
             "principal 'team-b' (certificate) has no read grant on /lake or below it");
   EXPECT_EQ(list(team_b.get(), "/").status().code(), StatusCode::kPermissionDenied);
+}
+
+TEST_F(ServerTlsTest, WritesNeedTheWriteGrantAndAHandleServesOnlyItsPrincipal) {
+  constexpr auth::AccessSet kWrite = static_cast<auth::AccessSet>(auth::Access::kWrite);
+  writable_ = true;
+  ASSERT_TRUE(StartWorker(/*tls=*/true).ok());
+  testing::TestPki::Files a = pki_.ClientCert("team-a"), b = pki_.ClientCert("team-b");
+  auto team_a = Channel(ClientTls(&a)), team_b = Channel(ClientTls(&b));
+  auto send = [](transport::RemoteChannel* channel, protocol::WriteRequest request) {
+    std::promise<StatusOr<protocol::WriteReply>> done;
+    channel->CallWrite(request, [&done](StatusOr<protocol::WriteReply> reply) {
+      done.set_value(std::move(reply));
+    });
+    return done.get_future().get();
+  };
+  auto open = [](std::string path) {
+    protocol::OpenWriteRequest r;
+    r.path = std::move(path);
+    r.create = true;
+    r.truncate = true;
+    return r;
+  };
+  const auth::Policy writers{
+      true, {{"team-a", "/lake/team-a", kRead | kWrite}, {"team-b", "/lake", kRead}}};
+  worker_->authorizer()->SetPolicy(writers);
+
+  // Read is not write; a grant does not reach its look-alikes; paths must be plain.
+  EXPECT_EQ(send(team_b.get(), open("/lake/team-a/ckpt.pt")).status().code(),
+            StatusCode::kPermissionDenied);
+  EXPECT_EQ(
+      send(team_b.get(), protocol::RemovePathRequest{0, "/lake/file.bin", false}).status().code(),
+      StatusCode::kPermissionDenied);
+  EXPECT_EQ(send(team_a.get(), open("/lake/team-a2/x")).status().code(),
+            StatusCode::kPermissionDenied);
+  EXPECT_EQ(send(team_a.get(), open("/lake/team-a/../file.bin")).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_TRUE(memory_->Stat("file.bin").ok());
+
+  auto opened = send(team_a.get(), open("/lake/team-a/ckpt.pt"));
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  const std::string data = testing::RandomBytes(3 << 20, 5);  // A frame far past 64 KiB.
+  protocol::WritePageRequest w;
+  w.handle = opened->handle;
+  w.data = std::span<const char>(data.data(), data.size());
+  w.checksums = ChunkChecksums(w.data);
+  auto written = send(team_a.get(), w);
+  ASSERT_TRUE(written.ok()) << written.status().ToString();
+  EXPECT_EQ(written->size, data.size());
+  // Another principal cannot use the handle: to it, there is none.
+  EXPECT_EQ(send(team_b.get(), protocol::CloseWriteRequest{0, opened->handle}).status().code(),
+            StatusCode::kNotFound);
+  // A grant revoked before the commit stops it; given back, the commit goes through.
+  worker_->authorizer()->SetPolicy({true, {{"team-a", "/lake/team-a", kRead}}});
+  EXPECT_EQ(send(team_a.get(), protocol::CloseWriteRequest{0, opened->handle}).status().code(),
+            StatusCode::kPermissionDenied);
+  EXPECT_EQ(memory_->Stat("team-a/ckpt.pt").status().code(), StatusCode::kNotFound);
+  worker_->authorizer()->SetPolicy(writers);
+  auto closed = send(team_a.get(), protocol::CloseWriteRequest{0, opened->handle});
+  ASSERT_TRUE(closed.ok()) << closed.status().ToString();
+  EXPECT_EQ(closed->version, memory_->Stat("team-a/ckpt.pt")->version);
+  EXPECT_EQ(memory_->Get("team-a/ckpt.pt"), data);
 }
 
 TEST_F(ServerTlsTest, ATokenNamesThePrincipalAndABadOneIsRefusedAtHello) {

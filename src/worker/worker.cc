@@ -248,7 +248,11 @@ Status Worker::Init(WorkerOptions options) {
     }
   }
   service_ = std::make_unique<PageService>(mounts, store_.get(), registry_.get(), po);
-  local_channel_ = std::make_unique<LocalChannel>(service_.get());
+  WriteServiceOptions wo;
+  for (const auto& d : cfg.cache_dirs) wo.spool_dirs.push_back(d.path + "/spool");
+  wo.registry = registry_.get();
+  CAIRN_ASSIGN_OR_RETURN(writes_, WriteService::Create(service_.get(), std::move(wo)));
+  local_channel_ = std::make_unique<LocalChannel>(service_.get(), writes_.get());
   RegisterStoreMetrics();
   RegisterLimiterMetrics();
   if (options.etcd_endpoints.empty()) {  // Cluster mode: the agent keeps them up to date.
@@ -270,6 +274,7 @@ Status Worker::Init(WorkerOptions options) {
     }
     ServerOptions sv;
     sv.authorizer = authorizer_.get();
+    sv.writes = writes_.get();
     sv.host = listen_host;
     sv.port = listen_port;
     sv.registry = registry_.get();

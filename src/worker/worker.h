@@ -24,6 +24,7 @@
 #include "worker/peer_set.h"
 #include "worker/request_authorizer.h"
 #include "worker/server.h"
+#include "worker/write_service.h"
 
 namespace cairn::worker {
 
@@ -61,6 +62,7 @@ class Worker {
   ~Worker();
 
   PageService* service() { return service_.get(); }
+  WriteService* writes() { return writes_.get(); }
   protocol::PageChannel* local_channel() { return local_channel_.get(); }
   metrics::Registry* registry() { return registry_.get(); }
   pagestore::PageStore* store() { return store_.get(); }
@@ -93,6 +95,7 @@ class Worker {
   // Cluster mode only: the other workers, for peer fills. Outlives the service that reads it.
   std::unique_ptr<PeerSet> peers_;
   std::unique_ptr<PageService> service_;
+  std::unique_ptr<WriteService> writes_;  // Outlives the server and channel that use it.
   std::unique_ptr<LocalChannel> local_channel_;
   std::unique_ptr<RequestAuthorizer> authorizer_;  // Outlives the server that uses it.
   std::unique_ptr<WorkerServer> server_;

@@ -43,7 +43,8 @@ WriteSession::WriteSession(std::shared_ptr<ufs::UnderStorage> ufs, std::string k
       layout_(layout),
       options_(std::move(options)),
       uploads_(uploads),
-      writer_(std::move(writer)) {}
+      writer_(std::move(writer)),
+      condition_(options_.condition) {}
 
 WriteSession::~WriteSession() {
   {
@@ -236,7 +237,7 @@ StatusOr<ufs::ObjectInfo> WriteSession::Commit() {
     if (!aborted.ok()) spdlog::warn("write of '{}': {}", key_, aborted.ToString());
     ufs::WriterOptions writer_options;
     writer_options.part_size = options_.part_size;
-    writer_options.condition = options_.condition;
+    writer_options.condition = condition_;
     CAIRN_ASSIGN_OR_RETURN(writer_, ufs_->StartWrite(key_, writer_options));
     for (auto& [index, part] : parts_) part.sent = false;
     ++stats_.writer_restarts;
@@ -272,6 +273,12 @@ Status WriteSession::Abort() {
   CAIRN_RETURN_IF_ERROR(writer_->Abort());
   aborted_ = true;
   return Status::Ok();
+}
+
+void WriteSession::SetCondition(ufs::WriteCondition condition) {
+  MutexLock lock(&mu_);
+  condition_ = condition;
+  writer_->SetCondition(std::move(condition));
 }
 
 WriteSessionStats WriteSession::stats() const {

@@ -83,6 +83,9 @@ class WriteSession {
   StatusOr<ufs::ObjectInfo> Commit() EXCLUDES(mu_);
   // Discards the write. Idempotent; FailedPrecondition after a successful Commit.
   Status Abort() EXCLUDES(mu_);
+  // Replaces the condition Commit checks (options.condition until then): the worker's other
+  // writer of the same key committed, and this one now replaces that version.
+  void SetCondition(ufs::WriteCondition condition) EXCLUDES(mu_);
 
   WriteSessionStats stats() const EXCLUDES(mu_);
   const std::string& key() const { return key_; }
@@ -132,6 +135,7 @@ class WriteSession {
   bool closing_ GUARDED_BY(mu_) = false;  // Commit or Abort started: no more writes.
   bool committed_ GUARDED_BY(mu_) = false;
   bool aborted_ GUARDED_BY(mu_) = false;
+  ufs::WriteCondition condition_ GUARDED_BY(mu_);
   WriteSessionStats stats_ GUARDED_BY(mu_);
 };
 

@@ -1,0 +1,188 @@
+// End-to-end tests of the client's write calls against a real worker (in process and over TCP)
+// with in-memory under-storage: Client::OpenForWrite, FileWriter, Client::Remove.
+#include <gtest/gtest.h>
+
+#include "client/client_impl.h"
+#include "testing/test_util.h"
+#include "ufs/memory_ufs.h"
+#include "worker/worker.h"
+
+namespace cairn::client {
+namespace {
+
+constexpr uint32_t kPage = 256 * 1024;
+
+class ClientWriteTest : public ::testing::TestWithParam<bool> {
+ protected:
+  bool tcp() const { return GetParam(); }
+
+  void SetUp() override {
+    memory_ = std::make_shared<ufs::MemoryUnderStorage>("mem://lake");
+    frozen_ = std::make_shared<ufs::MemoryUnderStorage>("mem://frozen");
+    lake_.path = "/lake";
+    lake_.uri = "mem://lake";
+    lake_.read_only = false;
+    lake_.metadata_ttl = std::chrono::seconds(60);  // Writes must not be hidden by it.
+    frozen_spec_.path = "/frozen";
+    frozen_spec_.uri = "mem://frozen";
+    worker::WorkerOptions o;
+    o.mounts = {lake_, frozen_spec_};
+    o.ufs_override = {memory_, frozen_};
+    o.page_size = kPage;
+    o.serve_tcp = tcp();
+    o.config.listen = "127.0.0.1:0";
+    o.config.metrics_listen = "";
+    o.config.cache_dirs.push_back({dir_.str(), 256ull << 20});
+    auto w = worker::Worker::Start(o);
+    ASSERT_TRUE(w.ok()) << w.status().ToString();
+    worker_ = std::move(w).value();
+
+    ClientOptions co;
+    co.page_size = kPage;
+    co.mounts = {lake_, frozen_spec_};
+    co.worker_timeout = std::chrono::milliseconds(5000);
+    if (tcp()) {
+      co.workers = {"127.0.0.1:" + std::to_string(worker_->port())};
+    } else {
+      co.local_channel = worker_->local_channel();
+    }
+    auto mounts = mount::MountTable::CreateWith({lake_, frozen_spec_}, {memory_, frozen_});
+    ASSERT_TRUE(mounts.ok());
+    auto fetcher = MakePageFetcher(co);
+    ASSERT_TRUE(fetcher.ok());
+    client_ = std::make_unique<ClientImpl>(co, *mounts, std::move(fetcher).value(), Clock::Real());
+  }
+  void TearDown() override {
+    client_.reset();
+    worker_.reset();
+  }
+
+  std::string ReadAll(const std::string& path) {
+    auto reader = client_->Open(path);
+    EXPECT_TRUE(reader.ok()) << reader.status().ToString();
+    if (!reader.ok()) return "";
+    std::string out((*reader)->info().size, '\0');
+    auto n = (*reader)->Read(0, out);
+    EXPECT_TRUE(n.ok() && *n == out.size());
+    return out;
+  }
+
+  testing::TempDir dir_{"client-write"};
+  std::shared_ptr<ufs::MemoryUnderStorage> memory_;
+  std::shared_ptr<ufs::MemoryUnderStorage> frozen_;
+  MountSpec lake_;
+  MountSpec frozen_spec_;
+  std::unique_ptr<worker::Worker> worker_;
+  std::unique_ptr<ClientImpl> client_;
+};
+
+TEST_P(ClientWriteTest, AWrittenFileReadsBackByteForByteThroughTheCache) {
+  // Past one 8 MiB part: the worker uploads parts while the client still writes.
+  const std::string content = testing::RandomBytes(20 * 1024 * 1024 + 4321, 1);
+  // A stat before the write: the client's cached "not found" must not hide the new file.
+  EXPECT_EQ(client_->Stat("/lake/ckpt/model.pt").status().code(), StatusCode::kNotFound);
+  auto writer = client_->Create("/lake/ckpt/model.pt");
+  ASSERT_TRUE(writer.ok()) << writer.status().ToString();
+  for (size_t done = 0; done < content.size();) {
+    const size_t n = std::min<size_t>(3 * 1024 * 1024 + 17, content.size() - done);
+    ASSERT_TRUE((*writer)->Write(done, std::string_view(content).substr(done, n)).ok());
+    done += n;
+  }
+  EXPECT_EQ((*writer)->size(), content.size());
+  EXPECT_EQ(memory_->Stat("ckpt/model.pt").status().code(), StatusCode::kNotFound);
+  auto closed = (*writer)->Close();
+  ASSERT_TRUE(closed.ok()) << closed.status().ToString();
+  EXPECT_EQ(closed->size, content.size());
+  EXPECT_EQ(closed->version, memory_->Stat("ckpt/model.pt")->version);
+
+  auto info = client_->Stat("/lake/ckpt/model.pt");
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  EXPECT_EQ(info->version, closed->version);
+  EXPECT_EQ(ReadAll("/lake/ckpt/model.pt"), content);
+  auto listing = client_->ListDir("/lake/ckpt", "", 100);
+  ASSERT_TRUE(listing.ok());
+  ASSERT_EQ(listing->entries.size(), 1u);
+  EXPECT_EQ(listing->entries[0].name, "model.pt");
+  EXPECT_FALSE((*writer)->Write(0, std::string_view("late")).ok());
+}
+
+TEST_P(ClientWriteTest, OverlappingWritesInFlightLandInTheOrderTheyWereMade) {
+  auto writer = client_->Create("/lake/patched");
+  ASSERT_TRUE(writer.ok());
+  const std::string a(3 << 20, 'a');
+  const std::string b(2 << 20, 'b');
+  const std::string c(4096, 'c');
+  ASSERT_TRUE((*writer)->Write(0, a).ok());
+  ASSERT_TRUE((*writer)->Write(1 << 20, b).ok());  // Over a's middle while a is in flight.
+  ASSERT_TRUE((*writer)->Write(0, c).ok());        // A header patched last.
+  ASSERT_TRUE((*writer)->Close().ok());
+  std::string expected = a;
+  expected.replace(1 << 20, b.size(), b);
+  expected.replace(0, c.size(), c);
+  EXPECT_EQ(ReadAll("/lake/patched"), expected);
+}
+
+TEST_P(ClientWriteTest, SyncTruncateAndCloseAreEachDurable) {
+  auto writer = client_->Create("/lake/log.txt");
+  ASSERT_TRUE(writer.ok());
+  ASSERT_TRUE((*writer)->Write(0, std::string_view("step 1 loss 2.3\n")).ok());
+  auto synced = (*writer)->Sync();
+  ASSERT_TRUE(synced.ok()) << synced.status().ToString();
+  EXPECT_EQ(ReadAll("/lake/log.txt"), "step 1 loss 2.3\n");
+  ASSERT_TRUE((*writer)->Write(16, std::string_view("step 2 loss 1.9\n")).ok());
+  ASSERT_TRUE((*writer)->Truncate(20).ok());
+  EXPECT_EQ((*writer)->size(), 20u);
+  auto closed = (*writer)->Close();
+  ASSERT_TRUE(closed.ok()) << closed.status().ToString();
+  EXPECT_EQ(ReadAll("/lake/log.txt"), "step 1 loss 2.3\nstep");
+}
+
+TEST_P(ClientWriteTest, AWriterDroppedWithoutCloseLeavesNothing) {
+  {
+    auto writer = client_->Create("/lake/abandoned");
+    ASSERT_TRUE(writer.ok());
+    ASSERT_TRUE((*writer)->Write(0, testing::RandomBytes(1 << 20, 2)).ok());
+  }
+  EXPECT_EQ(memory_->Stat("abandoned").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(worker_->writes()->open_files(), 0u);
+}
+
+TEST_P(ClientWriteTest, RefusalsAreTheRightErrors) {
+  EXPECT_EQ(client_->Create("/frozen/x").status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(client_->Create("/lake").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(client_->Create("/").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(client_->Create("/nowhere/x").status().code(), StatusCode::kNotFound);
+  memory_->Put("exists", "x");
+  WriteOptions exclusive;
+  exclusive.exclusive = true;
+  EXPECT_EQ(client_->OpenForWrite("/lake/exists", exclusive).status().code(),
+            StatusCode::kAlreadyExists);
+  WriteOptions no_create;
+  no_create.create = false;
+  EXPECT_EQ(client_->OpenForWrite("/lake/missing", no_create).status().code(),
+            StatusCode::kNotFound);
+  auto appended = client_->OpenForWrite("/lake/exists", WriteOptions{false, false, false});
+  ASSERT_TRUE(appended.ok()) << appended.status().ToString();
+  EXPECT_EQ((*appended)->size(), 1u);
+  ASSERT_TRUE((*appended)->Write(1, std::string_view("yz")).ok());
+  ASSERT_TRUE((*appended)->Close().ok());
+  EXPECT_EQ(ReadAll("/lake/exists"), "xyz");
+}
+
+TEST_P(ClientWriteTest, RemoveDeletesTheFileForThisClientAtOnce) {
+  memory_->Put("old.pt", "old");
+  EXPECT_EQ(ReadAll("/lake/old.pt"), "old");  // Its metadata is now cached.
+  EXPECT_TRUE(client_->Remove("/lake/old.pt").ok());
+  EXPECT_EQ(memory_->Stat("old.pt").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(client_->Stat("/lake/old.pt").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(client_->Remove("/lake/old.pt").code(), StatusCode::kNotFound);
+  EXPECT_EQ(client_->Remove("/frozen/x").code(), StatusCode::kFailedPrecondition);
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, ClientWriteTest, ::testing::Values(false, true),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? std::string("tcp") : std::string("in_process");
+                         });
+
+}  // namespace
+}  // namespace cairn::client

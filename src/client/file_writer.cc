@@ -1,0 +1,237 @@
+#include "client/file_writer.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <future>
+
+#include "common/checksum.h"
+
+namespace cairn::client {
+
+namespace {
+
+bool Retryable(StatusCode code) {
+  return code == StatusCode::kUnavailable || code == StatusCode::kDeadlineExceeded ||
+         code == StatusCode::kCorruption;
+}
+
+}  // namespace
+
+RemoteFileWriter::RemoteFileWriter(std::shared_ptr<protocol::PageChannel> channel, std::string path,
+                                   uint64_t handle, uint64_t size, FileWriterOptions options)
+    : channel_(std::move(channel)),
+      path_(std::move(path)),
+      handle_(handle),
+      options_(std::move(options)),
+      size_(size) {}
+
+RemoteFileWriter::~RemoteFileWriter() {
+  bool open = false;
+  {
+    MutexLock l(&mu_);
+    open = !closed_ && !aborted_;
+  }
+  if (open) {
+    Status aborted = Abort();
+    if (!aborted.ok()) spdlog::debug("abandoned write of {}: {}", path_, aborted.ToString());
+  }
+}
+
+Status RemoteFileWriter::CheckOpen() const {
+  if (closed_) return FailedPreconditionError(path_ + " is closed");
+  if (aborted_) return FailedPreconditionError("the write of " + path_ + " was aborted");
+  return error_;
+}
+
+uint64_t RemoteFileWriter::size() const {
+  MutexLock l(&mu_);
+  return size_;
+}
+
+Status RemoteFileWriter::Write(uint64_t offset, std::span<const char> data) {
+  if (data.empty()) return Status::Ok();
+  if (offset > protocol::kMaxWriteOffset || data.size() > protocol::kMaxWriteOffset - offset) {
+    return InvalidArgumentError("a write past " + std::to_string(protocol::kMaxWriteOffset) +
+                                " bytes");
+  }
+  const size_t step =
+      std::clamp<size_t>(options_.max_request_bytes, kChecksumChunkSize, protocol::kMaxWriteData);
+  for (size_t done = 0; done < data.size();) {
+    const size_t n = std::min(step, data.size() - done);
+    auto chunk = std::make_shared<Chunk>();
+    chunk->offset = offset + done;
+    chunk->data.assign(data.begin() + static_cast<ptrdiff_t>(done),
+                       data.begin() + static_cast<ptrdiff_t>(done + n));
+    chunk->checksums = ChunkChecksums(chunk->data);
+    CAIRN_RETURN_IF_ERROR(Send(std::move(chunk)));
+    done += n;
+  }
+  return Status::Ok();
+}
+
+bool RemoteFileWriter::Overlaps(const Chunk& chunk) const {
+  const uint64_t end = chunk.offset + chunk.data.size();
+  return std::any_of(in_flight_.begin(), in_flight_.end(), [&](const auto& other) {
+    return other->offset < end && chunk.offset < other->offset + other->data.size();
+  });
+}
+
+Status RemoteFileWriter::Send(std::shared_ptr<Chunk> chunk) {
+  {
+    MutexLock l(&mu_);
+    while (true) {
+      CAIRN_RETURN_IF_ERROR(CheckOpen());
+      if (!failed_.empty()) {
+        ResendFailed();
+        continue;
+      }
+      if (static_cast<int>(in_flight_.size()) < options_.max_in_flight && !Overlaps(*chunk)) {
+        break;
+      }
+      // No room, or an overlap: wait for any reply.
+      changed_.Wait(&mu_, [this, before = in_flight_.size()]() REQUIRES(mu_) {
+        return in_flight_.size() < before || !failed_.empty() || !error_.ok() || aborted_;
+      });
+    }
+    in_flight_.push_back(chunk);
+    size_ = std::max<uint64_t>(size_, chunk->offset + chunk->data.size());
+  }
+  Dispatch(std::move(chunk));
+  return Status::Ok();
+}
+
+void RemoteFileWriter::Dispatch(std::shared_ptr<Chunk> chunk) {
+  ++chunk->attempts;
+  protocol::WritePageRequest request;
+  request.handle = handle_;
+  request.offset = chunk->offset;
+  request.checksums = chunk->checksums;
+  request.data = chunk->data;
+  channel_->CallWrite(request, [this, chunk](StatusOr<protocol::WriteReply> reply) {
+    Finished(chunk, reply.status());
+  });
+}
+
+void RemoteFileWriter::Finished(const std::shared_ptr<Chunk>& chunk, const Status& status) {
+  {
+    MutexLock l(&mu_);
+    in_flight_.erase(std::find(in_flight_.begin(), in_flight_.end(), chunk));
+    if (!status.ok()) {
+      if (Retryable(status.code()) && chunk->attempts < options_.max_attempts) {
+        spdlog::debug("write of {} at {} failed ({}); sending it again", path_, chunk->offset,
+                      status.ToString());
+        failed_.push_back(chunk);
+      } else if (error_.ok()) {
+        error_ =
+            status.WithContext("write of " + path_ + " at offset " + std::to_string(chunk->offset));
+      }
+    }
+  }
+  changed_.NotifyAll();
+}
+
+void RemoteFileWriter::ResendFailed() {
+  std::deque<std::shared_ptr<Chunk>> again;
+  again.swap(failed_);
+  for (auto& chunk : again) in_flight_.push_back(chunk);
+  mu_.Unlock();
+  for (auto& chunk : again) Dispatch(chunk);
+  mu_.Lock();
+}
+
+Status RemoteFileWriter::Drain() {
+  MutexLock l(&mu_);
+  while (true) {
+    if (!failed_.empty()) {
+      if (error_.ok()) {
+        ResendFailed();
+      } else {
+        failed_.clear();  // The file is failed anyway.
+      }
+      continue;
+    }
+    if (in_flight_.empty()) break;
+    changed_.Wait(&mu_, [this]() REQUIRES(mu_) { return in_flight_.empty() || !failed_.empty(); });
+  }
+  return error_;
+}
+
+StatusOr<protocol::WriteReply> RemoteFileWriter::Call(const protocol::WriteRequest& request) {
+  std::promise<StatusOr<protocol::WriteReply>> promise;
+  auto future = promise.get_future();
+  channel_->CallWrite(request, [&promise](StatusOr<protocol::WriteReply> reply) {
+    promise.set_value(std::move(reply));
+  });
+  return future.get();
+}
+
+Status RemoteFileWriter::Truncate(uint64_t size) {
+  if (size > protocol::kMaxWriteOffset) {
+    return InvalidArgumentError("a size past " + std::to_string(protocol::kMaxWriteOffset));
+  }
+  CAIRN_RETURN_IF_ERROR(Drain());  // Writes issued before must land before.
+  {
+    MutexLock l(&mu_);
+    CAIRN_RETURN_IF_ERROR(CheckOpen());
+  }
+  protocol::TruncateWriteRequest request;
+  request.handle = handle_;
+  request.size = size;
+  StatusOr<protocol::WriteReply> reply = Call(request);
+  if (!reply.ok()) return reply.status().WithContext("truncate of " + path_);
+  MutexLock l(&mu_);
+  size_ = reply->size;
+  return Status::Ok();
+}
+
+StatusOr<FileInfo> RemoteFileWriter::Commit(bool close) {
+  CAIRN_RETURN_IF_ERROR(Drain());
+  {
+    MutexLock l(&mu_);
+    CAIRN_RETURN_IF_ERROR(CheckOpen());
+  }
+  const auto deadline_ms = static_cast<uint32_t>(options_.commit_timeout.count());
+  StatusOr<protocol::WriteReply> reply = InternalError("not sent");
+  if (close) {
+    reply = Call(protocol::CloseWriteRequest{deadline_ms, handle_});
+  } else {
+    reply = Call(protocol::SyncWriteRequest{deadline_ms, handle_});
+  }
+  if (!reply.ok()) return reply.status().WithContext((close ? "close of " : "sync of ") + path_);
+  {
+    MutexLock l(&mu_);
+    if (close) closed_ = true;
+    size_ = reply->size;
+  }
+  if (options_.on_commit) options_.on_commit(path_);
+  FileInfo info;
+  const size_t slash = path_.rfind('/');
+  info.name = path_.substr(slash + 1);
+  info.size = reply->size;
+  info.version = reply->version;
+  info.mtime_ns = reply->mtime_ns;
+  return info;
+}
+
+StatusOr<FileInfo> RemoteFileWriter::Sync() { return Commit(false); }
+StatusOr<FileInfo> RemoteFileWriter::Close() { return Commit(true); }
+
+Status RemoteFileWriter::Abort() {
+  {
+    MutexLock l(&mu_);
+    if (aborted_ || closed_) return Status::Ok();
+    aborted_ = true;  // Failed writes are not sent again from here on.
+    failed_.clear();
+    changed_.Wait(&mu_, [this]() REQUIRES(mu_) { return in_flight_.empty(); });
+  }
+  changed_.NotifyAll();
+  StatusOr<protocol::WriteReply> reply = Call(
+      protocol::AbortWriteRequest{static_cast<uint32_t>(options_.commit_timeout.count()), handle_});
+  if (!reply.ok() && reply.status().code() != StatusCode::kNotFound) {
+    return reply.status().WithContext("abort of " + path_);
+  }
+  return Status::Ok();
+}
+
+}  // namespace cairn::client

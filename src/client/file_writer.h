@@ -1,0 +1,96 @@
+// RemoteFileWriter: a FileWriter (include/cairn/client.h) over one worker's write handle
+// (protocol v5, docs/write-path.md).
+//
+// Write copies the caller's bytes into requests of at most max_request_bytes and sends them at
+// once; up to max_in_flight are outstanding, so the link stays busy while the caller goes on.
+// A request that overlaps one in flight waits for it first (a channel spreads requests over
+// several connections, so two in flight may land in either order). A write that failed for
+// a reason worth retrying (the connection dropped, the data arrived damaged, the worker was
+// slow) is sent again, up to max_attempts times, by the next call that waits for room or for
+// the writes in flight; any other failure is kept and returned by every later call.
+//
+// Thread-safety: thread-safe. Lock order: mu_ only; no channel call is made with mu_ held (an
+// in-process channel answers before CallWrite returns).
+#ifndef CAIRN_CLIENT_FILE_WRITER_H_
+#define CAIRN_CLIENT_FILE_WRITER_H_
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cairn/client.h"
+#include "common/thread_annotations.h"
+#include "protocol/page_channel.h"
+
+namespace cairn::client {
+
+struct FileWriterOptions {
+  uint32_t max_request_bytes = 1 << 20;  // Bytes per WritePage (<= protocol::kMaxWriteData).
+  int max_in_flight = 8;
+  int max_attempts = 3;
+  // How long Sync and Close may take: they upload what is left of the file to the source.
+  std::chrono::milliseconds commit_timeout{15 * 60 * 1000};
+  // Runs after a successful Sync or Close (the client drops its cached metadata of the path).
+  std::function<void(const std::string& path)> on_commit;
+};
+
+class RemoteFileWriter : public FileWriter {
+ public:
+  // A writer of the handle `handle` that `channel` opened for `path` (whose size is `size`).
+  RemoteFileWriter(std::shared_ptr<protocol::PageChannel> channel, std::string path,
+                   uint64_t handle, uint64_t size, FileWriterOptions options);
+  ~RemoteFileWriter() override;
+
+  const std::string& path() const override { return path_; }
+  Status Write(uint64_t offset, std::span<const char> data) override EXCLUDES(mu_);
+  Status Truncate(uint64_t size) override EXCLUDES(mu_);
+  uint64_t size() const override EXCLUDES(mu_);
+  StatusOr<FileInfo> Sync() override EXCLUDES(mu_);
+  StatusOr<FileInfo> Close() override EXCLUDES(mu_);
+  Status Abort() override EXCLUDES(mu_);
+
+ private:
+  // One WritePage: its bytes (owned), sent, possibly again.
+  struct Chunk {
+    uint64_t offset = 0;
+    std::vector<char> data;
+    std::vector<uint64_t> checksums;
+    int attempts = 0;
+  };
+
+  // Sends `chunk` once room and no overlap allow (and resends failed chunks meanwhile).
+  Status Send(std::shared_ptr<Chunk> chunk) EXCLUDES(mu_);
+  void Dispatch(std::shared_ptr<Chunk> chunk) EXCLUDES(mu_);
+  void Finished(const std::shared_ptr<Chunk>& chunk, const Status& status) EXCLUDES(mu_);
+  // Waits until nothing is in flight (resending retryable failures); the first error.
+  Status Drain() EXCLUDES(mu_);
+  // Resends the retryable failures (called with mu_ held; unlocks it around the sends).
+  void ResendFailed() REQUIRES(mu_);
+  bool Overlaps(const Chunk& chunk) const REQUIRES(mu_);
+  Status CheckOpen() const REQUIRES(mu_);
+  // One request with its reply, waited for.
+  StatusOr<protocol::WriteReply> Call(const protocol::WriteRequest& request);
+  StatusOr<FileInfo> Commit(bool close) EXCLUDES(mu_);
+
+  const std::shared_ptr<protocol::PageChannel> channel_;
+  const std::string path_;
+  const uint64_t handle_;
+  const FileWriterOptions options_;
+
+  mutable Mutex mu_;
+  CondVar changed_;
+  uint64_t size_ GUARDED_BY(mu_);
+  std::vector<std::shared_ptr<Chunk>> in_flight_ GUARDED_BY(mu_);
+  std::deque<std::shared_ptr<Chunk>> failed_ GUARDED_BY(mu_);  // To send again.
+  Status error_ GUARDED_BY(mu_);  // Sticky: a write that cannot be retried failed.
+  bool closed_ GUARDED_BY(mu_) = false;
+  bool aborted_ GUARDED_BY(mu_) = false;
+};
+
+}  // namespace cairn::client
+
+#endif  // CAIRN_CLIENT_FILE_WRITER_H_

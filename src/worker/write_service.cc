@@ -1,0 +1,467 @@
+#include "worker/write_service.h"
+
+#include <fcntl.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <optional>
+#include <random>
+#include <system_error>
+
+#include "common/checksum.h"
+
+namespace cairn::worker {
+
+using protocol::WriteReply;
+
+// One file open for writing.
+struct WriteService::OpenFile {
+  uint64_t handle = 0;
+  std::string principal;
+  std::string path;
+  std::shared_ptr<const mount::MountTable> table;  // Keeps `ufs` and the mount alive.
+  std::shared_ptr<ufs::UnderStorage> ufs;
+  std::string key;
+  std::string spool_dir;
+  bool exclusive = false;  // An exclusive create stays one: another writer's commit fails it.
+  std::atomic<int64_t> last_used_us{0};
+  std::atomic<int> busy{0};  // Requests being served now (the reaper leaves the file alone).
+
+  Mutex mu;
+  std::unique_ptr<write::WriteSession> session GUARDED_BY(mu);
+  // Set by a commit; cleared by the next write (which starts a new session seeded from it).
+  std::optional<ufs::ObjectInfo> committed GUARDED_BY(mu);
+};
+
+struct WriteService::Metrics {
+  explicit Metrics(metrics::Registry* r)
+      : open(r->AddGauge("cairn_worker_write_files_open", "Files open for writing now")),
+        bytes(r->AddCounter("cairn_worker_write_bytes_total",
+                            "Bytes written by clients into files open for writing")),
+        commits(r->AddCounter("cairn_worker_write_commits_total",
+                              "Files committed to their source (close or sync)")),
+        commit_failures(r->AddCounter("cairn_worker_write_commit_failures_total",
+                                      "Commits that failed (the client was told)")),
+        aborts(r->AddCounter("cairn_worker_write_aborts_total",
+                             "Files discarded: aborted by the client or idle too long")),
+        removes(r->AddCounter("cairn_worker_write_removes_total", "Files removed")),
+        checksum_failures(r->AddCounter("cairn_worker_write_checksum_failures_total",
+                                        "Write requests whose data did not match its "
+                                        "checksums (refused)")) {}
+  std::unique_ptr<metrics::Registry> owned;
+  metrics::Gauge* open;
+  metrics::Counter* bytes;
+  metrics::Counter* commits;
+  metrics::Counter* commit_failures;
+  metrics::Counter* aborts;
+  metrics::Counter* removes;
+  metrics::Counter* checksum_failures;
+};
+
+namespace {
+
+constexpr size_t kCopyChunk = 4 << 20;
+
+uint64_t RandomHandle() {
+  static thread_local std::random_device rd;
+  uint64_t h = 0;
+  while (h == 0) h = (uint64_t{rd()} << 32) ^ rd();
+  return h;
+}
+
+// Creates `dir` and removes what a previous process left in it.
+Status PrepareSpoolDir(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return IoError("cannot create spool folder " + dir + ": " + ec.message());
+  // Spool files hold other principals' data: the folder is the worker's alone.
+  std::filesystem::permissions(dir, std::filesystem::perms::owner_all,
+                               std::filesystem::perm_options::replace, ec);
+  if (ec) return IoError("cannot restrict spool folder " + dir + ": " + ec.message());
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    if (entry.path().filename().string().rfind("write-", 0) == 0) {
+      std::filesystem::remove(entry.path(), ec);
+      if (!ec)
+        spdlog::info("removed the spool file {} of an unfinished write", entry.path().string());
+    }
+  }
+  if (ec) return IoError("cannot clean spool folder " + dir + ": " + ec.message());
+  return Status::Ok();
+}
+
+Status CheckNormalised(const std::string& path) {
+  StatusOr<std::string> normal = mount::NormalizePath(path);
+  if (!normal.ok() || *normal != path) {
+    return InvalidArgumentError("'" + path + "' is not a normalised namespace path");
+  }
+  return Status::Ok();
+}
+
+WriteReply Reply(uint64_t handle, uint64_t size) {
+  WriteReply r;
+  r.handle = handle;
+  r.size = size;
+  return r;
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<WriteService>> WriteService::Create(PageService* pages,
+                                                             WriteServiceOptions options) {
+  if (options.spool_dirs.empty()) return InvalidArgumentError("no spool folder for writes");
+  if (options.max_uploads_in_flight < 1 || options.upload_threads < 1) {
+    return InvalidArgumentError("write uploads need at least one thread");
+  }
+  for (const std::string& dir : options.spool_dirs) CAIRN_RETURN_IF_ERROR(PrepareSpoolDir(dir));
+  return std::unique_ptr<WriteService>(new WriteService(pages, std::move(options)));
+}
+
+WriteService::WriteService(PageService* pages, WriteServiceOptions options)
+    : pages_(pages), options_(std::move(options)) {
+  metrics::Registry* registry = options_.registry;
+  std::unique_ptr<metrics::Registry> owned;
+  if (registry == nullptr) {
+    owned = std::make_unique<metrics::Registry>();
+    registry = owned.get();
+  }
+  metrics_ = std::make_unique<Metrics>(registry);
+  metrics_->owned = std::move(owned);
+  uploads_ = std::make_unique<ThreadPool>(options_.upload_threads, "write-upload");
+  reaper_ = std::thread([this] { ReapLoop(); });
+}
+
+WriteService::~WriteService() {
+  std::map<uint64_t, std::shared_ptr<OpenFile>> left;
+  {
+    MutexLock l(&open_mu_);
+    stopping_ = true;
+    left.swap(open_);
+  }
+  stop_cv_.NotifyAll();
+  if (reaper_.joinable()) reaper_.join();
+  if (!left.empty()) spdlog::info("discarding {} file(s) still open for writing", left.size());
+  left.clear();  // Each session's destructor aborts its upload and removes its spool file.
+  uploads_.reset();
+}
+
+size_t WriteService::open_files() const {
+  MutexLock l(&open_mu_);
+  return open_.size();
+}
+
+Mutex& WriteService::CommitLockOf(const std::string& path) {
+  return commit_locks_[Hash64(path) % commit_locks_.size()];
+}
+
+StatusOr<WriteReply> WriteService::Serve(const std::string& principal,
+                                         const protocol::WriteRequest& request,
+                                         const RecheckFn& recheck) {
+  if (const auto* open = std::get_if<protocol::OpenWriteRequest>(&request)) {
+    return Open(principal, *open);
+  }
+  if (const auto* remove = std::get_if<protocol::RemovePathRequest>(&request)) {
+    return Remove(*remove);
+  }
+  const uint64_t handle = protocol::HandleOf(request);
+  if (std::holds_alternative<protocol::AbortWriteRequest>(request)) {
+    CAIRN_RETURN_IF_ERROR(Find(principal, handle).status());
+    std::shared_ptr<OpenFile> file = Take(handle);
+    if (file != nullptr) {
+      metrics_->aborts->Increment();
+      MutexLock l(&file->mu);
+      if (file->session != nullptr && !file->committed) {
+        Status aborted = file->session->Abort();
+        if (!aborted.ok()) spdlog::warn("abort of {}: {}", file->path, aborted.ToString());
+      }
+    }
+    return Reply(handle, 0);
+  }
+  CAIRN_ASSIGN_OR_RETURN(std::shared_ptr<OpenFile> file, Find(principal, handle));
+  file->busy.fetch_add(1);
+  file->last_used_us = clock().NowMicros();
+  StatusOr<WriteReply> reply = InternalError("unhandled write request");
+  if (const auto* write = std::get_if<protocol::WritePageRequest>(&request)) {
+    reply = Write(*file, *write);
+  } else if (const auto* truncate = std::get_if<protocol::TruncateWriteRequest>(&request)) {
+    reply = Truncate(*file, truncate->size);
+  } else {
+    reply = Commit(*file, recheck);
+    if (reply.ok() && std::holds_alternative<protocol::CloseWriteRequest>(request)) Take(handle);
+  }
+  file->last_used_us = clock().NowMicros();
+  file->busy.fetch_sub(1);
+  return reply;
+}
+
+StatusOr<WriteReply> WriteService::Open(const std::string& principal,
+                                        const protocol::OpenWriteRequest& request) {
+  if (request.mode != protocol::WriteMode::kThrough) {
+    return UnimplementedError("write-back is not built yet (docs/write-path.md, step 4)");
+  }
+  CAIRN_RETURN_IF_ERROR(CheckNormalised(request.path));
+  CAIRN_ASSIGN_OR_RETURN(PageService::PathAt at, pages_->ResolvePath(request.path, true));
+  const mount::Mount* mount = at.resolved.mount;
+  if (mount == nullptr) {
+    return FailedPreconditionError(request.path +
+                                   " is above the mounts: no file can be made there");
+  }
+  if (mount->spec.read_only) {
+    return FailedPreconditionError("mount " + mount->spec.path + " is read-only");
+  }
+  if (at.resolved.key.empty()) return InvalidArgumentError(request.path + " is a mount's root");
+
+  auto file = std::make_shared<OpenFile>();
+  file->principal = principal;
+  file->path = request.path;
+  file->table = at.table;
+  file->ufs = mount->ufs;
+  file->key = at.resolved.key;
+  file->exclusive = request.exclusive;
+  file->spool_dir = options_.spool_dirs[next_spool_.fetch_add(1) % options_.spool_dirs.size()];
+
+  StatusOr<ufs::ObjectInfo> current = file->ufs->Stat(file->key);
+  if (!current.ok() && current.status().code() != StatusCode::kNotFound) return current.status();
+  const bool exists = current.ok();
+  if (exists && request.exclusive) {
+    return AlreadyExistsError(request.path + " exists (exclusive create)");
+  }
+  if (!exists && !request.create) return NotFoundError("no such file " + request.path);
+
+  write::WriteSessionOptions session_options;
+  session_options.part_size = options_.part_size;
+  session_options.max_uploads_in_flight = options_.max_uploads_in_flight;
+  session_options.condition =
+      exists ? ufs::WriteCondition::Version(current->version) : ufs::WriteCondition::Absent();
+  CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<write::WriteSession> session,
+                         write::WriteSession::Create(file->ufs, file->key, file->spool_dir,
+                                                     session_options, uploads_.get()));
+  // Without truncate the file starts as the object is now (a partial rewrite keeps the rest).
+  if (exists && !request.truncate && current->size > 0) {
+    std::vector<char> chunk(std::min<uint64_t>(kCopyChunk, current->size));
+    for (uint64_t done = 0; done < current->size;) {
+      const size_t want =
+          static_cast<size_t>(std::min<uint64_t>(chunk.size(), current->size - done));
+      CAIRN_ASSIGN_OR_RETURN(size_t n, file->ufs->Read(file->key, current->version, done,
+                                                       std::span<char>(chunk.data(), want)));
+      if (n == 0) return FailedPreconditionError(request.path + " shrank while it was opened");
+      CAIRN_RETURN_IF_ERROR(session->Write(done, std::span<const char>(chunk.data(), n)));
+      done += n;
+    }
+  }
+  const uint64_t size = session->size();
+  {
+    MutexLock l(&file->mu);
+    file->session = std::move(session);
+  }
+  file->last_used_us = clock().NowMicros();
+  MutexLock l(&open_mu_);
+  if (stopping_) return UnavailableError("the worker is stopping");
+  if (open_.size() >= options_.max_open_files) {
+    return ResourceExhaustedError("this worker has " + std::to_string(open_.size()) +
+                                  " files open for writing (its limit)");
+  }
+  size_t& mine = open_by_principal_[principal];
+  if (mine >= options_.max_open_files_per_principal) {
+    return ResourceExhaustedError("too many files open for writing by " +
+                                  (principal.empty() ? std::string("anonymous") : principal));
+  }
+  do {
+    file->handle = RandomHandle();
+  } while (open_.count(file->handle) != 0);
+  ++mine;
+  open_.emplace(file->handle, file);
+  metrics_->open->Set(static_cast<double>(open_.size()));
+  return Reply(file->handle, size);
+}
+
+StatusOr<WriteReply> WriteService::Write(OpenFile& file,
+                                         const protocol::WritePageRequest& request) {
+  if (ChunkChecksums(request.data) != request.checksums) {
+    metrics_->checksum_failures->Increment();
+    return CorruptionError("write data for " + file.path + " does not match its checksums");
+  }
+  MutexLock l(&file.mu);
+  if (file.committed) {
+    CAIRN_ASSIGN_OR_RETURN(file.session,
+                           SessionFor(file, file.session->spool_path(), file.committed->size,
+                                      ufs::WriteCondition::Version(file.committed->version)));
+    file.committed.reset();
+  }
+  CAIRN_RETURN_IF_ERROR(file.session->Write(request.offset, request.data));
+  metrics_->bytes->Increment(request.data.size());
+  return Reply(file.handle, file.session->size());
+}
+
+StatusOr<WriteReply> WriteService::Truncate(OpenFile& file, uint64_t size) {
+  MutexLock l(&file.mu);
+  if (file.committed) {
+    if (file.committed->size == size) return Reply(file.handle, size);
+    CAIRN_ASSIGN_OR_RETURN(file.session,
+                           SessionFor(file, file.session->spool_path(), file.committed->size,
+                                      ufs::WriteCondition::Version(file.committed->version)));
+    file.committed.reset();
+  }
+  CAIRN_RETURN_IF_ERROR(file.session->Truncate(size));
+  return Reply(file.handle, file.session->size());
+}
+
+StatusOr<std::unique_ptr<write::WriteSession>> WriteService::SessionFor(
+    const OpenFile& file, const std::string& from_spool, uint64_t size,
+    ufs::WriteCondition condition) {
+  write::WriteSessionOptions session_options;
+  session_options.part_size = options_.part_size;
+  session_options.max_uploads_in_flight = options_.max_uploads_in_flight;
+  session_options.condition = std::move(condition);
+  CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<write::WriteSession> next,
+                         write::WriteSession::Create(file.ufs, file.key, file.spool_dir,
+                                                     session_options, uploads_.get()));
+  const int fd = ::open(from_spool.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return ErrnoToStatus(errno, "reopen spool file of " + file.path);
+  std::vector<char> chunk(std::min<uint64_t>(kCopyChunk, std::max<uint64_t>(size, 1)));
+  Status copied;
+  for (uint64_t done = 0; done < size && copied.ok();) {
+    const size_t want = static_cast<size_t>(std::min<uint64_t>(chunk.size(), size - done));
+    const ssize_t n = ::pread(fd, chunk.data(), want, static_cast<off_t>(done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      copied = ErrnoToStatus(errno, "read spool file of " + file.path);
+    } else if (n == 0) {
+      copied = next->Truncate(size);  // A hole at the end: zeros.
+      done = size;
+    } else {
+      copied = next->Write(done, std::span<const char>(chunk.data(), static_cast<size_t>(n)));
+      done += static_cast<uint64_t>(n);
+    }
+  }
+  ::close(fd);
+  CAIRN_RETURN_IF_ERROR(copied);
+  if (next->size() != size) CAIRN_RETURN_IF_ERROR(next->Truncate(size));
+  return next;
+}
+
+StatusOr<WriteReply> WriteService::Commit(OpenFile& file, const RecheckFn& recheck) {
+  // The path's commit lock first (see the lock order in the header).
+  MutexLock commit(&CommitLockOf(file.path));
+  MutexLock l(&file.mu);
+  if (file.committed) {
+    WriteReply reply = Reply(file.handle, file.committed->size);
+    reply.version = file.committed->version;
+    reply.mtime_ns = file.committed->mtime_ns;
+    return reply;
+  }
+  if (recheck) CAIRN_RETURN_IF_ERROR(recheck(file.path));
+  StatusOr<ufs::ObjectInfo> info = file.session->Commit();
+  if (info.ok()) AdoptCommit(file, info->version);
+  if (!info.ok()) {
+    metrics_->commit_failures->Increment();
+    return info.status().WithContext("commit of " + file.path);
+  }
+  metrics_->commits->Increment();
+  file.committed = *info;
+  WriteReply reply = Reply(file.handle, info->size);
+  reply.version = info->version;
+  reply.mtime_ns = info->mtime_ns;
+  return reply;
+}
+
+void WriteService::AdoptCommit(const OpenFile& committer, const std::string& version) {
+  std::vector<std::shared_ptr<OpenFile>> siblings;
+  {
+    MutexLock l(&open_mu_);
+    for (const auto& [handle, file] : open_) {
+      if (file.get() != &committer && file->path == committer.path && !file->exclusive) {
+        siblings.push_back(file);
+      }
+    }
+  }
+  // A sibling's own lock may be held by a write in progress (short), never by a commit: a
+  // commit takes this path's commit lock, which the caller holds, before it.
+  for (const auto& file : siblings) {
+    MutexLock l(&file->mu);
+    if (file->session != nullptr && !file->committed) {
+      file->session->SetCondition(ufs::WriteCondition::Version(version));
+    }
+  }
+}
+
+StatusOr<WriteReply> WriteService::Remove(const protocol::RemovePathRequest& request) {
+  if (request.directory) {
+    return UnimplementedError("removing directories comes with MakeDir (docs/write-path.md)");
+  }
+  CAIRN_RETURN_IF_ERROR(CheckNormalised(request.path));
+  CAIRN_ASSIGN_OR_RETURN(PageService::PathAt at, pages_->ResolvePath(request.path, true));
+  const mount::Mount* mount = at.resolved.mount;
+  if (mount == nullptr || at.resolved.key.empty()) {
+    return InvalidArgumentError(request.path + " is a directory");
+  }
+  if (mount->spec.read_only) {
+    return FailedPreconditionError("mount " + mount->spec.path + " is read-only");
+  }
+  MutexLock commit(&CommitLockOf(request.path));
+  CAIRN_RETURN_IF_ERROR(mount->ufs->Delete(at.resolved.key));
+  metrics_->removes->Increment();
+  return Reply(0, 0);
+}
+
+StatusOr<std::shared_ptr<WriteService::OpenFile>> WriteService::Find(const std::string& principal,
+                                                                     uint64_t handle) {
+  MutexLock l(&open_mu_);
+  auto it = open_.find(handle);
+  if (it == open_.end() || it->second->principal != principal) {
+    return NotFoundError("no file open for writing with this handle (closed, aborted after " +
+                         std::to_string(options_.idle_timeout.count() / 1000) +
+                         " s idle, or the worker restarted)");
+  }
+  return it->second;
+}
+
+std::shared_ptr<WriteService::OpenFile> WriteService::Take(uint64_t handle) {
+  MutexLock l(&open_mu_);
+  auto it = open_.find(handle);
+  if (it == open_.end()) return nullptr;
+  std::shared_ptr<OpenFile> file = std::move(it->second);
+  open_.erase(it);
+  if (--open_by_principal_[file->principal] == 0) open_by_principal_.erase(file->principal);
+  metrics_->open->Set(static_cast<double>(open_.size()));
+  return file;
+}
+
+size_t WriteService::AbortIdle() {
+  const int64_t cutoff = clock().NowMicros() - options_.idle_timeout.count() * 1000;
+  std::vector<uint64_t> idle;
+  {
+    MutexLock l(&open_mu_);
+    for (const auto& [handle, file] : open_) {
+      if (file->busy.load() == 0 && file->last_used_us.load() < cutoff) idle.push_back(handle);
+    }
+  }
+  size_t aborted = 0;
+  for (uint64_t handle : idle) {
+    std::shared_ptr<OpenFile> file = Take(handle);
+    if (file == nullptr) continue;
+    spdlog::info("aborting the write of {}: no request for {} s", file->path,
+                 options_.idle_timeout.count() / 1000);
+    metrics_->aborts->Increment();
+    ++aborted;
+    // Destroying the session aborts its upload and removes its spool file (once no request
+    // that found it a moment ago still holds it).
+  }
+  return aborted;
+}
+
+void WriteService::ReapLoop() {
+  const auto period = std::clamp(options_.idle_timeout / 4, std::chrono::milliseconds(10),
+                                 std::chrono::milliseconds(30000));
+  MutexLock l(&open_mu_);
+  while (!stopping_) {
+    stop_cv_.WaitFor(&open_mu_, period, [this]() REQUIRES(open_mu_) { return stopping_; });
+    if (stopping_) break;
+    open_mu_.Unlock();
+    AbortIdle();
+    open_mu_.Lock();
+  }
+}
+
+}  // namespace cairn::worker

@@ -1,0 +1,146 @@
+// WriteService: the files being written through this worker (protocol v5 write requests,
+// docs/write-path.md). Each open file is a write::WriteSession (a spool file in one of the
+// worker's spool folders, parts uploaded while the file is written) behind a handle: a random
+// 64-bit number, usable only by the principal that opened it (on any connection: a client
+// spreads its requests over several), gone after CloseWrite, AbortWrite, or `idle_timeout`
+// without a request (then aborted: nothing becomes visible).
+//
+// Semantics (write-through; docs/consistency.md, "Writes through Cairn"):
+//   * OpenWrite resolves the path against the worker's mount table; the mount must be writable
+//     (MountSpec::read_only false: FailedPrecondition otherwise). Without truncate, the spool
+//     starts as a copy of the current object (read from the source), so a partial rewrite keeps
+//     the rest. The commit is conditional: on the version seen at open, or on the key being
+//     absent if it was (AlreadyExists / FailedPrecondition when someone else changed it since,
+//     where the source can tell: ufs.h).
+//   * SyncWrite and CloseWrite commit: when they return OK the object is in the source. A write
+//     after a sync continues in a new session seeded from the synced content (conditional on
+//     the synced version); a close after a sync with nothing written since commits nothing more.
+//   * Two writers of one path through this worker: the last to close wins. Commits of one path
+//     are serialised, and a commit updates the condition of the path's other open files to the
+//     version it made, so they replace it rather than fail (an exclusive create still fails:
+//     the file exists now). A change made elsewhere (another
+//     worker's writer after a failover, a job writing to the bucket directly) still fails them.
+//   * A failed SyncWrite or CloseWrite keeps the handle (the client may retry, or abort).
+//
+// Limits: at most max_open_files open files, max_open_files_per_principal per principal
+// (ResourceExhausted past them); write data is checked against its checksums before it is
+// spooled (Corruption: the client sends it again).
+//
+// Thread-safety: thread-safe. Serve may block on the source (OpenWrite without truncate,
+// SyncWrite, CloseWrite, RemovePath): run those on a pool thread; WritePage and TruncateWrite
+// only touch the local spool file. Lock order: a path's commit lock (commit_locks_), then the
+// committing file's mu, then the other open files' mu (AdoptCommit) one at a time; open_mu_
+// is taken alone.
+#ifndef CAIRN_WORKER_WRITE_SERVICE_H_
+#define CAIRN_WORKER_WRITE_SERVICE_H_
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/status.h"
+#include "common/thread_annotations.h"
+#include "common/thread_pool.h"
+#include "metrics/registry.h"
+#include "protocol/wire.h"
+#include "worker/page_service.h"
+#include "write/write_session.h"
+
+namespace cairn::worker {
+
+struct WriteServiceOptions {
+  // Where spool files go (one per open file; each folder on the disk of a cache folder). The
+  // folders are created if missing and emptied at start: a spool file left by a process that
+  // died belongs to a write whose close never returned OK. Files are spread over them.
+  std::vector<std::string> spool_dirs;
+  uint64_t part_size = 8 << 20;   // Base of the part layout (S3: at least 5 MiB).
+  int max_uploads_in_flight = 4;  // Part uploads per open file.
+  int upload_threads = 16;        // Part uploads, all open files together.
+  size_t max_open_files = 4096;
+  size_t max_open_files_per_principal = 1024;
+  std::chrono::milliseconds idle_timeout{10 * 60 * 1000};
+  Clock* clock = nullptr;                 // Idle times. Not owned; null: Clock::Real().
+  metrics::Registry* registry = nullptr;  // Write metrics. Not owned; may be null.
+};
+
+class WriteService {
+ public:
+  // `pages` (not owned, must outlive the service) resolves paths to mounts. Starts the thread
+  // that aborts idle files. InvalidArgument without a spool folder, IoError if one cannot be
+  // made.
+  static StatusOr<std::unique_ptr<WriteService>> Create(PageService* pages,
+                                                        WriteServiceOptions options);
+  ~WriteService();  // Aborts every open file.
+
+  // Re-checks the caller's write grant on a path at commit (the policy may have changed since
+  // the open); OK when there is no policy.
+  using RecheckFn = std::function<Status(const std::string& path)>;
+
+  // Answers one write request from `principal` (the identity the caller's grants were checked
+  // for). Errors: NotFound (no such file without create, an unknown or foreign handle),
+  // AlreadyExists, FailedPrecondition (read-only mount, a conflicting change at commit),
+  // InvalidArgument, Corruption (data that does not match its checksums), ResourceExhausted
+  // (too many open files, disk full), Unavailable (no mount here for the path), and the
+  // source's errors at commit.
+  StatusOr<protocol::WriteReply> Serve(const std::string& principal,
+                                       const protocol::WriteRequest& request,
+                                       const RecheckFn& recheck = nullptr);
+
+  // Aborts the files idle for longer than idle_timeout; returns how many (the reaper thread
+  // calls it; tests call it with a fake clock).
+  size_t AbortIdle() EXCLUDES(open_mu_);
+  size_t open_files() const EXCLUDES(open_mu_);
+
+ private:
+  struct OpenFile;
+  struct Metrics;
+  WriteService(PageService* pages, WriteServiceOptions options);
+  Clock& clock() const { return options_.clock != nullptr ? *options_.clock : *Clock::Real(); }
+
+  StatusOr<protocol::WriteReply> Open(const std::string& principal,
+                                      const protocol::OpenWriteRequest& request);
+  StatusOr<protocol::WriteReply> Write(OpenFile& file, const protocol::WritePageRequest& request);
+  StatusOr<protocol::WriteReply> Truncate(OpenFile& file, uint64_t size);
+  StatusOr<protocol::WriteReply> Commit(OpenFile& file, const RecheckFn& recheck);
+  StatusOr<protocol::WriteReply> Remove(const protocol::RemovePathRequest& request);
+
+  // The open file `handle` of `principal`; NotFound otherwise (a foreign handle looks unknown).
+  StatusOr<std::shared_ptr<OpenFile>> Find(const std::string& principal, uint64_t handle)
+      EXCLUDES(open_mu_);
+  std::shared_ptr<OpenFile> Take(uint64_t handle) EXCLUDES(open_mu_);
+  // A new session for `file` seeded with the first `size` bytes of the spool file `from_spool`.
+  StatusOr<std::unique_ptr<write::WriteSession>> SessionFor(const OpenFile& file,
+                                                            const std::string& from_spool,
+                                                            uint64_t size,
+                                                            ufs::WriteCondition condition);
+  // After `committer` committed `version`, the other open files of its path expect it.
+  void AdoptCommit(const OpenFile& committer, const std::string& version) EXCLUDES(open_mu_);
+  Mutex& CommitLockOf(const std::string& path);
+  void ReapLoop() EXCLUDES(open_mu_);
+
+  PageService* const pages_;
+  const WriteServiceOptions options_;
+  std::unique_ptr<Metrics> metrics_;
+  std::unique_ptr<ThreadPool> uploads_;
+  std::atomic<uint64_t> next_spool_{0};
+  // Commits of one path run one at a time (striped by path hash: unrelated paths rarely meet).
+  std::array<Mutex, 64> commit_locks_;
+
+  mutable Mutex open_mu_;
+  std::map<uint64_t, std::shared_ptr<OpenFile>> open_ GUARDED_BY(open_mu_);
+  std::map<std::string, size_t> open_by_principal_ GUARDED_BY(open_mu_);
+  bool stopping_ GUARDED_BY(open_mu_) = false;
+  CondVar stop_cv_;
+  std::thread reaper_;
+};
+
+}  // namespace cairn::worker
+
+#endif  // CAIRN_WORKER_WRITE_SERVICE_H_

@@ -1,0 +1,331 @@
+#include "worker/write_service.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "common/checksum.h"
+#include "testing/test_util.h"
+#include "ufs/memory_ufs.h"
+
+namespace cairn::worker {
+namespace {
+
+constexpr uint32_t kPage = 256 * 1024;
+constexpr uint64_t kPart = 64 << 10;
+
+class WriteServiceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    memory_ = std::make_shared<ufs::MemoryUnderStorage>("mem://lake");
+    auto other = std::make_shared<ufs::MemoryUnderStorage>("mem://frozen");
+    MountSpec lake;
+    lake.path = "/lake";
+    lake.uri = "mem://lake";
+    lake.read_only = false;
+    MountSpec frozen;
+    frozen.path = "/frozen";
+    frozen.uri = "mem://frozen";
+    mounts_ = *mount::MountTable::CreateWith({lake, frozen}, {memory_, other});
+    pagestore::PageStoreOptions so;
+    so.dirs.push_back({(dir_.path() / "cache").string(), 64ull << 20});
+    so.page_size = kPage;
+    store_ = std::move(pagestore::PageStore::Create(so)).value();
+    PageServiceOptions po;
+    po.page_size = kPage;
+    pages_ = std::make_unique<PageService>(mounts_, store_.get(), &registry_, po);
+    Start();
+  }
+
+  void Start(size_t per_principal = 1024) {
+    writes_.reset();
+    WriteServiceOptions wo;
+    wo.spool_dirs = {spool()};
+    wo.part_size = kPart;
+    wo.clock = &clock_;
+    wo.idle_timeout = std::chrono::seconds(60);
+    wo.max_open_files_per_principal = per_principal;
+    wo.registry = &registry_;
+    writes_ = std::move(WriteService::Create(pages_.get(), wo)).value();
+  }
+
+  std::string spool() const { return (dir_.path() / "spool").string(); }
+  size_t SpoolFiles() const {
+    size_t n = 0;
+    for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(spool())) ++n;
+    return n;
+  }
+
+  StatusOr<protocol::WriteReply> Open(const std::string& path, bool create = true,
+                                      bool exclusive = false, bool truncate = true,
+                                      const std::string& who = "team-a") {
+    protocol::OpenWriteRequest r;
+    r.path = path;
+    r.create = create;
+    r.exclusive = exclusive;
+    r.truncate = truncate;
+    return writes_->Serve(who, r);
+  }
+  StatusOr<protocol::WriteReply> Write(uint64_t handle, uint64_t offset, std::string_view data,
+                                       const std::string& who = "team-a") {
+    protocol::WritePageRequest r;
+    r.handle = handle;
+    r.offset = offset;
+    r.data = std::span<const char>(data.data(), data.size());
+    r.checksums = ChunkChecksums(r.data);
+    return writes_->Serve(who, r);
+  }
+  StatusOr<protocol::WriteReply> Close(uint64_t handle, const std::string& who = "team-a") {
+    return writes_->Serve(who, protocol::CloseWriteRequest{0, handle});
+  }
+  StatusOr<protocol::WriteReply> Sync(uint64_t handle) {
+    return writes_->Serve("team-a", protocol::SyncWriteRequest{0, handle});
+  }
+  std::string Content(const std::string& key) {
+    auto info = memory_->Stat(key);
+    if (!info.ok()) return "<" + info.status().ToString() + ">";
+    std::string out(info->size, '\0');
+    auto n = memory_->Read(key, "", 0, std::span<char>(out.data(), out.size()));
+    EXPECT_TRUE(n.ok());
+    return out;
+  }
+
+  testing::TempDir dir_{"write-service"};
+  FakeClock clock_;
+  metrics::Registry registry_;
+  std::shared_ptr<ufs::MemoryUnderStorage> memory_;
+  std::shared_ptr<const mount::MountTable> mounts_;
+  std::unique_ptr<pagestore::PageStore> store_;
+  std::unique_ptr<PageService> pages_;
+  std::unique_ptr<WriteService> writes_;
+};
+
+TEST_F(WriteServiceTest, AFileAppearsWholeAtCloseAndItsHandleIsGone) {
+  const std::string content = testing::RandomBytes(5 * kPart + 1234, 1);
+  auto opened = Open("/lake/ckpt/step-1.pt");
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  const uint64_t h = opened->handle;
+  EXPECT_NE(h, 0u);
+  // Out of order, in pieces, as a zip writer patches its header last.
+  ASSERT_TRUE(Write(h, 4096, std::string_view(content).substr(4096)).ok());
+  ASSERT_TRUE(Write(h, 0, std::string_view(content).substr(0, 4096)).ok());
+  EXPECT_EQ(memory_->Stat("ckpt/step-1.pt").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(writes_->open_files(), 1u);
+
+  auto closed = Close(h);
+  ASSERT_TRUE(closed.ok()) << closed.status().ToString();
+  EXPECT_EQ(closed->size, content.size());
+  EXPECT_EQ(closed->version, memory_->Stat("ckpt/step-1.pt")->version);
+  EXPECT_EQ(Content("ckpt/step-1.pt"), content);
+  EXPECT_EQ(writes_->open_files(), 0u);
+  EXPECT_EQ(SpoolFiles(), 0u);
+  EXPECT_EQ(Write(h, 0, "x").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(Close(h).status().code(), StatusCode::kNotFound);
+}
+
+TEST_F(WriteServiceTest, WhereNoFileCanBeWrittenTheOpenSaysWhy) {
+  EXPECT_EQ(Open("/frozen/x").status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(Open("/").status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(Open("/lake").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(Open("/lake//x").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(Open("/lake/x/").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(Open("/elsewhere/x").status().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(Open("/lake/missing", /*create=*/false).status().code(), StatusCode::kNotFound);
+  ASSERT_TRUE(memory_->Write("there", std::span<const char>("abc", 3)).ok());
+  EXPECT_EQ(Open("/lake/there", true, /*exclusive=*/true).status().code(),
+            StatusCode::kAlreadyExists);
+  protocol::OpenWriteRequest back;
+  back.path = "/lake/y";
+  back.create = true;
+  back.mode = protocol::WriteMode::kBack;
+  EXPECT_EQ(writes_->Serve("team-a", back).status().code(), StatusCode::kUnimplemented);
+  EXPECT_EQ(writes_->open_files(), 0u);
+  EXPECT_EQ(SpoolFiles(), 0u);
+}
+
+TEST_F(WriteServiceTest, AnOpenWithoutTruncateStartsFromTheCurrentContent) {
+  const std::string old = testing::RandomBytes(3 * kPart + 10, 2);
+  ASSERT_TRUE(memory_->Write("f", old).ok());
+  auto opened = Open("/lake/f", /*create=*/false, false, /*truncate=*/false);
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  EXPECT_EQ(opened->size, old.size());
+  ASSERT_TRUE(Write(opened->handle, kPart, "patched").ok());
+  ASSERT_TRUE(Close(opened->handle).ok());
+  std::string expected = old;
+  expected.replace(kPart, 7, "patched");
+  EXPECT_EQ(Content("f"), expected);
+}
+
+TEST_F(WriteServiceTest, DataThatDoesNotMatchItsChecksumsIsRefused) {
+  auto opened = Open("/lake/f");
+  ASSERT_TRUE(opened.ok());
+  protocol::WritePageRequest r;
+  r.handle = opened->handle;
+  std::string data = "hello";
+  r.data = std::span<const char>(data.data(), data.size());
+  r.checksums = {ChunkChecksums(r.data)[0] ^ 1};
+  EXPECT_EQ(writes_->Serve("team-a", r).status().code(), StatusCode::kCorruption);
+  auto closed = Close(opened->handle);
+  ASSERT_TRUE(closed.ok());
+  EXPECT_EQ(closed->size, 0u);  // Nothing of the damaged write was kept.
+}
+
+TEST_F(WriteServiceTest, AHandleIsUsableOnlyByThePrincipalThatOpenedIt) {
+  auto opened = Open("/lake/f");
+  ASSERT_TRUE(opened.ok());
+  EXPECT_EQ(Write(opened->handle, 0, "x", "team-b").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(Close(opened->handle, "team-b").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(
+      writes_->Serve("team-b", protocol::AbortWriteRequest{0, opened->handle}).status().code(),
+      StatusCode::kNotFound);
+  EXPECT_EQ(writes_->open_files(), 1u);
+  EXPECT_TRUE(Write(opened->handle, 0, "x").ok());
+}
+
+TEST_F(WriteServiceTest, SyncCommitsAndWritingGoesOnFromTheSyncedContent) {
+  auto opened = Open("/lake/log");
+  ASSERT_TRUE(opened.ok());
+  const uint64_t h = opened->handle;
+  ASSERT_TRUE(Write(h, 0, "first line\n").ok());
+  auto synced = Sync(h);
+  ASSERT_TRUE(synced.ok()) << synced.status().ToString();
+  EXPECT_EQ(Content("log"), "first line\n");
+  // A close with nothing written since the sync commits nothing more.
+  auto again = Sync(h);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->version, synced->version);
+
+  ASSERT_TRUE(Write(h, 11, "second line\n").ok());
+  auto closed = Close(h);
+  ASSERT_TRUE(closed.ok()) << closed.status().ToString();
+  EXPECT_NE(closed->version, synced->version);
+  EXPECT_EQ(Content("log"), "first line\nsecond line\n");
+  EXPECT_EQ(SpoolFiles(), 0u);
+}
+
+TEST_F(WriteServiceTest, OfTwoWritersOfOnePathTheLastToCloseWins) {
+  auto a = Open("/lake/same");
+  auto b = Open("/lake/same");
+  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_TRUE(Write(a->handle, 0, "from a").ok());
+  ASSERT_TRUE(Write(b->handle, 0, "from b, longer").ok());
+  ASSERT_TRUE(Close(a->handle).ok());
+  EXPECT_EQ(Content("same"), "from a");
+  auto closed_b = Close(b->handle);
+  ASSERT_TRUE(closed_b.ok()) << closed_b.status().ToString();
+  EXPECT_EQ(Content("same"), "from b, longer");
+}
+
+TEST_F(WriteServiceTest, AChangeMadeElsewhereFailsTheCommitAndKeepsTheHandle) {
+  ASSERT_TRUE(memory_->Write("shared", std::span<const char>("v0", 2)).ok());
+  auto opened = Open("/lake/shared");
+  ASSERT_TRUE(opened.ok());
+  ASSERT_TRUE(Write(opened->handle, 0, "mine").ok());
+  ASSERT_TRUE(memory_->Write("shared", std::span<const char>("theirs", 6)).ok());
+  EXPECT_EQ(Close(opened->handle).status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(Content("shared"), "theirs");
+  EXPECT_EQ(writes_->open_files(), 1u);  // The client may abort (or retry).
+  EXPECT_TRUE(writes_->Serve("team-a", protocol::AbortWriteRequest{0, opened->handle}).ok());
+  EXPECT_EQ(writes_->open_files(), 0u);
+  EXPECT_EQ(SpoolFiles(), 0u);
+}
+
+TEST_F(WriteServiceTest, AnExclusiveCreateLosesToAWriterThatClosedFirst) {
+  auto exclusive = Open("/lake/new", true, /*exclusive=*/true);
+  auto plain = Open("/lake/new");
+  ASSERT_TRUE(exclusive.ok() && plain.ok());
+  ASSERT_TRUE(Close(plain->handle).ok());
+  EXPECT_EQ(Close(exclusive->handle).status().code(), StatusCode::kAlreadyExists);
+}
+
+TEST_F(WriteServiceTest, ACommitRecheckThatRefusesLeavesNothingWritten) {
+  auto opened = Open("/lake/f");
+  ASSERT_TRUE(opened.ok());
+  ASSERT_TRUE(Write(opened->handle, 0, "data").ok());
+  auto refused = writes_->Serve(
+      "team-a", protocol::CloseWriteRequest{0, opened->handle},
+      [](const std::string& path) { return PermissionDeniedError("no write grant on " + path); });
+  EXPECT_EQ(refused.status().code(), StatusCode::kPermissionDenied);
+  EXPECT_EQ(memory_->Stat("f").status().code(), StatusCode::kNotFound);
+}
+
+TEST_F(WriteServiceTest, IdleFilesAreAbortedAndTheirSpoolFilesRemoved) {
+  auto idle = Open("/lake/idle");
+  auto busy = Open("/lake/busy");
+  ASSERT_TRUE(idle.ok() && busy.ok());
+  ASSERT_TRUE(Write(idle->handle, 0, "x").ok());
+  clock_.Advance(std::chrono::seconds(40));
+  ASSERT_TRUE(Write(busy->handle, 0, "y").ok());
+  clock_.Advance(std::chrono::seconds(30));
+  EXPECT_EQ(writes_->AbortIdle(), 1u);
+  EXPECT_EQ(Write(idle->handle, 1, "x").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(SpoolFiles(), 1u);
+  EXPECT_TRUE(Close(busy->handle).ok());
+  EXPECT_EQ(memory_->Stat("idle").status().code(), StatusCode::kNotFound);
+}
+
+TEST_F(WriteServiceTest, OpenFilesPerPrincipalAreCapped) {
+  Start(/*per_principal=*/2);
+  auto a = Open("/lake/a");
+  ASSERT_TRUE(a.ok());
+  ASSERT_TRUE(Open("/lake/b").ok());
+  EXPECT_EQ(Open("/lake/c").status().code(), StatusCode::kResourceExhausted);
+  EXPECT_TRUE(Open("/lake/c", true, false, true, "team-b").ok());
+  ASSERT_TRUE(Close(a->handle).ok());
+  EXPECT_TRUE(Open("/lake/c").ok());
+}
+
+TEST_F(WriteServiceTest, SpoolFilesLeftByADeadProcessAreRemovedAtStart) {
+  std::ofstream(spool() + "/write-abc123") << "an unfinished write";
+  std::ofstream(spool() + "/keep-me") << "not ours";
+  Start();
+  EXPECT_FALSE(std::filesystem::exists(spool() + "/write-abc123"));
+  EXPECT_TRUE(std::filesystem::exists(spool() + "/keep-me"));
+  // Spool files hold every principal's data: the folder is the worker's alone.
+  EXPECT_EQ(std::filesystem::status(spool()).permissions(), std::filesystem::perms::owner_all);
+}
+
+TEST_F(WriteServiceTest, TruncateShrinksAndGrowsTheFile) {
+  auto opened = Open("/lake/t");
+  ASSERT_TRUE(opened.ok());
+  const std::string content = testing::RandomBytes(3 * kPart, 3);
+  ASSERT_TRUE(Write(opened->handle, 0, content).ok());
+  auto shrunk = writes_->Serve("team-a", protocol::TruncateWriteRequest{0, opened->handle, 100});
+  ASSERT_TRUE(shrunk.ok());
+  EXPECT_EQ(shrunk->size, 100u);
+  ASSERT_TRUE(
+      writes_->Serve("team-a", protocol::TruncateWriteRequest{0, opened->handle, 110}).ok());
+  ASSERT_TRUE(Close(opened->handle).ok());
+  EXPECT_EQ(Content("t"), content.substr(0, 100) + std::string(10, '\0'));
+}
+
+TEST_F(WriteServiceTest, RemoveDeletesAFileOfAWritableMount) {
+  ASSERT_TRUE(memory_->Write("gone", std::span<const char>("x", 1)).ok());
+  protocol::RemovePathRequest r;
+  r.path = "/lake/gone";
+  EXPECT_TRUE(writes_->Serve("team-a", r).ok());
+  EXPECT_EQ(memory_->Stat("gone").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(writes_->Serve("team-a", r).status().code(), StatusCode::kNotFound);
+  r.path = "/frozen/x";
+  EXPECT_EQ(writes_->Serve("team-a", r).status().code(), StatusCode::kFailedPrecondition);
+  r.path = "/lake";
+  EXPECT_EQ(writes_->Serve("team-a", r).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST_F(WriteServiceTest, AbortLeavesNothingAndClosingTheServiceAbortsTheRest) {
+  auto a = Open("/lake/a");
+  auto b = Open("/lake/b");
+  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_TRUE(Write(a->handle, 0, testing::RandomBytes(3 * kPart, 4)).ok());
+  ASSERT_TRUE(Write(b->handle, 0, testing::RandomBytes(3 * kPart, 5)).ok());
+  EXPECT_TRUE(writes_->Serve("team-a", protocol::AbortWriteRequest{0, a->handle}).ok());
+  EXPECT_EQ(SpoolFiles(), 1u);
+  writes_.reset();
+  EXPECT_EQ(SpoolFiles(), 0u);
+  EXPECT_EQ(memory_->Stat("a").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(memory_->Stat("b").status().code(), StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace cairn::worker
