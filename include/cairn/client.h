@@ -268,6 +268,8 @@ class Client {
   StatusOr<std::unique_ptr<FileWriter>> Create(std::string_view path) {
     return OpenForWrite(path, WriteOptions{});
   }
+  // True when `path` lies in a write-through mount (the mount's root included).
+  virtual bool Writable(std::string_view path) { return false; }
   // Removes a file from the source (through its worker). Errors as OpenForWrite, NotFound.
   virtual Status Remove(std::string_view path) {
     return UnimplementedError("this client cannot remove");

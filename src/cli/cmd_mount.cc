@@ -60,10 +60,21 @@ Status ProbeSources(const std::vector<MountSpec>& mounts) {
   return Status::Ok();
 }
 
+// Whether the FUSE mount must be read-write: a write-through mount is configured, or the mount
+// table comes from etcd (where a mount may become write-through later).
+bool AnyWritable(const config::Config& cfg) {
+  if (!cfg.client.etcd_endpoints.empty()) return true;
+  for (const MountSpec& m : cfg.client.mounts) {
+    if (!m.read_only) return true;
+  }
+  return false;
+}
+
 // Serves the client on the mount point until a termination signal arrives.
-int ServeMount(Client* client, const MountFlags& f) {
+int ServeMount(Client* client, const MountFlags& f, bool writable) {
   fuse::FuseOptions fo;
   fo.mountpoint = f.mountpoint;
+  fo.writable = writable;
   fo.allow_other = f.allow_other;
   fo.max_threads = f.threads;
   fo.debug = f.debug;
@@ -178,7 +189,7 @@ Runner RegisterFuse(CLI::App* app) {
       if (!started.ok()) return Fail(started.status());
       metrics = std::move(started).value();
     }
-    int rc = ServeMount(client->get(), *f);
+    int rc = ServeMount(client->get(), *f, AnyWritable(*cfg));
     metrics.reset();
     return rc;
   };
@@ -219,7 +230,7 @@ Runner RegisterUp(CLI::App* app) {
     cfg.client.local_channel = (*w)->local_channel();
     auto client = Client::Create(cfg.client);
     if (!client.ok()) return Fail(client.status());
-    int rc = ServeMount(client->get(), f->mount);
+    int rc = ServeMount(client->get(), f->mount, AnyWritable(cfg));
     client->reset();
     (*w)->Stop();
     return rc;

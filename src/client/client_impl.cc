@@ -358,6 +358,13 @@ void ClientImpl::ForgetWritten(const std::string& path) {
   metadata_.Invalidate(path);  // Also drops the parent's cached listing pages.
 }
 
+bool ClientImpl::Writable(std::string_view raw_path) {
+  StatusOr<std::string> path = mount::NormalizePath(raw_path);
+  if (!path.ok()) return false;
+  StatusOr<mount::Resolved> resolved = Mounts()->Resolve(*path);
+  return resolved.ok() && resolved->mount != nullptr && !resolved->mount->spec.read_only;
+}
+
 StatusOr<std::unique_ptr<FileWriter>> ClientImpl::OpenForWrite(std::string_view raw_path,
                                                                const WriteOptions& options) {
   CAIRN_ASSIGN_OR_RETURN(std::string path, mount::NormalizePath(raw_path));

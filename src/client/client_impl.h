@@ -31,6 +31,7 @@ class ClientImpl : public Client {
   StatusOr<std::unique_ptr<FileWriter>> OpenForWrite(std::string_view path,
                                                      const WriteOptions& options) override;
   Status Remove(std::string_view path) override;
+  bool Writable(std::string_view path) override;
   void InvalidateMetadata(std::string_view path) override;
   ClientStats Stats() const override;
   StatusOr<LoadProgress> Load(std::string_view path, const LoadOptions& options,

@@ -16,6 +16,10 @@ int ErrnoFromStatus(const Status& status) {
       return EINVAL;
     case StatusCode::kPermissionDenied:
       return EACCES;
+    case StatusCode::kAlreadyExists:  // An exclusive create.
+      return EEXIST;
+    case StatusCode::kResourceExhausted:  // A full disk, too many open files on a worker.
+      return ENOSPC;
     default:
       return EIO;
   }

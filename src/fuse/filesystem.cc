@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/clock.h"
 #include "fuse/errno_map.h"
 
 namespace cairn::fuse {
@@ -43,15 +44,30 @@ timespec TimespecFromNanos(int64_t ns) {
   return timespec{.tv_sec = static_cast<time_t>(sec), .tv_nsec = static_cast<long>(rem)};
 }
 
-void ReplyErofs(fuse_req_t req) { fuse_reply_err(req, EROFS); }
+// What lookup and getattr say of a file this mount has open for writing: the source's answer
+// with the size written so far, or (not committed yet) a new file of that size, now.
+StatusOr<FileInfo> WritingInfo(std::string name, uint64_t size, const StatusOr<FileInfo>& stat) {
+  FileInfo info;
+  if (stat.ok()) {
+    info = *stat;
+  } else {
+    info.name = std::move(name);
+    info.mtime_ns = Clock::Real()->WallNanos();
+  }
+  info.is_dir = false;
+  info.size = size;
+  return info;
+}
 
 }  // namespace
 
-struct stat AttrFromInfo(uint64_t ino, const FileInfo& info, const FilesystemConfig& config) {
+struct stat AttrFromInfo(uint64_t ino, const FileInfo& info, const FilesystemConfig& config,
+                         bool writable) {
   struct stat st;
   std::memset(&st, 0, sizeof(st));
   st.st_ino = ino;
-  st.st_mode = info.is_dir ? (S_IFDIR | 0555) : (S_IFREG | 0444);
+  const mode_t write_bits = writable ? 0200 : 0;
+  st.st_mode = info.is_dir ? (S_IFDIR | 0555 | write_bits) : (S_IFREG | 0444 | write_bits);
   // Directories report 1 link too: the conventional "2 + subdirectories" would need a listing
   // per stat, and 1 tells find/fts that the count is unknown, so they never prune on it.
   st.st_nlink = 1;
@@ -116,7 +132,11 @@ void Filesystem::Init(fuse_conn_info* conn) {
   want_if_capable(FUSE_CAP_AUTO_INVAL_DATA);
   want_if_capable(FUSE_CAP_READDIRPLUS);
   want_if_capable(FUSE_CAP_READDIRPLUS_AUTO);
-  // Nothing here is lockable or writable.
+  // open(O_TRUNC) arrives as one open with the flag, not an open and a truncate to 0 (which
+  // would be a write of its own).
+  want_if_capable(FUSE_CAP_ATOMIC_O_TRUNC);
+  // Nothing here is lockable; every write(2) comes to us as it is made (no writeback cache: a
+  // close must be able to report that the file did not reach the source).
   conn->want &= ~(FUSE_CAP_POSIX_LOCKS | FUSE_CAP_FLOCK_LOCKS | FUSE_CAP_WRITEBACK_CACHE);
   spdlog::info(
       "fuse: connected (protocol {}.{}, max_read {}, max_write {}, max_readahead {}, "
@@ -125,12 +145,13 @@ void Filesystem::Init(fuse_conn_info* conn) {
       (conn->want & FUSE_CAP_READDIRPLUS) ? "on" : "off");
 }
 
-fuse_entry_param Filesystem::EntryFor(fuse_ino_t ino, const FileInfo& info) {
+fuse_entry_param Filesystem::EntryFor(fuse_ino_t ino, const FileInfo& info,
+                                      const std::string& path) {
   fuse_entry_param e;
   std::memset(&e, 0, sizeof(e));
   e.ino = ino;
   e.generation = 0;  // Inode numbers are never reused.
-  e.attr = AttrFromInfo(ino, info, config_);
+  e.attr = AttrFromInfo(ino, info, config_, client_->Writable(path));
   e.attr_timeout = config_.attr_timeout_s;
   e.entry_timeout = config_.entry_timeout_s;
   inodes_.RecordReportedSize(ino, static_cast<uint64_t>(e.attr.st_size));
@@ -154,6 +175,9 @@ void Filesystem::Lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
   }
   const std::string path = JoinPath(dir->path, name);
   StatusOr<FileInfo> info = client_->Stat(path);
+  if (std::optional<uint64_t> writing = WritingSize(path)) {
+    info = WritingInfo(name, *writing, info);  // Open for writing here: what is written so far.
+  }
   if (!info.ok()) {
     if (info.status().code() == StatusCode::kNotFound && config_.negative_timeout_s > 0) {
       // A negative entry: the kernel remembers "no such name" for the timeout.
@@ -170,7 +194,7 @@ void Filesystem::Lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
   // drop the number while this reply is in flight.
   const fuse_ino_t ino = inodes_.Ref(path, info->is_dir);
   ObserveVersion(ino, *info);
-  fuse_entry_param e = EntryFor(ino, *info);
+  fuse_entry_param e = EntryFor(ino, *info, path);
   if (fuse_reply_entry(req, &e) == -ENOENT) {
     // The request was aborted; the kernel never saw the entry.
     inodes_.Forget(ino, 1);
@@ -194,13 +218,16 @@ void Filesystem::GetAttr(fuse_req_t req, fuse_ino_t ino) {
     return;
   }
   StatusOr<FileInfo> info = client_->Stat(entry->path);
+  if (std::optional<uint64_t> writing = WritingSize(entry->path)) {
+    info = WritingInfo("", *writing, info);
+  }
   if (!info.ok()) {
     fuse_reply_err(req, ErrnoForReply(info.status(), "getattr", entry->path));
     return;
   }
   if (ino == InodeTable::kRootIno) info->is_dir = true;  // The mount root is a directory.
   ObserveVersion(ino, *info);
-  struct stat st = AttrFromInfo(ino, *info, config_);
+  struct stat st = AttrFromInfo(ino, *info, config_, client_->Writable(entry->path));
   inodes_.RecordReportedSize(ino, static_cast<uint64_t>(st.st_size));
   fuse_reply_attr(req, &st, config_.attr_timeout_s);
 }
@@ -288,7 +315,7 @@ size_t Filesystem::AppendEntry(fuse_req_t req, OpenDirHandle* dir, const DirEntr
         inodes_.Ref(JoinPath(dir->stream.path(), entry.name), entry.info->is_dir);
     referenced->push_back(child);
     ObserveVersion(child, *entry.info);
-    e = EntryFor(child, *entry.info);
+    e = EntryFor(child, *entry.info, JoinPath(dir->stream.path(), entry.name));
   }
   return fuse_add_direntry_plus(req, room.data(), room.size(), entry.name, &e, cookie);
 }
@@ -416,10 +443,6 @@ bool Filesystem::DecideKeepCache(fuse_ino_t ino, const FileInfo& info) {
 }
 
 void Filesystem::Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
-  if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & (O_TRUNC | O_APPEND)) != 0) {
-    fuse_reply_err(req, EROFS);
-    return;
-  }
   std::optional<InodeTable::Entry> entry = inodes_.Get(ino);
   if (!entry) {
     fuse_reply_err(req, ESTALE);
@@ -427,6 +450,34 @@ void Filesystem::Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   }
   if (entry->is_dir) {
     fuse_reply_err(req, EISDIR);
+    return;
+  }
+  const bool for_writing =
+      (fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & (O_TRUNC | O_APPEND)) != 0;
+  if (for_writing) {
+    if (!client_->Writable(entry->path)) {
+      fuse_reply_err(req, EROFS);
+      return;
+    }
+    WriteOptions options;
+    // A file this mount created and has not closed yet is not in the source: opening it
+    // again must not fail for that.
+    options.create = WritingSize(entry->path).has_value();
+    options.truncate = (fi->flags & O_TRUNC) != 0;
+    StatusOr<std::unique_ptr<FileWriter>> writer = client_->OpenForWrite(entry->path, options);
+    if (!writer.ok()) {
+      fuse_reply_err(req, ErrnoForReply(writer.status(), "open for writing", entry->path));
+      return;
+    }
+    auto file = std::make_unique<OpenFile>();
+    file->writer = std::move(*writer);
+    file->dirty = options.truncate;
+    file->path = entry->path;
+    file->ino = ino;
+    fi->direct_io = 0;
+    fi->keep_cache = 0;
+    Track(std::move(file), fi);
+    if (fuse_reply_open(req, fi) == -ENOENT) Untrack(fi->fh);  // Interrupted: no release.
     return;
   }
   StatusOr<std::unique_ptr<FileReader>> opened = client_->Open(entry->path);
@@ -473,6 +524,11 @@ void Filesystem::Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
 
 void Filesystem::Read(fuse_req_t req, size_t size, off_t off, fuse_file_info* fi) {
   auto* file = reinterpret_cast<OpenFile*>(fi->fh);
+  if (file->reader == nullptr) {
+    // Open for writing (O_RDWR): the bytes are on the worker, not in the source yet.
+    fuse_reply_err(req, EBADF);
+    return;
+  }
   if (off < 0) {
     fuse_reply_err(req, EINVAL);
     return;
@@ -529,17 +585,225 @@ void Filesystem::Read(fuse_req_t req, size_t size, off_t off, fuse_file_info* fi
 }
 
 void Filesystem::Release(fuse_req_t req, fuse_file_info* fi) {
-  std::unique_ptr<OpenFile> dropped;
-  {
-    MutexLock lock(&handles_mu_);
-    auto it = files_.find(fi->fh);
-    if (it != files_.end()) {
-      dropped = std::move(it->second);
-      files_.erase(it);
+  std::unique_ptr<OpenFile> dropped = Untrack(fi->fh);
+  if (dropped && dropped->writer) {
+    // Flush committed what close(2) could report; what was written after it (another
+    // descriptor of the same open file) is committed here, where nobody can be told of a
+    // failure but the log.
+    const int err = CommitIfDirty(dropped.get(), "release");
+    // Opened for writing and never written: nothing to commit (a close would rewrite the
+    // object with its own content), so the worker's handle is just dropped.
+    const bool close = err == 0 && dropped->committed;
+    Status closed = close ? dropped->writer->Close().status() : dropped->writer->Abort();
+    if (!closed.ok()) {
+      spdlog::warn("fuse: release of '{}': {}", dropped->path, closed.ToString());
+      if (close) dropped->writer->Abort().IgnoreError();
+    }
+    InvalidateKernelAttrs(dropped->ino);  // The object's new version and size.
+  } else if (dropped) {
+    inodes_.RemoveHandle(dropped->ino, dropped->epoch);
+  }
+  fuse_reply_err(req, 0);
+}
+
+void Filesystem::Track(std::unique_ptr<OpenFile> file, fuse_file_info* fi) {
+  fi->fh = reinterpret_cast<uint64_t>(file.get());
+  MutexLock lock(&handles_mu_);
+  if (file->writer) writing_[file->path].push_back(file.get());
+  files_[fi->fh] = std::move(file);
+}
+
+std::unique_ptr<Filesystem::OpenFile> Filesystem::Untrack(uint64_t fh) {
+  MutexLock lock(&handles_mu_);
+  auto it = files_.find(fh);
+  if (it == files_.end()) return nullptr;
+  std::unique_ptr<OpenFile> file = std::move(it->second);
+  files_.erase(it);
+  if (file->writer) {
+    auto w = writing_.find(file->path);
+    if (w != writing_.end()) {
+      std::erase(w->second, file.get());
+      if (w->second.empty()) writing_.erase(w);
     }
   }
-  if (dropped) inodes_.RemoveHandle(dropped->ino, dropped->epoch);
-  fuse_reply_err(req, 0);
+  return file;
+}
+
+std::optional<uint64_t> Filesystem::WritingSize(const std::string& path) const {
+  MutexLock lock(&handles_mu_);
+  auto it = writing_.find(path);
+  if (it == writing_.end()) return std::nullopt;
+  uint64_t size = 0;
+  for (const OpenFile* file : it->second) size = std::max(size, file->writer->size());
+  return size;
+}
+
+int Filesystem::CommitIfDirty(OpenFile* file, const char* op) {
+  if (!file->dirty.exchange(false)) return 0;
+  StatusOr<FileInfo> synced = file->writer->Sync();
+  if (synced.ok()) {
+    file->committed = true;
+    return 0;
+  }
+  file->dirty = true;  // Not in the source: a later flush or release tries again.
+  const Status& why = synced.status();
+  spdlog::warn("fuse: {} '{}': the file could not be written to the source: {}", op, file->path,
+               why.ToString());
+  return ErrnoFromStatus(why);
+}
+
+void Filesystem::Create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
+                        fuse_file_info* fi) {
+  std::optional<InodeTable::Entry> dir = inodes_.Get(parent);
+  if (!dir) {
+    fuse_reply_err(req, ESTALE);
+    return;
+  }
+  if (!dir->is_dir) {
+    fuse_reply_err(req, ENOTDIR);
+    return;
+  }
+  if (!IsRepresentableName(name)) {
+    fuse_reply_err(req, EINVAL);
+    return;
+  }
+  const std::string path = JoinPath(dir->path, name);
+  if (!client_->Writable(path)) {
+    fuse_reply_err(req, EROFS);
+    return;
+  }
+  if (!S_ISREG(mode)) {
+    fuse_reply_err(req, EPERM);  // Only regular files exist in an object store.
+    return;
+  }
+  WriteOptions options;
+  options.exclusive = (fi->flags & O_EXCL) != 0;
+  options.truncate = true;
+  StatusOr<std::unique_ptr<FileWriter>> writer = client_->OpenForWrite(path, options);
+  if (!writer.ok()) {
+    fuse_reply_err(req, ErrnoForReply(writer.status(), "create", path));
+    return;
+  }
+  auto file = std::make_unique<OpenFile>();
+  file->writer = std::move(*writer);
+  file->dirty = true;  // An empty file is a file too: close commits it.
+  file->path = path;
+  const fuse_ino_t ino = inodes_.Ref(path, /*is_dir=*/false);
+  file->ino = ino;
+  FileInfo info;
+  info.name = name;
+  info.mtime_ns = Clock::Real()->WallNanos();
+  fuse_entry_param e = EntryFor(ino, info, path);
+  fi->direct_io = 0;
+  fi->keep_cache = 0;
+  Track(std::move(file), fi);
+  if (fuse_reply_create(req, &e, fi) == -ENOENT) {
+    Untrack(fi->fh);  // Interrupted: the writer aborts as it goes.
+    inodes_.Forget(ino, 1);
+  }
+}
+
+void Filesystem::Write(fuse_req_t req, const char* buf, size_t size, off_t off,
+                       fuse_file_info* fi) {
+  auto* file = reinterpret_cast<OpenFile*>(fi->fh);
+  if (file->writer == nullptr) {
+    fuse_reply_err(req, EBADF);
+    return;
+  }
+  if (off < 0) {
+    fuse_reply_err(req, EINVAL);
+    return;
+  }
+  Status written =
+      file->writer->Write(static_cast<uint64_t>(off), std::span<const char>(buf, size));
+  if (!written.ok()) {
+    fuse_reply_err(req, ErrnoForReply(written, "write", file->path));
+    return;
+  }
+  file->dirty = true;
+  fuse_reply_write(req, size);
+}
+
+void Filesystem::Flush(fuse_req_t req, fuse_file_info* fi) {
+  auto* file = reinterpret_cast<OpenFile*>(fi->fh);
+  fuse_reply_err(req, file->writer ? CommitIfDirty(file, "close") : 0);
+}
+
+void Filesystem::Fsync(fuse_req_t req, fuse_file_info* fi) {
+  auto* file = reinterpret_cast<OpenFile*>(fi->fh);
+  fuse_reply_err(req, file->writer ? CommitIfDirty(file, "fsync") : 0);
+}
+
+void Filesystem::SetAttr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set,
+                         fuse_file_info* fi) {
+  std::optional<InodeTable::Entry> entry = inodes_.Get(ino);
+  if (!entry) {
+    fuse_reply_err(req, ESTALE);
+    return;
+  }
+  if (!client_->Writable(entry->path)) {
+    fuse_reply_err(req, EROFS);
+    return;
+  }
+  // An object store keeps no owner or mode bits: setting them to what they are is accepted
+  // (`mv` across file systems and `cp -p` do), anything else is EPERM. Times are the source's:
+  // a change of them is accepted and has no effect (so `touch` works).
+  const mode_t mode = entry->is_dir ? 0755 : 0644;
+  if (((to_set & FUSE_SET_ATTR_MODE) != 0 && (attr->st_mode & 07777) != mode) ||
+      ((to_set & FUSE_SET_ATTR_UID) != 0 && attr->st_uid != config_.uid) ||
+      ((to_set & FUSE_SET_ATTR_GID) != 0 && attr->st_gid != config_.gid)) {
+    fuse_reply_err(req, EPERM);
+    return;
+  }
+  if ((to_set & FUSE_SET_ATTR_SIZE) != 0) {
+    if (entry->is_dir) {
+      fuse_reply_err(req, EISDIR);
+      return;
+    }
+    const uint64_t size = static_cast<uint64_t>(std::max<off_t>(attr->st_size, 0));
+    auto* file = fi != nullptr ? reinterpret_cast<OpenFile*>(fi->fh) : nullptr;
+    if (file != nullptr && file->writer != nullptr) {  // ftruncate
+      Status truncated = file->writer->Truncate(size);
+      if (!truncated.ok()) {
+        fuse_reply_err(req, ErrnoForReply(truncated, "truncate", entry->path));
+        return;
+      }
+      file->dirty = true;
+    } else {  // truncate(2) by path: a write of its own.
+      WriteOptions options;
+      options.create = false;
+      options.truncate = size == 0;
+      StatusOr<std::unique_ptr<FileWriter>> writer = client_->OpenForWrite(entry->path, options);
+      Status done = writer.status();
+      if (done.ok() && size != 0) done = (*writer)->Truncate(size);
+      if (done.ok()) done = (*writer)->Close().status();
+      if (!done.ok()) {
+        fuse_reply_err(req, ErrnoForReply(done, "truncate", entry->path));
+        return;
+      }
+    }
+  }
+  GetAttr(req, ino);
+}
+
+void Filesystem::Unlink(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  std::optional<InodeTable::Entry> dir = inodes_.Get(parent);
+  if (!dir) {
+    fuse_reply_err(req, ESTALE);
+    return;
+  }
+  const std::string path = JoinPath(dir->path, name);
+  if (!client_->Writable(path)) {
+    fuse_reply_err(req, EROFS);
+    return;
+  }
+  Status removed = client_->Remove(path);
+  fuse_reply_err(req, removed.ok() ? 0 : ErrnoForReply(removed, "unlink", path));
+}
+
+void Filesystem::RefuseChange(fuse_req_t req, fuse_ino_t ino, int err) {
+  std::optional<InodeTable::Entry> entry = inodes_.Get(ino);
+  fuse_reply_err(req, entry && client_->Writable(entry->path) ? err : EROFS);
 }
 
 void Filesystem::StatFs(fuse_req_t req) {
@@ -601,34 +865,49 @@ const fuse_lowlevel_ops& Filesystem::Ops() {
     };
     o.listxattr = [](fuse_req_t req, fuse_ino_t, size_t) { fuse_reply_err(req, ENOSYS); };
 
-    // Everything that would change the namespace or file contents.
-    o.setattr = [](fuse_req_t req, fuse_ino_t, struct stat*, int, fuse_file_info*) {
-      ReplyErofs(req);
+    // Writes (write-through mounts; EROFS elsewhere).
+    o.create = [](fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
+                  fuse_file_info* fi) { Fs(req)->Create(req, parent, name, mode, fi); };
+    o.write = [](fuse_req_t req, fuse_ino_t, const char* buf, size_t size, off_t off,
+                 fuse_file_info* fi) { Fs(req)->Write(req, buf, size, off, fi); };
+    o.flush = [](fuse_req_t req, fuse_ino_t, fuse_file_info* fi) { Fs(req)->Flush(req, fi); };
+    o.fsync = [](fuse_req_t req, fuse_ino_t, int, fuse_file_info* fi) { Fs(req)->Fsync(req, fi); };
+    o.setattr = [](fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set,
+                   fuse_file_info* fi) { Fs(req)->SetAttr(req, ino, attr, to_set, fi); };
+    o.unlink = [](fuse_req_t req, fuse_ino_t parent, const char* name) {
+      Fs(req)->Unlink(req, parent, name);
     };
-    o.mknod = [](fuse_req_t req, fuse_ino_t, const char*, mode_t, dev_t) { ReplyErofs(req); };
-    o.mkdir = [](fuse_req_t req, fuse_ino_t, const char*, mode_t) { ReplyErofs(req); };
-    o.unlink = [](fuse_req_t req, fuse_ino_t, const char*) { ReplyErofs(req); };
-    o.rmdir = [](fuse_req_t req, fuse_ino_t, const char*) { ReplyErofs(req); };
-    o.symlink = [](fuse_req_t req, const char*, fuse_ino_t, const char*) { ReplyErofs(req); };
-    o.rename = [](fuse_req_t req, fuse_ino_t, const char*, fuse_ino_t, const char*, unsigned int) {
-      ReplyErofs(req);
+    // Not supported yet in write-through mounts (docs/fuse.md): rename answers EXDEV, so `mv`
+    // falls back to copy and unlink; directories and links EPERM.
+    o.mknod = [](fuse_req_t req, fuse_ino_t parent, const char*, mode_t, dev_t) {
+      Fs(req)->RefuseChange(req, parent, EPERM);
     };
-    o.link = [](fuse_req_t req, fuse_ino_t, fuse_ino_t, const char*) { ReplyErofs(req); };
-    o.write = [](fuse_req_t req, fuse_ino_t, const char*, size_t, off_t, fuse_file_info*) {
-      ReplyErofs(req);
+    o.mkdir = [](fuse_req_t req, fuse_ino_t parent, const char*, mode_t) {
+      Fs(req)->RefuseChange(req, parent, EPERM);
     };
-    o.create = [](fuse_req_t req, fuse_ino_t, const char*, mode_t, fuse_file_info*) {
-      ReplyErofs(req);
+    o.rmdir = [](fuse_req_t req, fuse_ino_t parent, const char*) {
+      Fs(req)->RefuseChange(req, parent, EPERM);
     };
-    o.setxattr = [](fuse_req_t req, fuse_ino_t, const char*, const char*, size_t, int) {
-      ReplyErofs(req);
+    o.symlink = [](fuse_req_t req, const char*, fuse_ino_t parent, const char*) {
+      Fs(req)->RefuseChange(req, parent, EPERM);
     };
-    o.removexattr = [](fuse_req_t req, fuse_ino_t, const char*) { ReplyErofs(req); };
-    o.fallocate = [](fuse_req_t req, fuse_ino_t, int, off_t, off_t, fuse_file_info*) {
-      ReplyErofs(req);
+    o.rename = [](fuse_req_t req, fuse_ino_t parent, const char*, fuse_ino_t, const char*,
+                  unsigned int) { Fs(req)->RefuseChange(req, parent, EXDEV); };
+    o.link = [](fuse_req_t req, fuse_ino_t, fuse_ino_t parent, const char*) {
+      Fs(req)->RefuseChange(req, parent, EPERM);
     };
+    o.setxattr = [](fuse_req_t req, fuse_ino_t ino, const char*, const char*, size_t, int) {
+      Fs(req)->RefuseChange(req, ino, ENOTSUP);
+    };
+    o.removexattr = [](fuse_req_t req, fuse_ino_t ino, const char*) {
+      Fs(req)->RefuseChange(req, ino, ENOTSUP);
+    };
+    o.fallocate = [](fuse_req_t req, fuse_ino_t ino, int, off_t, off_t, fuse_file_info*) {
+      Fs(req)->RefuseChange(req, ino, EOPNOTSUPP);
+    };
+    // ENOSYS: the kernel copies through read and write itself (and stops asking).
     o.copy_file_range = [](fuse_req_t req, fuse_ino_t, off_t, fuse_file_info*, fuse_ino_t, off_t,
-                           fuse_file_info*, size_t, int) { ReplyErofs(req); };
+                           fuse_file_info*, size_t, int) { fuse_reply_err(req, ENOSYS); };
     return o;
   }();
   return ops;

@@ -1,5 +1,6 @@
 // Filesystem: the FUSE low-level request handlers that present a cairn::Client namespace as a
-// read-only POSIX tree. Internal to the fuse module; FuseMount (fuse_mount.h) is the public API.
+// POSIX tree, writable where a mount is write-through (docs/fuse.md, "Writes"). Internal to
+// the fuse module; FuseMount (fuse_mount.h) is the public API.
 //
 // What each request does:
 //   lookup / getattr / readdirplus  Client::Stat or the listing entry -> attributes; every entry
@@ -10,12 +11,19 @@
 //   open / read / release           a FileReader per open file (fi->fh), pinned to one version;
 //                                   keep_cache is set when the previous open of the inode saw
 //                                   the same version.
-//   statfs                          fixed, large, read-only figures.
-//   every mutating request          EROFS (the mount is also "-o ro", so the VFS normally
-//                                   refuses first; these replies are the second line).
+//   create / open for writing /     a FileWriter per open file (Client::OpenForWrite): write
+//   write / flush / fsync /         sends the bytes, flush and fsync commit (so close(2) reports
+//   release / setattr(size) /       a failed upload), release closes; getattr and lookup of a
+//   unlink                          file open for writing report its size so far; unlink is
+//                                   Client::Remove. Only in write-through mounts.
+//   statfs                          fixed, large figures.
+//   every other mutating request    EROFS in read-only mounts; in write-through ones mkdir,
+//                                   rmdir, rename and links are not supported yet (EPERM, EXDEV
+//                                   for rename: `mv` then copies), chmod/chown EPERM.
 //
-// Lock order (outer to inner): OpenDir::mu -> InodeTable's mutex. handles_mu_ is a leaf and is
-// never held across a client call or a FUSE reply. Client calls are made without any
+// Lock order (outer to inner): OpenDir::mu -> InodeTable's mutex. handles_mu_ is never held
+// across a client call or a FUSE reply; under it only FileWriter::size() is called (the
+// writer's own leaf lock). Client calls are made without any
 // Filesystem lock except OpenDir::mu (which only serializes one directory handle).
 //
 // Thread-safety: the handlers run concurrently on libfuse's worker threads; all shared state is
@@ -62,9 +70,10 @@ struct FilesystemConfig {
   gid_t gid = 0;
 };
 
-// Attributes of an entry: 0444 regular files / 0555 directories owned by config uid/gid,
-// nlink 1, times from info.mtime_ns, st_blocks in 512-byte units.
-struct stat AttrFromInfo(uint64_t ino, const FileInfo& info, const FilesystemConfig& config);
+// Attributes of an entry: 0444 regular files / 0555 directories (0644 / 0755 when `writable`)
+// owned by config uid/gid, nlink 1, times from info.mtime_ns, st_blocks in 512-byte units.
+struct stat AttrFromInfo(uint64_t ino, const FileInfo& info, const FilesystemConfig& config,
+                         bool writable = false);
 
 // Joins a directory path and an entry name: ("/", "a") -> "/a", ("/a", "b") -> "/a/b".
 std::string JoinPath(const std::string& dir, std::string_view name);
@@ -108,10 +117,24 @@ class Filesystem {
   void Read(fuse_req_t req, size_t size, off_t off, fuse_file_info* fi);
   void Release(fuse_req_t req, fuse_file_info* fi);
   void StatFs(fuse_req_t req);
+  void Create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, fuse_file_info* fi);
+  void Write(fuse_req_t req, const char* buf, size_t size, off_t off, fuse_file_info* fi);
+  void Flush(fuse_req_t req, fuse_file_info* fi);
+  void Fsync(fuse_req_t req, fuse_file_info* fi);
+  void SetAttr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set, fuse_file_info* fi);
+  void Unlink(fuse_req_t req, fuse_ino_t parent, const char* name);
+  // Requests this mount does not support in a write-through mount (mkdir, rename, ...):
+  // EROFS in a read-only one, else `err`.
+  void RefuseChange(fuse_req_t req, fuse_ino_t ino, int err);
 
  private:
   struct OpenFile {
-    std::unique_ptr<FileReader> reader;
+    std::unique_ptr<FileReader> reader;  // A file open for reading; or:
+    std::unique_ptr<FileWriter> writer;  // a file open for writing (thread-safe itself).
+    // Written since its last commit (a created or truncated file starts so: closing it must
+    // commit even without a write).
+    std::atomic<bool> dirty{false};
+    std::atomic<bool> committed{false};  // A flush or fsync committed it at least once.
     std::string path;
     fuse_ino_t ino = 0;
     uint64_t epoch = 0;  // InodeTable::VersionEpoch at open.
@@ -151,7 +174,17 @@ class Filesystem {
   // Starts a new version epoch (and drops the kernel's pages) when a stat of `ino` reports a
   // version other than the one its opens saw; called before the reply carries the new size.
   void ObserveVersion(fuse_ino_t ino, const FileInfo& info);
-  fuse_entry_param EntryFor(fuse_ino_t ino, const FileInfo& info);
+  fuse_entry_param EntryFor(fuse_ino_t ino, const FileInfo& info, const std::string& path);
+  // The size of `path` as written so far by this mount's open writers (the largest); nullopt
+  // when none has it open. Lookup and getattr answer from it: the object is not in the source
+  // until the first commit.
+  std::optional<uint64_t> WritingSize(const std::string& path) const EXCLUDES(handles_mu_);
+  // Registers an open file under fi->fh (a writer also under its path).
+  void Track(std::unique_ptr<OpenFile> file, fuse_file_info* fi) EXCLUDES(handles_mu_);
+  std::unique_ptr<OpenFile> Untrack(uint64_t fh) EXCLUDES(handles_mu_);
+  // Commits an open writer's file if it was written since its last commit; the errno for the
+  // reply (0 when all is well).
+  int CommitIfDirty(OpenFile* file, const char* op);
 
   Client* const client_;
   const FilesystemConfig config_;
@@ -172,6 +205,8 @@ class Filesystem {
   mutable Mutex handles_mu_;
   std::unordered_map<uint64_t, std::unique_ptr<OpenFile>> files_ GUARDED_BY(handles_mu_);
   std::unordered_map<uint64_t, std::unique_ptr<OpenDirHandle>> dirs_ GUARDED_BY(handles_mu_);
+  // Files open for writing, by path (for their size before the first commit).
+  std::unordered_map<std::string, std::vector<OpenFile*>> writing_ GUARDED_BY(handles_mu_);
 };
 
 }  // namespace cairn::fuse

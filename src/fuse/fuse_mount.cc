@@ -90,10 +90,10 @@ Status ValidateOptions(Client* client, const FuseOptions& options) {
     if (opt.empty() || opt.find(',') != std::string::npos) {
       return InvalidArgumentError("FUSE option '" + opt + "' must be one name or name=value");
     }
-    if (name == "rw" || name == "max_read") {
+    if (name == "rw" || name == "ro" || name == "max_read") {
       return InvalidArgumentError("FUSE option '" + opt +
-                                  "' is not allowed: the mount is "
-                                  "read-only with a fixed max_read");
+                                  "' is not allowed: writability follows the mounts' write "
+                                  "modes, and max_read is fixed");
     }
   }
   return Status::Ok();
@@ -141,12 +141,14 @@ Status CheckFuseDevice() {
 }
 
 std::string MountOptionString(const FuseOptions& options) {
-  // ro: the kernel refuses every write before it reaches us.
-  // default_permissions: the kernel checks the 0444/0555 modes itself (no access() round trips).
+  // ro: the kernel refuses every write before it reaches us (rw: only when a mount is
+  // write-through; read-only mounts answer EROFS themselves).
+  // default_permissions: the kernel checks the modes itself (no access() round trips).
   // fsname/subtype: shows as "cairn on /mnt type fuse.cairn" in mount tables and df.
   // max_read: must match conn->max_read set in Filesystem::Init.
   std::string opts =
-      "ro,default_permissions,fsname=cairn,subtype=cairn,max_read=" + std::to_string(kMaxIoBytes);
+      std::string(options.writable ? "rw" : "ro") +
+      ",default_permissions,fsname=cairn,subtype=cairn,max_read=" + std::to_string(kMaxIoBytes);
   if (options.allow_other) opts += ",allow_other";
   if (options.auto_unmount) opts += ",auto_unmount";
   for (const std::string& extra : options.extra_options) opts += "," + extra;

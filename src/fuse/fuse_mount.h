@@ -53,9 +53,12 @@ struct FuseOptions {
   // 128 KiB). Raising it needs root (readahead.h); without, a notice is logged. 0..65536.
   uint32_t readahead_kb = 4096;
   bool debug = false;  // libfuse request tracing (-d), logged through spdlog at info level.
+  // Mount read-write ("-o rw"): files of write-through mounts can be created, written,
+  // truncated and removed (docs/fuse.md, "Writes"); read-only mounts still answer EROFS. False:
+  // "-o ro", and the kernel refuses every write before it reaches the filesystem.
+  bool writable = false;
   // Further "-o" options passed to libfuse verbatim ("name" or "name=value"). Options that
-  // would break the read-only contract or the negotiated I/O size ("rw", "max_read") are
-  // rejected.
+  // would override `writable` or the negotiated I/O size ("rw", "ro", "max_read") are rejected.
   std::vector<std::string> extra_options;
 };
 
