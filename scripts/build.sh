@@ -10,17 +10,22 @@ shift || true
 targets=("$@")
 jobs="${CAIRN_JOBS:-$(nproc)}"
 case "$kind" in
-  release) dir=build; flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo) ;;
+  # -g1 (line tables and symbols, no variable info): perf, stack traces and sanitizer reports
+  # keep file:line, and compiles take ~40% less time than with -g (measured on server.cc and
+  # client_test.cc: 11.9 -> 7.3 s, 11.1 -> 6.7 s). For a debugger session, configure with -g.
+  release) dir=build
+        flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG"
+               -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG") ;;
   # One clang tree for ASan + UBSan: the unit tests (kind asan) and the libFuzzer harnesses
   # (kind fuzz) share its libraries, so CI compiles them once. -O1: ASan's recommended level.
   asan|fuzz) dir=build-asan
-        flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g"
+        flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1"
                -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_C_COMPILER=clang
                -DCAIRN_FUZZ=ON -DCAIRN_BUILD_BENCH=OFF) ;;
   # ThreadSanitizer with clang, whose -Wthread-safety (with -Werror) checks the lock
   # annotations that gcc ignores: one tree for both.
   tsan) dir=build-tsan
-        flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g"
+        flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1"
                -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_C_COMPILER=clang
                -DCAIRN_TSAN=ON -DCAIRN_BUILD_BENCH=OFF) ;;
   *) echo "usage: $0 [release|asan|tsan|fuzz] [TARGET...]" >&2; exit 2 ;;

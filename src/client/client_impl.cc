@@ -380,7 +380,17 @@ StatusOr<std::unique_ptr<FileWriter>> ClientImpl::OpenForWrite(std::string_view 
   request.create = options.create;
   request.exclusive = options.exclusive;
   request.truncate = options.truncate;
-  // The path's owner, else the next worker the ring names (the owner is down or stalled).
+  CAIRN_ASSIGN_OR_RETURN(OwnerReply opened, AskOwners(path, request));
+  FileWriterOptions wo;
+  wo.commit_timeout = options_.write_commit_timeout;
+  wo.on_commit = [this](const std::string& p) { ForgetWritten(p); };
+  if (options.truncate) ForgetWritten(path);
+  return std::unique_ptr<FileWriter>(new RemoteFileWriter(
+      std::move(opened.channel), path, opened.reply.handle, opened.reply.size, std::move(wo)));
+}
+
+StatusOr<ClientImpl::OwnerReply> ClientImpl::AskOwners(const std::string& path,
+                                                       const protocol::WriteRequest& request) {
   const auto owners = fetcher_->OwnersOf(path);
   if (owners.empty()) return NoWriter(path);
   Status last;
@@ -391,21 +401,14 @@ StatusOr<std::unique_ptr<FileWriter>> ClientImpl::OpenForWrite(std::string_view 
       promise.set_value(std::move(reply));
     });
     StatusOr<protocol::WriteReply> reply = future.get();
-    if (reply.ok()) {
-      FileWriterOptions wo;
-      wo.commit_timeout = options_.write_commit_timeout;
-      wo.on_commit = [this](const std::string& p) { ForgetWritten(p); };
-      if (options.truncate) ForgetWritten(path);
-      return std::unique_ptr<FileWriter>(
-          new RemoteFileWriter(channel, path, reply->handle, reply->size, std::move(wo)));
-    }
+    if (reply.ok()) return OwnerReply{channel, std::move(reply).value()};
     const StatusCode code = reply.status().code();
     if (code != StatusCode::kUnavailable && code != StatusCode::kDeadlineExceeded) {
       return reply.status();
     }
     last = reply.status();
   }
-  return UnavailableError("no worker could open " + path + " for writing: " + last.message());
+  return UnavailableError("no worker could write " + path + ": " + last.message());
 }
 
 Status ClientImpl::Remove(std::string_view raw_path) {
@@ -414,24 +417,9 @@ Status ClientImpl::Remove(std::string_view raw_path) {
   protocol::RemovePathRequest request;
   request.deadline_ms = static_cast<uint32_t>(options_.worker_timeout.count());
   request.path = path;
-  const auto owners = fetcher_->OwnersOf(path);
-  if (owners.empty()) return NoWriter(path);
-  Status last;
-  for (const auto& channel : owners) {
-    std::promise<StatusOr<protocol::WriteReply>> promise;
-    auto future = promise.get_future();
-    channel->CallWrite(request, [&promise](StatusOr<protocol::WriteReply> reply) {
-      promise.set_value(std::move(reply));
-    });
-    StatusOr<protocol::WriteReply> reply = future.get();
-    const StatusCode code = reply.status().code();
-    if (code != StatusCode::kUnavailable && code != StatusCode::kDeadlineExceeded) {
-      ForgetWritten(path);
-      return reply.status();
-    }
-    last = reply.status();
-  }
-  return UnavailableError("no worker could remove " + path + ": " + last.message());
+  Status removed = AskOwners(path, request).status();
+  if (removed.code() != StatusCode::kUnavailable) ForgetWritten(path);
+  return removed;
 }
 
 void ClientImpl::InvalidateMetadata(std::string_view raw_path) {

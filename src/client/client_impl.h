@@ -54,6 +54,13 @@ class ClientImpl : public Client {
   // one, InvalidArgument for a mount root or a path above the mounts, NotFound for none.
   StatusOr<std::shared_ptr<const mount::Mount>> WritableMount(const std::string& path);
   static Status NoWriter(const std::string& path);  // No worker to write through.
+  struct OwnerReply {
+    std::shared_ptr<protocol::PageChannel> channel;  // The worker that answered.
+    protocol::WriteReply reply;
+  };
+  // Sends a write request to the path's owner, else the next worker the ring names (the owner
+  // is down or stalled: Unavailable or DeadlineExceeded). Other errors are the worker's answer.
+  StatusOr<OwnerReply> AskOwners(const std::string& path, const protocol::WriteRequest& request);
   // Drops the cached metadata of a path written or removed, and its parent's listing.
   void ForgetWritten(const std::string& path);
   StatusOr<ObjectRef> ObjectRefFor(const std::string& path, FileInfo info);

@@ -160,20 +160,9 @@ fuse_entry_param Filesystem::EntryFor(fuse_ino_t ino, const FileInfo& info,
 
 void Filesystem::Lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
   if (after_init_) std::call_once(after_init_once_, after_init_);
-  std::optional<InodeTable::Entry> dir = inodes_.Get(parent);
-  if (!dir) {
-    fuse_reply_err(req, ESTALE);
-    return;
-  }
-  if (!dir->is_dir) {
-    fuse_reply_err(req, ENOTDIR);
-    return;
-  }
-  if (!IsRepresentableName(name)) {
-    fuse_reply_err(req, ENOENT);
-    return;
-  }
-  const std::string path = JoinPath(dir->path, name);
+  std::optional<std::string> child = ChildPath(req, parent, name, ENOENT);
+  if (!child) return;
+  const std::string& path = *child;
   StatusOr<FileInfo> info = client_->Stat(path);
   if (std::optional<uint64_t> writing = WritingSize(path)) {
     info = WritingInfo(name, *writing, info);  // Open for writing here: what is written so far.
@@ -199,6 +188,24 @@ void Filesystem::Lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
     // The request was aborted; the kernel never saw the entry.
     inodes_.Forget(ino, 1);
   }
+}
+
+std::optional<std::string> Filesystem::ChildPath(fuse_req_t req, fuse_ino_t parent,
+                                                 const char* name, int bad_name_errno) {
+  std::optional<InodeTable::Entry> dir = inodes_.Get(parent);
+  int err = 0;
+  if (!dir) {
+    err = ESTALE;
+  } else if (!dir->is_dir) {
+    err = ENOTDIR;
+  } else if (!IsRepresentableName(name)) {
+    err = bad_name_errno;
+  }
+  if (err != 0) {
+    fuse_reply_err(req, err);
+    return std::nullopt;
+  }
+  return JoinPath(dir->path, name);
 }
 
 void Filesystem::Forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup) {
@@ -654,20 +661,9 @@ int Filesystem::CommitIfDirty(OpenFile* file, const char* op) {
 
 void Filesystem::Create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
                         fuse_file_info* fi) {
-  std::optional<InodeTable::Entry> dir = inodes_.Get(parent);
-  if (!dir) {
-    fuse_reply_err(req, ESTALE);
-    return;
-  }
-  if (!dir->is_dir) {
-    fuse_reply_err(req, ENOTDIR);
-    return;
-  }
-  if (!IsRepresentableName(name)) {
-    fuse_reply_err(req, EINVAL);
-    return;
-  }
-  const std::string path = JoinPath(dir->path, name);
+  std::optional<std::string> child = ChildPath(req, parent, name, EINVAL);
+  if (!child) return;
+  const std::string& path = *child;
   if (!client_->Writable(path)) {
     fuse_reply_err(req, EROFS);
     return;
@@ -787,12 +783,9 @@ void Filesystem::SetAttr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int 
 }
 
 void Filesystem::Unlink(fuse_req_t req, fuse_ino_t parent, const char* name) {
-  std::optional<InodeTable::Entry> dir = inodes_.Get(parent);
-  if (!dir) {
-    fuse_reply_err(req, ESTALE);
-    return;
-  }
-  const std::string path = JoinPath(dir->path, name);
+  std::optional<std::string> child = ChildPath(req, parent, name, ENOENT);
+  if (!child) return;
+  const std::string& path = *child;
   if (!client_->Writable(path)) {
     fuse_reply_err(req, EROFS);
     return;

@@ -175,6 +175,10 @@ class Filesystem {
   // version other than the one its opens saw; called before the reply carries the new size.
   void ObserveVersion(fuse_ino_t ino, const FileInfo& info);
   fuse_entry_param EntryFor(fuse_ino_t ino, const FileInfo& info, const std::string& path);
+  // The path of `name` in directory `parent`; nullopt after replying the error (ESTALE,
+  // ENOTDIR, or `bad_name_errno` for a name the namespace cannot hold).
+  std::optional<std::string> ChildPath(fuse_req_t req, fuse_ino_t parent, const char* name,
+                                       int bad_name_errno);
   // The size of `path` as written so far by this mount's open writers (the largest); nullopt
   // when none has it open. Lookup and getattr answer from it: the object is not in the source
   // until the first commit.
