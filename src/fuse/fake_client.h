@@ -75,8 +75,9 @@ class FakeClient : public Client {
   Status PutFile(std::string_view path, std::string content, int64_t mtime_ns = 0);
   // Creates a directory (and missing parents). OK if it exists; errors as PutFile.
   Status MakeDir(std::string_view path);
-  // Removes a file or a whole subtree. NotFound if absent; InvalidArgument for "/".
-  Status Remove(std::string_view path);
+  // Removes a file or a whole subtree (also Client::Remove: this fake's mounts are read-only to
+  // the FUSE layer, which therefore never calls it). NotFound if absent; InvalidArgument for "/".
+  Status Remove(std::string_view path) override;
 
   // Makes every Stat/ListDir/Open of exactly `path`, and every Read of a reader opened on it,
   // fail with `status`; an OK status clears the injection.
