@@ -41,11 +41,7 @@ void LocalChannel::CallWrite(const protocol::WriteRequest& request, WriteCallbac
     done(FailedPreconditionError("the in-process worker takes no writes"));
     return;
   }
-  StatusOr<protocol::WriteReply> reply = writes_->Serve("", request);
-  if (reply.ok() && reply->status != StatusCode::kOk) {
-    reply = Status(reply->status, reply->error_message);
-  }
-  done(std::move(reply));
+  done(writes_->Serve("", request));
 }
 
 }  // namespace cairn::worker

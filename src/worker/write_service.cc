@@ -211,6 +211,9 @@ StatusOr<WriteReply> WriteService::Open(const std::string& principal,
     return FailedPreconditionError("mount " + mount->spec.path + " is read-only");
   }
   if (at.resolved.key.empty()) return InvalidArgumentError(request.path + " is a mount's root");
+  // Before any work (a stat, a spool file, reading the object for an open without truncate);
+  // checked again when the file is entered.
+  CAIRN_RETURN_IF_ERROR(CheckRoom(principal));
 
   auto file = std::make_shared<OpenFile>();
   file->principal = principal;
@@ -257,23 +260,33 @@ StatusOr<WriteReply> WriteService::Open(const std::string& principal,
   }
   file->last_used_us = clock().NowMicros();
   MutexLock l(&open_mu_);
+  CAIRN_RETURN_IF_ERROR(CheckRoomLocked(principal));
+  do {
+    file->handle = RandomHandle();
+  } while (open_.count(file->handle) != 0);
+  ++open_by_principal_[principal];
+  open_.emplace(file->handle, file);
+  metrics_->open->Set(static_cast<double>(open_.size()));
+  return Reply(file->handle, size);
+}
+
+Status WriteService::CheckRoom(const std::string& principal) {
+  MutexLock l(&open_mu_);
+  return CheckRoomLocked(principal);
+}
+
+Status WriteService::CheckRoomLocked(const std::string& principal) const {
   if (stopping_) return UnavailableError("the worker is stopping");
   if (open_.size() >= options_.max_open_files) {
     return ResourceExhaustedError("this worker has " + std::to_string(open_.size()) +
                                   " files open for writing (its limit)");
   }
-  size_t& mine = open_by_principal_[principal];
-  if (mine >= options_.max_open_files_per_principal) {
+  auto mine = open_by_principal_.find(principal);
+  if (mine != open_by_principal_.end() && mine->second >= options_.max_open_files_per_principal) {
     return ResourceExhaustedError("too many files open for writing by " +
                                   (principal.empty() ? std::string("anonymous") : principal));
   }
-  do {
-    file->handle = RandomHandle();
-  } while (open_.count(file->handle) != 0);
-  ++mine;
-  open_.emplace(file->handle, file);
-  metrics_->open->Set(static_cast<double>(open_.size()));
-  return Reply(file->handle, size);
+  return Status::Ok();
 }
 
 StatusOr<WriteReply> WriteService::Write(OpenFile& file,

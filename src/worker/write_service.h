@@ -115,6 +115,10 @@ class WriteService {
   StatusOr<std::shared_ptr<OpenFile>> Find(const std::string& principal, uint64_t handle)
       EXCLUDES(open_mu_);
   std::shared_ptr<OpenFile> Take(uint64_t handle) EXCLUDES(open_mu_);
+  // ResourceExhausted when the worker or `principal` has its maximum of open files
+  // (Unavailable while stopping).
+  Status CheckRoom(const std::string& principal) EXCLUDES(open_mu_);
+  Status CheckRoomLocked(const std::string& principal) const REQUIRES(open_mu_);
   // A new session for `file` seeded with the first `size` bytes of the spool file `from_spool`.
   StatusOr<std::unique_ptr<write::WriteSession>> SessionFor(const OpenFile& file,
                                                             const std::string& from_spool,
