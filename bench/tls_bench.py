@@ -204,7 +204,9 @@ class Bench:
                          ("client_cpu_ms_per_mb", "client CPU ms/MB"),
                          ("first_byte_ms", "first byte ms (1 run)")):
             a, b = med["plain"][k], med["tls"][k]
-            print(f"{label:22s}{a:12.2f}{b:12.2f}{b / a:11.2f}x")
+            # CPU times come in clock ticks: a short run can measure 0 for one side.
+            ratio = f"{b / a:11.2f}x" if a > 0 else f"{'-':>12s}"
+            print(f"{label:22s}{a:12.2f}{b:12.2f}{ratio}")
         for length, per_mode in latency.items():
             for k in ("p50_us", "p99_us", "mb_per_s"):
                 a = statistics.median(r[k] for r in per_mode["plain"])

@@ -67,7 +67,7 @@ def test_restarted_worker_serves_from_its_cache(harness, source, short_circuit):
     assert m["cairn_worker_ufs_requests_total"] == 0
     if not short_circuit:
         assert m["cairn_worker_cache_hits_total"] >= pages
-        # Not "==": a reply covers whole 64 KiB checksum chunks, so two reads that split a
+        # Not "==": a reply covers whole 4 KiB checksum chunks, so two reads that split a
         # page at an unaligned offset (the kernel may) are both served their chunk.
         assert m["cairn_worker_bytes_from_cache_total"] >= total
     else:  # Otherwise this variant would silently test the TCP path twice.

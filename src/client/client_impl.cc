@@ -61,7 +61,7 @@ class BorrowedChannel : public protocol::PageChannel {
 
 StatusOr<std::unique_ptr<PageFetcher>> MakePageFetcher(const ClientOptions& options) {
   if (options.page_size == 0 || options.page_size > protocol::kMaxPageSize ||
-      options.page_size % kChecksumChunkSize != 0) {
+      options.page_size % kPageSizeUnit != 0) {
     return InvalidArgumentError("page size must be a multiple of 64 KiB up to 16 MiB");
   }
   std::vector<placement::WorkerNode> nodes;

@@ -2,7 +2,7 @@
 //
 // Readahead: a read that starts where the previous one ended extends a sequential streak; the
 // window of whole pages fetched ahead in the background doubles with the streak (1, 2, 4, ...)
-// up to max_readahead_pages. A random read resets it, so random readers fetch only the 64 KiB
+// up to max_readahead_pages. A random read resets it, so random readers fetch only the 4 KiB
 // chunks they touch. Fetched-ahead pages land in the client's PageBuffer, where any reader of the
 // same object version finds them.
 // Thread-safety: thread-safe (FUSE may call Read for one open file from several threads).

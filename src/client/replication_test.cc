@@ -36,6 +36,11 @@ class Link : public protocol::PageChannel {
   void set_target(protocol::PageChannel* target) { target_ = target; }
 
   void Call(const protocol::Request& request, std::span<char> dest, Callback done) override {
+    if (frozen_.load()) {
+      MutexLock l(&mu_);
+      unanswered_.push_back(std::move(done));
+      return;
+    }
     if (std::holds_alternative<protocol::CopyFromPeerRequest>(request) && hold_copies_.load()) {
       MutexLock l(&mu_);
       held_.emplace_back([this, request, done = std::move(done)]() mutable {
@@ -50,6 +55,18 @@ class Link : public protocol::PageChannel {
 
   void Kill() { killed_ = true; }
   void HoldCopies() { hold_copies_ = true; }
+  // A frozen worker (SIGSTOP): requests are neither served nor refused until Thaw, which
+  // refuses them.
+  void Freeze() { frozen_ = true; }
+  void Thaw() {
+    frozen_ = false;
+    std::vector<Callback> unanswered;
+    {
+      MutexLock l(&mu_);
+      unanswered.swap(unanswered_);
+    }
+    for (Callback& done : unanswered) done(UnavailableError(id_ + " was frozen"));
+  }
   testing::Gate& copy_gate() { return copy_gate_; }
   // Waits for the held copies (after the gate is opened).
   void JoinHeld() {
@@ -74,9 +91,11 @@ class Link : public protocol::PageChannel {
   protocol::PageChannel* target_ = nullptr;
   std::atomic<bool> killed_{false};
   std::atomic<bool> hold_copies_{false};
+  std::atomic<bool> frozen_{false};
   testing::Gate copy_gate_;
   Mutex mu_;
   std::vector<std::thread> held_ GUARDED_BY(mu_);
+  std::vector<Callback> unanswered_ GUARDED_BY(mu_);
 };
 
 // The client's view of one worker: counts the requests the client sends it.
@@ -137,7 +156,7 @@ class ReplicationTest : public ::testing::Test {
       po.page_size = kPage;
       po.worker_id = id;
       po.peers = w->peers.get();
-      po.peer_timeout = std::chrono::milliseconds(2000);
+      po.peer_timeout = peer_timeout_;
       w->service = std::make_unique<worker::PageService>(mounts_, w->store.get(), &w->registry, po);
       w->local = std::make_unique<worker::LocalChannel>(w->service.get());
       w->link->set_target(w->local.get());
@@ -152,6 +171,7 @@ class ReplicationTest : public ::testing::Test {
     for (auto& [id, w] : workers_) {
       w->link->Kill();
       w->link->copy_gate().Open();
+      w->link->Thaw();
     }
     for (auto& [id, w] : workers_) w->link->JoinHeld();
     for (auto& [id, w] : workers_) w->service.reset();
@@ -251,6 +271,7 @@ class ReplicationTest : public ::testing::Test {
   std::vector<std::string> ring_;
   std::unique_ptr<PageFetcher> fetcher_;
   std::atomic<int> client_calls_{0};
+  std::chrono::milliseconds peer_timeout_{2000};
 };
 
 TEST_F(ReplicationTest, ColdPageOfThreeReplicasCostsOneSourceReadAndOneClientRoundTrip) {
@@ -291,6 +312,37 @@ TEST_F(ReplicationTest, KilledReplicaCostsNoReadErrorAndNoSourceRead) {
   ReadAll();
   EXPECT_EQ(SourceReads(), kPages);
   EXPECT_EQ(Client()->counters().fallback_bytes.load(), 0u);
+}
+
+// A frozen replica (SIGSTOP: connected, silent) must not make a miss on another replica wait
+// past the client's deadline: the lookup takes at most half of it, then the source is read. Seen
+// in the chaos test: a client failed over from the frozen worker to one whose miss then waited
+// out the whole peer timeout on it, and so on, until the freeze ended.
+TEST_F(ReplicationTest, FrozenReplicaCostsAMissAtMostHalfTheClientsDeadline) {
+  peer_timeout_ = std::chrono::milliseconds(60'000);
+  Start(2, 2);  // Every page's replicas are w0 and w1.
+  workers_["w1"]->link->Freeze();
+  protocol::ReadPageRequest request;
+  request.deadline_ms = 2000;
+  request.page.mount = "/lake";
+  request.page.key = "obj";
+  request.page.version = version_;
+  request.page.object_size = data_.size();
+  request.page.page_index = 3;
+  request.page.page_size = kPage;
+  request.offset = 0;
+  request.length = kPage;
+  const auto start = std::chrono::steady_clock::now();
+  auto result = workers_["w0"]->service->ReadPage(request);
+  const auto waited = std::chrono::steady_clock::now() - start;
+  ASSERT_TRUE(result.ok()) << result.status().ToString();
+  EXPECT_EQ(result->source, protocol::PageSource::kUnderStorage);
+  std::string bytes(result->range.size(), '\0');
+  ASSERT_TRUE(result->CopyTo(bytes).ok());
+  EXPECT_EQ(bytes, data_.substr(3 * kPage, kPage));
+  // Half the deadline is 1 s; the bound only tells "the deadline" from "the peer timeout".
+  EXPECT_LT(waited, std::chrono::seconds(30));
+  EXPECT_EQ(SourceReads(), 1u);
 }
 
 TEST_F(ReplicationTest, ReplicaKilledDuringItsFillLeavesTheOthersFilled) {

@@ -22,11 +22,11 @@ std::string Hash128::ToHex() const {
   return std::string(buf, 32);
 }
 
-std::vector<uint64_t> ChunkChecksums(std::span<const char> data) {
+std::vector<uint64_t> ChunkChecksums(std::span<const char> data, uint32_t chunk_size) {
   std::vector<uint64_t> out;
-  out.reserve(ChunkCount(data.size()));
-  for (size_t off = 0; off < data.size(); off += kChecksumChunkSize) {
-    size_t n = std::min<size_t>(kChecksumChunkSize, data.size() - off);
+  out.reserve(ChunkCount(data.size(), chunk_size));
+  for (size_t off = 0; off < data.size(); off += chunk_size) {
+    size_t n = std::min<size_t>(chunk_size, data.size() - off);
     out.push_back(Checksum64(data.subspan(off, n)));
   }
   return out;

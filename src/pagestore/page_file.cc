@@ -54,6 +54,28 @@ StatusOr<PageHeader> ReadHeader(const RandomAccessFile& file) {
   return DecodePageHeader(std::span<const char>(buf.data(), n));
 }
 
+// Verifies a version-1 page's data against its 64 KiB checksums and replaces them in `header`
+// with kChecksumChunkSize ones.
+Status RechunkVersion1(const RandomAccessFile& file, PageHeader* header) {
+  std::vector<char> buf(std::min(header->data_length, kVersion1ChunkSize));
+  std::vector<uint64_t> sums;
+  sums.reserve(ChunkCount(header->data_length));
+  for (uint32_t chunk = 0; chunk < header->chunk_checksums.size(); ++chunk) {
+    const uint32_t offset = chunk * kVersion1ChunkSize;
+    std::span<char> piece(buf.data(), std::min(kVersion1ChunkSize, header->data_length - offset));
+    CAIRN_ASSIGN_OR_RETURN(size_t n, file.ReadAt(uint64_t{header->data_offset} + offset, piece));
+    if (n != piece.size()) return CorruptionError("page file truncated");
+    if (Checksum64(piece) != header->chunk_checksums[chunk]) {
+      return CorruptionError("page data checksum mismatch in chunk " + std::to_string(chunk) +
+                             " (format 1)");
+    }
+    for (uint64_t sum : ChunkChecksums(piece)) sums.push_back(sum);
+  }
+  header->chunk_checksums = std::move(sums);
+  header->chunk_size = kChecksumChunkSize;
+  return Status::Ok();
+}
+
 }  // namespace
 
 StatusOr<std::unique_ptr<FilePageReader>> OpenPageFile(Disk& disk, const std::string& path,
@@ -68,6 +90,9 @@ StatusOr<std::unique_ptr<FilePageReader>> OpenPageFile(Disk& disk, const std::st
   if (size != header.file_size()) {
     return CorruptionError("page file is " + std::to_string(size) + " bytes, header says " +
                            std::to_string(header.file_size()));
+  }
+  if (header.chunk_size != kChecksumChunkSize) {
+    CAIRN_RETURN_IF_ERROR(RechunkVersion1(*file, &header));
   }
   return std::make_unique<FilePageReader>(std::move(file), std::move(header));
 }

@@ -43,8 +43,13 @@ class FilePageReader final : public PageReader {
 // Opens the page file at `path` and checks, without reading the data, that it holds the page
 // whose serialized key is `serialized_key`: the header parses and its checksum matches, the key
 // bytes and page index are equal, and the file size is data_offset + data_length.
+// A page file of format version 1 (64 KiB chunks, written by earlier builds) is read whole once
+// here: its data is verified against its own checksums and the reader gets 4 KiB ones, so every
+// caller sees kChecksumChunkSize chunks (the file itself is left as it is; it costs that read at
+// each open until the page is evicted or rewritten).
 // Returns NotFound if there is no file, Corruption if the file is not a valid copy of that page
-// (truncated, extended, another key, garbage), IoError if reading failed.
+// (truncated, extended, another key, garbage, or version-1 data that fails its checksums),
+// IoError if reading failed.
 StatusOr<std::unique_ptr<FilePageReader>> OpenPageFile(Disk& disk, const std::string& path,
                                                        std::string_view serialized_key,
                                                        uint64_t page_index);

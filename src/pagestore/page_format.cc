@@ -91,9 +91,12 @@ StatusOr<uint32_t> PeekHeaderLength(std::span<const char> prefix) {
   if (GetU64(p + header_field::kMagic) != kPageMagic) {
     return CorruptionError("not a page file (bad magic)");
   }
-  if (uint16_t v = GetU16(p + header_field::kVersion); v != kPageFormatVersion) {
-    return CorruptionError("unsupported page format version " + std::to_string(v));
+  const uint16_t version = GetU16(p + header_field::kVersion);
+  if (version != kPageFormatVersion && version != kPageFormatVersion1) {
+    return CorruptionError("unsupported page format version " + std::to_string(version));
   }
+  const uint32_t chunk_size =
+      version == kPageFormatVersion1 ? kVersion1ChunkSize : kChecksumChunkSize;
   if (GetU16(p + header_field::kFixedSize) != kFixedHeaderSize) {
     return CorruptionError("bad fixed header size");
   }
@@ -104,11 +107,11 @@ StatusOr<uint32_t> PeekHeaderLength(std::span<const char> prefix) {
   if (key_length > kMaxSerializedKeyLength || data_length > kMaxPageDataLength) {
     return CorruptionError("page header lengths out of range");
   }
-  if (GetU32(p + header_field::kChunkSize) != kChecksumChunkSize ||
-      chunk_count != ChunkCount(data_length)) {
+  if (GetU32(p + header_field::kChunkSize) != chunk_size ||
+      chunk_count != ChunkCount(data_length, chunk_size)) {
     return CorruptionError("page header chunk layout is inconsistent");
   }
-  if (header_length != HeaderLength(key_length, data_length) ||
+  if (header_length != HeaderLength(key_length, data_length, chunk_size) ||
       GetU32(p + header_field::kDataOffset) != RoundUp(header_length, kPageAlignment)) {
     return CorruptionError("page header lengths are inconsistent");
   }
@@ -130,6 +133,8 @@ StatusOr<PageHeader> DecodePageHeader(std::span<const char> bytes) {
   h.data_offset = GetU32(p + header_field::kDataOffset);
   h.data_length = GetU32(p + header_field::kDataLength);
   h.page_index = GetU64(p + header_field::kPageIndex);
+  h.format_version = GetU16(p + header_field::kVersion);
+  h.chunk_size = GetU32(p + header_field::kChunkSize);  // Checked by PeekHeaderLength.
   uint32_t key_length = GetU32(p + header_field::kKeyLength);
   h.serialized_key.assign(p + kFixedHeaderSize, key_length);
   uint32_t chunk_count = GetU32(p + header_field::kChunkCount);

@@ -1,4 +1,4 @@
-// The page file format, version 1 (described for humans in docs/pagestore.md; keep both in sync).
+// The page file format, version 2 (described for humans in docs/pagestore.md; keep both in sync).
 //
 //   [fixed header, 64 bytes][key bytes][chunk checksums, 8 bytes each][zero padding][page data]
 //   ^ offset 0                                               4096-aligned data_offset ^
@@ -24,7 +24,10 @@
 namespace cairn::pagestore {
 
 inline constexpr uint64_t kPageMagic = 0x4741504e52494143ULL;  // "CAIRNPAG" read as LE u64.
-inline constexpr uint16_t kPageFormatVersion = 1;
+inline constexpr uint16_t kPageFormatVersion = 2;
+// Version 1 files, written by earlier builds, are still read: their chunks are 64 KiB.
+inline constexpr uint16_t kPageFormatVersion1 = 1;
+inline constexpr uint32_t kVersion1ChunkSize = 64 * 1024;
 inline constexpr uint32_t kFixedHeaderSize = 64;
 // File offsets of data are multiples of this (O_DIRECT-friendly, page-cache aligned sendfile).
 inline constexpr uint32_t kPageAlignment = 4096;
@@ -43,17 +46,19 @@ inline constexpr size_t kDataLength = 20;      // u32
 inline constexpr size_t kChunkSize = 24;       // u32
 inline constexpr size_t kChunkCount = 28;      // u32
 inline constexpr size_t kKeyLength = 32;       // u32
-inline constexpr size_t kFlags = 36;           // u32, 0 in version 1
+inline constexpr size_t kFlags = 36;           // u32, 0
 inline constexpr size_t kPageIndex = 40;       // u64
 inline constexpr size_t kHeaderChecksum = 48;  // u64
-inline constexpr size_t kReserved = 56;        // u64, 0 in version 1
+inline constexpr size_t kReserved = 56;        // u64, 0
 }  // namespace header_field
 
 inline constexpr uint64_t RoundUp(uint64_t n, uint64_t to) { return (n + to - 1) / to * to; }
 
-// Header bytes (without padding) for a key of `key_length` bytes and `data_length` bytes of data.
-inline uint64_t HeaderLength(uint64_t key_length, uint64_t data_length) {
-  return kFixedHeaderSize + key_length + uint64_t{8} * ChunkCount(data_length);
+// Header bytes (without padding) for a key of `key_length` bytes and `data_length` bytes of data
+// checksummed in chunks of `chunk_size`.
+inline uint64_t HeaderLength(uint64_t key_length, uint64_t data_length,
+                             uint32_t chunk_size = kChecksumChunkSize) {
+  return kFixedHeaderSize + key_length + uint64_t{8} * ChunkCount(data_length, chunk_size);
 }
 
 // A decoded header.
@@ -63,7 +68,9 @@ struct PageHeader {
   uint32_t header_length = 0;  // Fixed header + key + checksums, before padding.
   uint32_t data_offset = 0;    // RoundUp(header_length, kPageAlignment).
   uint32_t data_length = 0;
-  std::vector<uint64_t> chunk_checksums;  // One per kChecksumChunkSize chunk of data.
+  uint16_t format_version = kPageFormatVersion;
+  uint32_t chunk_size = kChecksumChunkSize;  // kVersion1ChunkSize in a version-1 header.
+  std::vector<uint64_t> chunk_checksums;     // One per chunk_size chunk of data.
 
   uint64_t file_size() const { return uint64_t{data_offset} + data_length; }
 };
@@ -77,8 +84,8 @@ StatusOr<std::string> EncodePageHeader(std::string_view serialized_key, uint64_t
 
 // Reads the fixed part of a header (`prefix` must hold at least kFixedHeaderSize bytes) and
 // returns header_length, the number of bytes DecodePageHeader needs. Corruption if the magic,
-// version or lengths are not those of a valid version-1 header; the header checksum is not
-// checked yet (that needs the whole header).
+// version or lengths are not those of a valid version-2 (or version-1) header; the header
+// checksum is not checked yet (that needs the whole header).
 StatusOr<uint32_t> PeekHeaderLength(std::span<const char> prefix);
 
 // Decodes and fully checks a header; `bytes` holds at least header_length bytes (more is fine).

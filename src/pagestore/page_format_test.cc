@@ -7,9 +7,12 @@
 
 #include "pagestore/layout.h"
 #include "pagestore/page_store.h"
+#include "pagestore/test_util.h"
 
 namespace cairn::pagestore {
 namespace {
+
+using testing::EncodeVersion1Header;
 
 std::string Encode(std::string_view key, uint64_t index, const std::string& data) {
   auto sums = ChunkChecksums(data);
@@ -59,14 +62,14 @@ TEST(PageFormatTest, FixedHeaderMatchesTheDocumentedLayout) {
            uint32_t(uint8_t(header[off + 2])) << 16 | uint32_t(uint8_t(header[off + 3])) << 24;
   };
   EXPECT_EQ(header.substr(0, 8), "CAIRNPAG");
-  EXPECT_EQ(header[8], 1);  // version 1, little-endian u16
+  EXPECT_EQ(header[8], 2);  // version 2, little-endian u16
   EXPECT_EQ(header[9], 0);
   EXPECT_EQ(header[10], 64);             // fixed header size
-  EXPECT_EQ(u32(12), 64u + 3 + 2 * 8);   // header length: fixed + key + 2 checksums
+  EXPECT_EQ(u32(12), 64u + 3 + 18 * 8);  // header length: fixed + key + 18 checksums
   EXPECT_EQ(u32(16), 4096u);             // data offset
   EXPECT_EQ(u32(20), 70000u);            // data length
-  EXPECT_EQ(u32(24), 65536u);            // chunk size
-  EXPECT_EQ(u32(28), 2u);                // chunk count
+  EXPECT_EQ(u32(24), 4096u);             // chunk size
+  EXPECT_EQ(u32(28), 18u);               // chunk count: ceil(70000 / 4096)
   EXPECT_EQ(u32(32), 3u);                // key length
   EXPECT_EQ(u32(36), 0u);                // flags
   EXPECT_EQ(uint8_t(header[40]), 0x08);  // page index, little-endian
@@ -100,10 +103,26 @@ TEST(PageFormatTest, RejectsTruncatedAndForeignHeaders) {
   EXPECT_EQ(DecodePageHeader(std::string(4096, '\0')).status().code(), StatusCode::kCorruption);
   EXPECT_EQ(DecodePageHeader(std::string(4096, 'A')).status().code(), StatusCode::kCorruption);
   std::string future = header;
-  future[8] = 2;  // A later format version is not ours to read.
+  future[8] = 3;  // A later format version is not ours to read.
   auto decoded = DecodePageHeader(future);
   EXPECT_EQ(decoded.status().code(), StatusCode::kCorruption);
   EXPECT_NE(decoded.status().message().find("version"), std::string::npos);
+}
+
+// Format 1 (64 KiB chunks), as builds before format 2 wrote it: still decoded.
+TEST(PageFormatTest, DecodesVersion1Headers) {
+  std::string data(70000, 'x');
+  std::string header = EncodeVersion1Header("key", 5, data);
+  auto decoded = DecodePageHeader(header);
+  ASSERT_TRUE(decoded.ok()) << decoded.status().ToString();
+  EXPECT_EQ(decoded->format_version, kPageFormatVersion1);
+  EXPECT_EQ(decoded->chunk_size, kVersion1ChunkSize);
+  EXPECT_EQ(decoded->chunk_checksums, ChunkChecksums(data, kVersion1ChunkSize));
+  EXPECT_EQ(decoded->data_offset, 4096u);
+  // A version-1 header claiming 4 KiB chunks (or a version-2 one claiming 64 KiB) is damaged.
+  std::string mixed = header;
+  mixed[8] = 2;
+  EXPECT_EQ(DecodePageHeader(mixed).status().code(), StatusCode::kCorruption);
 }
 
 TEST(PageFormatTest, EncodeRefusesOutOfBoundsInput) {

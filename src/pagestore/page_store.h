@@ -154,8 +154,10 @@ class PageStore {
   // TTL deadline has passed (the page is then dropped and counted in expired_pages).
   // Corruption if the page file is truncated or holds another key: the file is dropped and counted.
   // Checksums of the data are NOT verified here (the reader verifies end to end), except by
-  // VerifyPage below. IoError if the disk failed (the page is kept). InvalidArgument for a key
-  // with '\0' in object_id or version. The caller owns the reader.
+  // VerifyPage below and for a page file of format 1 (64 KiB chunks, older builds), which is
+  // verified whole and given 4 KiB checksums (Corruption, dropped, if it fails). IoError if the
+  // disk failed (the page is kept). InvalidArgument for a key with '\0' in object_id or version.
+  // The caller owns the reader.
   virtual StatusOr<std::unique_ptr<PageReader>> Open(const PageKey& key) = 0;
 
   // Stores a page (data.size() <= page_size), replacing any existing copy. Writes go to a temp
@@ -227,7 +229,8 @@ class PageStore {
 // owner's cache folders in the owner's order (the worker sends them in its Hello reply).
 // Read-only and lock-free: it never changes the store, and a concurrent eviction at worst makes
 // it return NotFound. NotFound if not cached; Corruption if the file fails the header checks
-// (it is left for the owner to drop); IoError otherwise. Data checksums are not verified.
+// (it is left for the owner to drop); IoError otherwise. Data checksums are not verified
+// (except for a format-1 page, as in PageStore::Open).
 StatusOr<std::unique_ptr<PageReader>> OpenPageReadOnly(const std::vector<std::string>& dirs,
                                                        const PageKey& key);
 

@@ -158,18 +158,48 @@ TEST_F(DiskStoreTest, KeysNeverShapeFileNames) {
   }
 }
 
+// A cache folder written by a build of format 1 (64 KiB chunks) keeps its pages: each is verified
+// whole when opened and served with 4 KiB checksums; one whose data is damaged is dropped.
+TEST_F(DiskStoreTest, PagesOfFormat1AreVerifiedAndServedWithSmallChunks) {
+  std::string data = Bytes(9, 150000);
+  std::string damaged_data = Bytes(10, 150000);
+  {
+    auto store = Make(Options(8 << 20));
+    ASSERT_TRUE(store->Put(Key(1), data).ok());
+    ASSERT_TRUE(store->Put(Key(2), damaged_data).ok());
+  }
+  WriteFile(PagePath(Key(1)), testing::EncodeVersion1Header(Key(1).Serialize(), 1, data) + data);
+  std::string bad =
+      testing::EncodeVersion1Header(Key(2).Serialize(), 2, damaged_data) + damaged_data;
+  bad[bad.size() - 70000] ^= 0x01;  // In the second 64 KiB chunk.
+  WriteFile(PagePath(Key(2)), bad);
+
+  auto store = Make(Options(8 << 20));
+  auto reader = store->Open(Key(1));
+  ASSERT_TRUE(reader.ok()) << reader.status().ToString();
+  EXPECT_EQ((*reader)->chunk_checksums(), ChunkChecksums(data));
+  EXPECT_EQ(ReadAll(**reader), data);
+  EXPECT_TRUE(VerifyPage(**reader).ok());
+  auto damaged = store->Open(Key(2));
+  EXPECT_EQ(damaged.status().code(), StatusCode::kCorruption) << damaged.status().ToString();
+  EXPECT_EQ(store->Stats().corrupt_pages, 1u);
+  EXPECT_FALSE(fs::exists(PagePath(Key(2))));
+}
+
 TEST_F(DiskStoreTest, FlippedDataBitIsFoundByVerifyPage) {
   auto store = Make(Options(8 << 20));
   std::string data = Bytes(3, 150000);
   ASSERT_TRUE(store->Put(Key(1), data).ok());
   std::string file = ReadFile(PagePath(Key(1)));
-  file[file.size() - 1000] ^= 0x10;  // In the third chunk.
+  file[file.size() - 1000] ^= 0x10;  // In the last chunk.
   WriteFile(PagePath(Key(1)), file);
   auto reader = store->Open(Key(1));
   ASSERT_TRUE(reader.ok()) << "Open does not hash data";
   Status verify = VerifyPage(**reader);
   EXPECT_EQ(verify.code(), StatusCode::kCorruption);
-  EXPECT_NE(verify.message().find("chunk 2"), std::string::npos) << verify.ToString();
+  const uint32_t last_chunk = ChunkCount(data.size()) - 1;
+  EXPECT_NE(verify.message().find("chunk " + std::to_string(last_chunk)), std::string::npos)
+      << verify.ToString();
   EXPECT_TRUE(store->Remove(Key(1), RemoveReason::kCorrupt).ok());
   EXPECT_EQ(store->Stats().corrupt_pages, 1u);
   EXPECT_FALSE(fs::exists(PagePath(Key(1))));

@@ -41,8 +41,7 @@ bool GetBase(ByteReader& r, RequestBase* b) {
 }
 
 Status ValidatePage(const PageRef& page) {
-  if (page.page_size == 0 || page.page_size > kMaxPageSize ||
-      page.page_size % kChecksumChunkSize != 0) {
+  if (page.page_size == 0 || page.page_size > kMaxPageSize || page.page_size % kPageSizeUnit != 0) {
     return InvalidArgumentError("bad page size " + std::to_string(page.page_size));
   }
   if (page.mount.empty() || page.key.empty()) {

@@ -25,10 +25,11 @@ inline constexpr uint32_t kMagic = 0x4E524143;  // "CARN" in little-endian byte 
 // v3 (authorization): Hello carries the client's token; HelloReply the principal the worker
 // established, or why it refused the connection. v4: metadata requests (StatPath, ListDir),
 // answered by the worker from the source and filtered by the caller's grants. v5: writes (files
-// written through the worker that owns the path, docs/write-path.md). Older peers get a
-// kVersionMismatch naming both.
-inline constexpr uint8_t kVersion = 5;
-inline constexpr uint8_t kMinVersion = 5;  // Oldest version this build still speaks.
+// written through the worker that owns the path, docs/write-path.md). v6: checksums cover 4 KiB
+// chunks (kChecksumChunkSize), not 64 KiB: a v5 peer would check the wrong chunks, so it is
+// refused. Older peers get a kVersionMismatch naming both.
+inline constexpr uint8_t kVersion = 6;
+inline constexpr uint8_t kMinVersion = 6;  // Oldest version this build still speaks.
 inline constexpr size_t kFrameHeaderSize = 24;
 // Largest payload accepted (a page of at most 16 MiB plus metadata); bigger frames are rejected.
 inline constexpr uint32_t kMaxPayload = (16u << 20) + (64u << 10);
@@ -119,8 +120,8 @@ struct RequestBase {
   PageRef page;
 };
 
-// Bytes of a page: the 64 KiB chunks holding [offset, offset + length). From the cache, else
-// from the source (then cached, unless no_cache).
+// Bytes of a page: the 4 KiB checksum chunks holding [offset, offset + length). From the cache,
+// else from the source (then cached, unless no_cache).
 struct ReadPageRequest : RequestBase {
   uint32_t offset = 0;
   uint32_t length = 0;
@@ -181,7 +182,7 @@ struct PageReplyMeta {
   std::string error_message;        // Only when status != kOk.
   uint32_t data_offset = 0;         // Offset within the page of the first data byte.
   uint32_t data_length = 0;         // 0 with status OK: no data (a lookup that missed).
-  std::vector<uint64_t> checksums;  // One per 64 KiB chunk of the returned data.
+  std::vector<uint64_t> checksums;  // One per 4 KiB chunk of the returned data.
 };
 // The prefix and metadata of a kPageReply (the data bytes follow them on the wire).
 std::string EncodePageReplyMeta(const PageReplyMeta& reply);
@@ -281,7 +282,7 @@ struct OpenWriteRequest {
   bool truncate = false;   // Start empty (else from the current content).
   WriteMode mode = WriteMode::kThrough;
 };
-// Bytes at `offset` of an open file, with one checksum (common/checksum.h) per 64 KiB chunk of
+// Bytes at `offset` of an open file, with one checksum (common/checksum.h) per 4 KiB chunk of
 // `data`, checked by the worker before anything is written. `data` points into the decoded
 // payload (or the caller's buffer when encoding); 1..kMaxWriteData bytes.
 struct WritePageRequest {

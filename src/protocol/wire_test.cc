@@ -67,7 +67,7 @@ TEST(WireTest, OtherVersionsAreAMismatchNotCorruption) {
   std::array<char, kFrameHeaderSize> buf;
   EncodeFrameHeader({MessageType::kHello, 0, 1, 0}, buf.data());
   for (uint8_t version :
-       {uint8_t{1}, uint8_t{2}, uint8_t{3}, uint8_t{4}, uint8_t{6}, uint8_t{200}}) {
+       {uint8_t{1}, uint8_t{2}, uint8_t{3}, uint8_t{4}, uint8_t{5}, uint8_t{7}, uint8_t{200}}) {
     auto copy = buf;
     copy[4] = static_cast<char>(version);
     // Re-seal the header checksum over the changed version byte.
@@ -242,7 +242,7 @@ TEST(WireTest, PageRepliesRoundTrip) {
   PageReplyMeta r;
   r.source = PageSource::kPeer;
   r.data_offset = 65536;
-  r.data_length = 65536 * 2 + 10;
+  r.data_length = kChecksumChunkSize * 2 + 10;
   r.checksums = {1, 2, 3};
   std::string data(r.data_length, 'd');
   std::string payload = EncodePageReplyMeta(r) + data;
@@ -654,8 +654,11 @@ TEST(WireTest, WriteRepliesRoundTrip) {
 
 TEST(WireTest, AlignedRangeCoversChunks) {
   ByteRange r = AlignedRange(70000, 10, 1 << 20);
-  EXPECT_EQ(r.begin, 65536u);
-  EXPECT_EQ(r.end, 131072u);
+  EXPECT_EQ(r.begin, 70000u / kChecksumChunkSize * kChecksumChunkSize);
+  EXPECT_EQ(r.end, r.begin + kChecksumChunkSize);
+  r = AlignedRange(8190, 4, 1 << 20);  // Straddles two chunks.
+  EXPECT_EQ(r.begin, 4096u);
+  EXPECT_EQ(r.end, 12288u);
   r = AlignedRange(0, 100, 50);
   EXPECT_EQ(r.begin, 0u);
   EXPECT_EQ(r.end, 50u);

@@ -448,6 +448,7 @@ StatusOr<PageSource> PageService::Load(const PageRef& page, const std::string& p
   }
   FetchOptions fetch_options;
   fetch_options.peer = peer;
+  fetch_options.peer_wait = options_.peer_timeout;
   auto fetch = FetchPage(*r.mount, r.metrics, r.key, page, r.page_length, fetch_options);
   if (!fetch.ok()) return fetch.status();
   metrics_->loaded->Increment();
@@ -470,21 +471,28 @@ StatusOr<PageSource> PageService::Load(const PageRef& page, const std::string& p
 
 StatusOr<PageResult> PageService::ReadPage(const protocol::ReadPageRequest& request) {
   return Read(request.page, request.offset, request.length, Reader::kClient, request.refetch,
-              request.no_cache);
+              request.no_cache, request.deadline_ms);
 }
 
 StatusOr<PageResult> PageService::LookupPage(const protocol::LookupPageRequest& request) {
-  return Read(request.page, request.offset, request.length, Reader::kLookup, false, false);
+  return Read(request.page, request.offset, request.length, Reader::kLookup, false, false,
+              request.deadline_ms);
 }
 
 StatusOr<PageResult> PageService::PeerRead(const protocol::PeerReadRequest& request) {
   uint32_t page_length = protocol::PageLengthOf(request.page);
   if (page_length == 0) return InvalidArgumentError("page past end of object");
-  return Read(request.page, 0, page_length, Reader::kPeer, false, false);
+  return Read(request.page, 0, page_length, Reader::kPeer, false, false, request.deadline_ms);
+}
+
+std::chrono::milliseconds PageService::PeerWait(uint32_t deadline_ms) const {
+  if (deadline_ms == 0) return options_.peer_timeout;
+  return std::min(options_.peer_timeout, std::chrono::milliseconds(deadline_ms / 2));
 }
 
 StatusOr<PageResult> PageService::Read(const PageRef& page, uint32_t offset, uint32_t length,
-                                       Reader reader, bool refetch, bool no_cache) {
+                                       Reader reader, bool refetch, bool no_cache,
+                                       uint32_t deadline_ms) {
   int64_t start = options_.clock->NowMicros();
   // A peer copying a page it was asked to cache is not a reader: kept out of the hit ratio.
   const bool for_peer = reader == Reader::kPeer;
@@ -550,6 +558,7 @@ StatusOr<PageResult> PageService::Read(const PageRef& page, uint32_t offset, uin
   }
   FetchOptions fetch_options;
   fetch_options.no_cache = no_cache;
+  fetch_options.peer_wait = PeerWait(deadline_ms);
   // A one-pass scan neither looks on the replicas nor fills them.
   if (!no_cache) fetch_options.replicas = OtherReplicas(*r.mount, r.key);
   auto fetch = FetchPage(*r.mount, r.metrics, r.key, page, r.page_length, fetch_options);
@@ -619,7 +628,7 @@ StatusOr<std::shared_ptr<PageService::Fetch>> PageService::FetchPage(
   Status status;
   PeerAnswers peers;
   if (!options.peer.empty() && options_.peers != nullptr && options_.peer_fill) {
-    peers = ReadFromPeers(page, {options.peer}, page_length);
+    peers = ReadFromPeers(page, {options.peer}, page_length, options.peer_wait);
     peers.lacking.clear();  // A copy is a replica's own business: it tells no one else.
     if (peers.page == nullptr) {
       metrics_->peer_fill_failures->Increment();
@@ -630,7 +639,7 @@ StatusOr<std::shared_ptr<PageService::Fetch>> PageService::FetchPage(
     peers.lacking = options.replicas;  // Each asks its own cache, then the source.
   } else if (!options.replicas.empty()) {
     metrics_->replica_lookups->Increment();
-    peers = ReadFromPeers(page, options.replicas, page_length);
+    peers = ReadFromPeers(page, options.replicas, page_length, options.peer_wait);
     if (!peers.last_error.ok()) {
       metrics_->replica_lookup_failures->Increment();
       spdlog::debug("replica lookup of page {} of {}: {}", page.page_index, page.key,
@@ -715,7 +724,8 @@ std::vector<std::string> PageService::OtherReplicas(const mount::Mount& mount,
 
 PageService::PeerAnswers PageService::ReadFromPeers(const PageRef& page,
                                                     const std::vector<std::string>& ids,
-                                                    uint32_t page_length) {
+                                                    uint32_t page_length,
+                                                    std::chrono::milliseconds wait) {
   // Shared with the callbacks, which may run after this call has given up on a late peer: the
   // buffers must stay alive until each channel is done with its own.
   struct Round {
@@ -744,7 +754,7 @@ PageService::PeerAnswers PageService::ReadFromPeers(const PageRef& page,
   // Fills do not chain: a peer serves what it has, or nothing.
   protocol::PeerReadRequest ask;
   ask.page = page;
-  ask.deadline_ms = static_cast<uint32_t>(options_.peer_timeout.count());
+  ask.deadline_ms = static_cast<uint32_t>(std::max<int64_t>(wait.count(), 1));
   for (size_t i = 0; i < n; ++i) {
     channels[i]->Call(ask, round->buffers[i]->span(),
                       [round, i](StatusOr<protocol::PageReply> reply) {
@@ -757,7 +767,7 @@ PageService::PeerAnswers PageService::ReadFromPeers(const PageRef& page,
   }
   // Examines the answers as they come; the first intact copy wins.
   std::vector<bool> seen(n, false);
-  const auto deadline = std::chrono::steady_clock::now() + options_.peer_timeout;
+  const auto deadline = std::chrono::steady_clock::now() + wait;
   MutexLock l(&round->mu);
   for (size_t examined = 0; examined < n;) {
     auto arrived = [&]() REQUIRES(round->mu) {

@@ -63,7 +63,10 @@ struct PageServiceOptions {
   // --no-peer-fill`): misses and copies read the source, so each replica pays its own source
   // read; the other replicas are still told to cache a page this worker fetched.
   bool peer_fill = true;
-  // How long a peer fill or a replica lookup waits for the peers before reading the source.
+  // How long a peer fill or a replica lookup waits for the peers before reading the source. A
+  // client's read with a deadline waits at most half of it (the source read gets the other
+  // half): a frozen replica must not make every worker the client fails over to miss the
+  // client's deadline too.
   std::chrono::milliseconds peer_timeout{2000};
   // Replica copies (CopyFromPeer sent to the other replicas after a miss) in flight at most;
   // beyond it a copy is skipped (counted), and that replica fills on a later read.
@@ -211,6 +214,8 @@ class PageService {
     // Non-empty: look for the page on these replicas before the source, and have those that
     // lack it copy it from this worker afterwards.
     std::vector<std::string> replicas;
+    // How long to wait for the peers or replicas above (options_.peer_timeout or less).
+    std::chrono::milliseconds peer_wait{0};
   };
   // A request's page, resolved against this worker: its mount (kept alive by `table`), length
   // and store key.
@@ -233,8 +238,11 @@ class PageService {
   // of r's length.
   std::optional<PageResult> ServeHit(const Resolved& r, uint32_t offset, uint32_t length,
                                      bool for_peer, int64_t start);
+  // `deadline_ms`: the request's relative deadline (0: none), which bounds a replica lookup.
   StatusOr<PageResult> Read(const protocol::PageRef& page, uint32_t offset, uint32_t length,
-                            Reader reader, bool refetch, bool no_cache);
+                            Reader reader, bool refetch, bool no_cache, uint32_t deadline_ms);
+  // How long a lookup on the peers may wait for a request with `deadline_ms` (0: none).
+  std::chrono::milliseconds PeerWait(uint32_t deadline_ms) const;
   StatusOr<protocol::PageSource> Load(const protocol::PageRef& page, const std::string& peer);
   StatusOr<PageResult> ServeFromCache(const pagestore::PageKey& key, uint32_t page_length,
                                       uint32_t offset, uint32_t length);
@@ -254,10 +262,10 @@ class PageService {
     Status last_error;                 // Why the last peer that failed did (OK if none did).
   };
   // Asks every worker in `ids` for the whole page at once (PeerRead; needs options_.peers) and
-  // takes the first intact copy; waits at most options_.peer_timeout. A peer that is unknown,
-  // fails, is late, lacks the page or sends bytes that do not match its checksums is skipped.
+  // takes the first intact copy; waits at most `wait`. A peer that is unknown, fails, is late,
+  // lacks the page or sends bytes that do not match its checksums is skipped.
   PeerAnswers ReadFromPeers(const protocol::PageRef& page, const std::vector<std::string>& ids,
-                            uint32_t page_length);
+                            uint32_t page_length, std::chrono::milliseconds wait);
   // Tells each worker in `ids` to copy the page from this one (CopyFromPeer), in the background.
   void CopyToReplicas(const protocol::PageRef& page, const std::vector<std::string>& ids);
   // A fetch of `id` whose source read has finished successfully (its bytes are in memory, maybe

@@ -122,7 +122,8 @@ TEST_F(PageServiceTest, MissThenHitServesTheSameBytes) {
   uint64_t reads_before = faults_->calls(ufs::UfsOp::kRead);
   std::string second = ReadBytes(Request("a/b.bin", 1, 70000, 100), &source);
   EXPECT_EQ(source, protocol::PageSource::kCache);
-  EXPECT_EQ(second, data.substr(kPage + 65536, 65536));
+  const uint32_t chunk_start = 70000 / kChecksumChunkSize * kChecksumChunkSize;
+  EXPECT_EQ(second, data.substr(kPage + chunk_start, kChecksumChunkSize));
   EXPECT_EQ(faults_->calls(ufs::UfsOp::kRead), reads_before);
   // The short last page.
   EXPECT_EQ(ReadBytes(Request("a/b.bin", 2, 0, 1000), nullptr), data.substr(2 * kPage));
@@ -470,7 +471,7 @@ TEST_F(PeerFillTest, LookupsAndPeerReadsNeverReadTheSource) {
   EXPECT_EQ(ReadOn(service_.get(), Read(0)), data_.substr(0, kPage));
   auto found = service_->LookupPage(lookup);
   ASSERT_TRUE(found.ok());
-  EXPECT_EQ(found->range.size(), 65536u);
+  EXPECT_EQ(found->range.size(), kChecksumChunkSize);
   auto whole = service_->PeerRead(peer);
   ASSERT_TRUE(whole.ok());
   EXPECT_EQ(whole->range.size(), kPage);

@@ -17,7 +17,7 @@ using protocol::MessageType;
 
 namespace {
 constexpr uint32_t kMaxRequestPayload = 64 * 1024;
-// A WritePage: its data, one checksum per 64 KiB chunk, and a few fields.
+// A WritePage: its data, one checksum per 4 KiB chunk (8 KiB for 4 MiB), and a few fields.
 constexpr uint32_t kMaxWritePayload = protocol::kMaxWriteData + 64 * 1024;
 }  // namespace
 
