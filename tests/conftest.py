@@ -641,7 +641,7 @@ def module_harness(cairn_bin, tmp_path_factory):
 
 
 # ------------------------------------------------------------------------------------------
-# Page files (docs/pagestore.md, format version 1)
+# Page files (docs/pagestore.md, format version 2; version 1 is read the same way)
 # ------------------------------------------------------------------------------------------
 
 class PageFile:
@@ -652,8 +652,8 @@ class PageFile:
             (magic, version, fixed, header_len, data_offset, data_length, chunk_size,
              chunk_count, key_length, flags, page_index) = struct.unpack_from(
                  "<8sHHIIIIIIIQ", head, 0)
-            if magic != b"CAIRNPAG" or version != 1:
-                raise ValueError(f"{path} is not a version-1 page file")
+            if magic != b"CAIRNPAG" or version not in (1, 2):
+                raise ValueError(f"{path} is not a page file of format 1 or 2")
             f.seek(64)
             key = f.read(key_length)
         self.data_offset = data_offset
