@@ -39,6 +39,7 @@ CLIENT_FALLBACK_BYTES = "cairn_client_fallback_bytes_total"
 CLIENT_WORKERS = "cairn_client_workers"
 CLIENT_MOUNT_UPDATES = "cairn_client_mount_table_updates_total"
 REGISTERED = "cairn_worker_registered"
+RING_WORKERS = "cairn_worker_ring_workers"
 WORKERS_PREFIX = "/cairn/v1/workers/"  # docs/etcd-layout.md
 # Markers of a crash or an unhandled exception in a command's output.
 CRASH_MARKERS = ("Traceback", "terminate called", "Segmentation fault", "Aborted",
@@ -252,6 +253,15 @@ class Cluster:
         ids = set(ids)
         wait_until(lambda: ids <= set(self.etcd.worker_ids()), timeout,
                    f"workers {sorted(ids)} in etcd", interval=0.05)
+
+    def wait_ring_settled(self, timeout=10.0):
+        """Waits until every live worker's own view of the ring lists all live workers: a
+        worker decides a page's replicas (whom it asks, whom it copies to) from that view, and
+        one that has not seen the newest worker yet would disagree with the clients."""
+        live = [w for w, p in self.workers.items() if p.alive()]
+        wait_until(lambda: all(self.metric(w, RING_WORKERS) == len(live) for w in live),
+                   timeout, f"each of {live} to see {len(live)} workers in its ring",
+                   interval=0.05)
 
     def wait_unregistered(self, wid, timeout):
         wait_until(lambda: wid not in self.etcd.worker_ids(), timeout,

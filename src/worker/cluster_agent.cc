@@ -104,6 +104,7 @@ StatusOr<std::unique_ptr<ClusterAgent>> ClusterAgent::Start(
           Status s = peers->SetWorkers(membership::WorkerNodesFromSnapshot(snapshot));
           if (!s.ok()) spdlog::warn("worker list from etcd not applied: {}", s.ToString());
         }
+        self->ring_workers_.store(snapshot.size(), std::memory_order_relaxed);
         size_t n = std::max<size_t>(1, snapshot.size());
         if (self->worker_count_.exchange(n) != n) self->ApplyPolicy();
       });
@@ -129,6 +130,12 @@ StatusOr<std::unique_ptr<ClusterAgent>> ClusterAgent::Start(
   registry->AddCallback(
       "cairn_worker_registered", "1 while this worker's record is in etcd (it is in the ring)",
       metrics::MetricType::kGauge, [self] { return self->registered() ? 1.0 : 0.0; });
+  registry->AddCallback(
+      "cairn_worker_ring_workers",
+      "Workers in this worker's latest view of the ring (its own record included); equal on "
+      "every worker and client once membership has settled",
+      metrics::MetricType::kGauge,
+      [self] { return static_cast<double>(self->ring_workers_.load(std::memory_order_relaxed)); });
   registry->AddCallback("cairn_worker_mounts_refused",
                         "Mounts of the latest mount table from etcd that this worker does not "
                         "serve: their source is outside its --allow-source/--allow-endpoint lists",
