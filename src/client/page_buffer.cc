@@ -2,19 +2,19 @@
 
 namespace cairn::client {
 
-std::unique_ptr<char[]> PageMemory::Take(size_t n) {
+AlignedBytes PageMemory::Take(size_t n) {
   if (n == page_size_) {
     MutexLock l(&mu_);
     if (!free_.empty()) {
-      std::unique_ptr<char[]> bytes = std::move(free_.back());
+      AlignedBytes bytes = std::move(free_.back());
       free_.pop_back();
       return bytes;
     }
   }
-  return std::make_unique_for_overwrite<char[]>(n);
+  return AllocateAligned(n);
 }
 
-void PageMemory::Give(std::unique_ptr<char[]> bytes, size_t n) {
+void PageMemory::Give(AlignedBytes bytes, size_t n) {
   if (n != page_size_ || !bytes) return;
   MutexLock l(&mu_);
   if (free_.size() < max_free_) free_.push_back(std::move(bytes));

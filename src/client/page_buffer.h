@@ -15,6 +15,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/aligned_buffer.h"
 #include "common/checksum.h"
 #include "common/status.h"
 #include "common/thread_annotations.h"
@@ -24,21 +25,23 @@ namespace cairn::client {
 // Recycles the memory of whole-page slots. glibc serves a 1 MiB allocation with a fresh mmap
 // (and frees it with munmap), so without this every fetched page cost 256 page faults: a quarter
 // of the CPU of a warm sequential read (docs/benchmarks.md). Keeps at most `max_free` buffers.
+// Buffers are kDirectIoAlignment-aligned, so a page read from a local page file can go from the
+// disk straight into them (PageReader::ReadDirectAt).
 // Thread-safety: thread-safe.
 class PageMemory {
  public:
   PageMemory(size_t page_size, size_t max_free) : page_size_(page_size), max_free_(max_free) {}
 
   // `n` uninitialised bytes; a recycled buffer when n is the page size and one is free.
-  std::unique_ptr<char[]> Take(size_t n) EXCLUDES(mu_);
+  AlignedBytes Take(size_t n) EXCLUDES(mu_);
   // Hands back what Take(n) returned; kept for reuse if it is a whole page and there is room.
-  void Give(std::unique_ptr<char[]> bytes, size_t n) EXCLUDES(mu_);
+  void Give(AlignedBytes bytes, size_t n) EXCLUDES(mu_);
 
  private:
   const size_t page_size_;
   const size_t max_free_;
   Mutex mu_;
-  std::vector<std::unique_ptr<char[]>> free_ GUARDED_BY(mu_);
+  std::vector<AlignedBytes> free_ GUARDED_BY(mu_);
 };
 
 class PageBuffer {
@@ -50,7 +53,7 @@ class PageBuffer {
     Status status GUARDED_BY(mu);
     // The page's bytes: sized once by Allocate (left uninitialised: the fetch overwrites all of
     // them), written before ready, immutable after.
-    std::unique_ptr<char[]> bytes;
+    AlignedBytes bytes;
     size_t length = 0;
     std::shared_ptr<PageMemory> memory;  // Where `bytes` come from and go back to.
 
@@ -63,7 +66,7 @@ class PageBuffer {
 
     // Called once, by the fetcher, before the fetch.
     std::span<char> Allocate(size_t n) {
-      bytes = memory ? memory->Take(n) : std::make_unique_for_overwrite<char[]>(n);
+      bytes = memory ? memory->Take(n) : AllocateAligned(n);
       length = n;
       return {bytes.get(), n};
     }

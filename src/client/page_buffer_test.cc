@@ -7,22 +7,26 @@ namespace {
 
 TEST(PageMemoryTest, RecyclesWholePagesOnlyAndKeepsAtMostTheCap) {
   PageMemory memory(/*page_size=*/4096, /*max_free=*/2);
-  std::unique_ptr<char[]> a = memory.Take(4096);
-  std::unique_ptr<char[]> b = memory.Take(4096);
-  std::unique_ptr<char[]> c = memory.Take(4096);
-  std::unique_ptr<char[]> tail = memory.Take(100);  // A file's last, short page.
+  AlignedBytes a = memory.Take(4096);
+  AlignedBytes b = memory.Take(4096);
+  AlignedBytes c = memory.Take(4096);
+  AlignedBytes tail = memory.Take(100);  // A file's last, short page.
   char* const a_bytes = a.get();
   char* const b_bytes = b.get();
   memory.Give(std::move(a), 4096);
   memory.Give(std::move(b), 4096);
   memory.Give(std::move(c), 4096);    // Over the cap: freed.
   memory.Give(std::move(tail), 100);  // Not a whole page: freed.
-  std::unique_ptr<char[]> again1 = memory.Take(4096);
-  std::unique_ptr<char[]> again2 = memory.Take(4096);
+  AlignedBytes again1 = memory.Take(4096);
+  AlignedBytes again2 = memory.Take(4096);
   EXPECT_TRUE((again1.get() == a_bytes && again2.get() == b_bytes) ||
               (again1.get() == b_bytes && again2.get() == a_bytes));
-  std::unique_ptr<char[]> short_page = memory.Take(100);
+  AlignedBytes short_page = memory.Take(100);
   EXPECT_NE(short_page.get(), nullptr);
+  // Every buffer can take an O_DIRECT read.
+  for (const char* p : {again1.get(), again2.get(), short_page.get()}) {
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % kDirectIoAlignment, 0u);
+  }
 }
 
 TEST(PageBufferTest, SlotMemoryReturnsWhenTheLastHolderLetsGo) {

@@ -283,6 +283,9 @@ class SharedPageReader final : public PageReader {
   Status ReadAt(uint32_t offset, std::span<char> out) const override {
     return file_->ReadAt(offset, out);
   }
+  Status ReadDirectAt(uint32_t offset, std::span<char> out) const override {
+    return file_->ReadDirectAt(offset, out);
+  }
   int native_fd() const override { return file_->native_fd(); }
   uint64_t data_file_offset() const override { return file_->data_file_offset(); }
 

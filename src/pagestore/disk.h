@@ -32,6 +32,14 @@ class RandomAccessFile {
   // Reads up to out.size() bytes at `offset`; returns how many were read (fewer only at the end of
   // the file). IoError on a read error.
   virtual StatusOr<size_t> ReadAt(uint64_t offset, std::span<char> out) const = 0;
+  // Like ReadAt, but bypassing the OS page cache where it can (O_DIRECT): for a caller that keeps
+  // the bytes in a cache of its own, so the kernel neither copies them once more nor keeps a
+  // second copy in memory. Any part of the read that cannot go around the cache (a misaligned
+  // buffer or range, a tail shorter than kDirectIoAlignment, a file system without O_DIRECT) is
+  // read as ReadAt reads it: the result is always ReadAt's. This default is ReadAt.
+  virtual StatusOr<size_t> ReadDirectAt(uint64_t offset, std::span<char> out) const {
+    return ReadAt(offset, out);
+  }
   // The current size of the file.
   virtual StatusOr<uint64_t> Size() const = 0;
   // The OS file descriptor (valid as long as this object lives), or -1 if not a real file.

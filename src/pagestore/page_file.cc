@@ -7,15 +7,26 @@
 
 namespace cairn::pagestore {
 
-Status FilePageReader::ReadAt(uint32_t offset, std::span<char> out) const {
+Status FilePageReader::Read(uint32_t offset, std::span<char> out, bool direct) const {
   if (offset > header_.data_length || out.size() > header_.data_length - offset) {
     return InvalidArgumentError("read of " + std::to_string(out.size()) + " bytes at " +
                                 std::to_string(offset) + " is past the page end (" +
                                 std::to_string(header_.data_length) + " bytes)");
   }
-  CAIRN_ASSIGN_OR_RETURN(size_t n, file_->ReadAt(uint64_t{header_.data_offset} + offset, out));
+  // data_offset is a multiple of kPageAlignment (4 KiB): a chunk-aligned range of the data is
+  // block-aligned in the file, as O_DIRECT wants.
+  const uint64_t at = uint64_t{header_.data_offset} + offset;
+  CAIRN_ASSIGN_OR_RETURN(size_t n, direct ? file_->ReadDirectAt(at, out) : file_->ReadAt(at, out));
   if (n != out.size()) return IoError("short read: the page file was truncated");
   return Status::Ok();
+}
+
+Status FilePageReader::ReadAt(uint32_t offset, std::span<char> out) const {
+  return Read(offset, out, /*direct=*/false);
+}
+
+Status FilePageReader::ReadDirectAt(uint32_t offset, std::span<char> out) const {
+  return Read(offset, out, /*direct=*/true);
 }
 
 bool FilePageReader::StillWhole() const {

@@ -21,6 +21,7 @@ class FilePageReader final : public PageReader {
   uint32_t data_length() const override { return header_.data_length; }
   const std::vector<uint64_t>& chunk_checksums() const override { return header_.chunk_checksums; }
   Status ReadAt(uint32_t offset, std::span<char> out) const override;
+  Status ReadDirectAt(uint32_t offset, std::span<char> out) const override;
   int native_fd() const override { return file_->native_fd(); }
   uint64_t data_file_offset() const override { return header_.data_offset; }
 
@@ -36,6 +37,8 @@ class FilePageReader final : public PageReader {
   bool StillAt(const std::string& path) const;
 
  private:
+  Status Read(uint32_t offset, std::span<char> out, bool direct) const;
+
   std::unique_ptr<RandomAccessFile> file_;
   PageHeader header_;
 };

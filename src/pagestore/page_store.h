@@ -94,6 +94,11 @@ struct PageStoreOptions {
   EvictionListener on_evict;
 };
 
+// The smallest read that PageReader::ReadDirectAt is meant for. Below it, reads go through the
+// page cache: O_DIRECT makes each one a device read, while a page cache that holds a hot small
+// page serves it from memory.
+inline constexpr uint32_t kDirectReadMinBytes = 256 * 1024;
+
 // An open cached page. It holds the page file open: it stays readable after the page is evicted,
 // removed or replaced, and may outlive the PageStore. (An evicted page's disk blocks are freed
 // when its last reader closes; readers are meant to be short-lived.)
@@ -110,6 +115,15 @@ class PageReader {
   // data_length(); IoError on a read error or a short read (the file was truncated under us:
   // treat as corruption).
   virtual Status ReadAt(uint32_t offset, std::span<char> out) const = 0;
+  // ReadAt for a caller that keeps the bytes in a cache of its own (the client's page buffer,
+  // then the kernel's cache of the FUSE file): bypasses the OS page cache where it can
+  // (RandomAccessFile::ReadDirectAt), so a page read from local disk is neither copied by the
+  // kernel nor kept in memory twice. Same bytes, same errors as ReadAt. Pays off for large reads
+  // (kDirectReadMinBytes); a small read is better served by ReadAt, whose page cache is the only
+  // memory tier of small random reads. This default is ReadAt.
+  virtual Status ReadDirectAt(uint32_t offset, std::span<char> out) const {
+    return ReadAt(offset, out);
+  }
   // For zero-copy sending: the open file descriptor and the file offset of data byte 0, or -1
   // when the page is not backed by a real file (in-memory disk).
   virtual int native_fd() const = 0;

@@ -2,6 +2,7 @@
 // file tools, disk usage as `du` sees it.
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -13,7 +14,9 @@
 #include <thread>
 #include <vector>
 
+#include "common/aligned_buffer.h"
 #include "pagestore/cache_dir.h"
+#include "pagestore/disk.h"
 #include "pagestore/layout.h"
 #include "pagestore/page_store.h"
 #include "pagestore/test_util.h"
@@ -85,6 +88,126 @@ TEST_F(DiskStoreTest, RoundTripThroughARealFileAndItsDescriptor) {
   EXPECT_EQ(via_fd, data);
   EXPECT_EQ(fs::file_size(PagePath(Key(1))), (*reader)->data_file_offset() + data.size());
   EXPECT_EQ(ModeOf(PagePath(Key(1))), 0600u);
+}
+
+// What ReadDirectAt returns for (offset, length) of `reader`, read into a buffer whose address
+// is `misalign` bytes past a 4 KiB boundary.
+std::string DirectRead(const PageReader& reader, uint32_t offset, size_t length,
+                       size_t misalign = 0) {
+  AlignedBytes buffer = AllocateAligned(length + misalign + 1);
+  std::span<char> out(buffer.get() + misalign, length);
+  Status s = reader.ReadDirectAt(offset, out);
+  EXPECT_TRUE(s.ok()) << s.ToString() << " at " << offset << " +" << length;
+  return std::string(out.data(), out.size());
+}
+
+// True if any byte of [offset, offset + length) of the file at `path` is in the page cache.
+bool AnyResident(const std::string& path, uint64_t offset, size_t length) {
+  int fd = ::open(path.c_str(), O_RDONLY);
+  EXPECT_GE(fd, 0);
+  const size_t size = fs::file_size(path);
+  void* map = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
+  ::close(fd);
+  EXPECT_NE(map, MAP_FAILED);
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  std::vector<unsigned char> resident((size + page - 1) / page);
+  EXPECT_EQ(::mincore(map, size, resident.data()), 0);
+  ::munmap(map, size);
+  for (uint64_t p = offset / page; p < (offset + length + page - 1) / page; ++p) {
+    if (resident[p] & 1) return true;
+  }
+  return false;
+}
+
+TEST_F(DiskStoreTest, DirectReadsReturnWhatReadAtReturnsForAnyRangeAndBuffer) {
+  auto store = Make(Options(64 << 20));
+  const std::string data = Bytes(3, 200000);  // 48 chunks and a 3,392-byte tail.
+  ASSERT_TRUE(store->Put(Key(1), data).ok());
+  auto reader = store->Open(Key(1));
+  ASSERT_TRUE(reader.ok()) << reader.status().ToString();
+  struct Case {
+    uint32_t offset;
+    size_t length;
+    size_t misalign;
+  };
+  for (const Case& c : std::vector<Case>{{0, data.size(), 0},       // Whole page, tail included.
+                                         {0, 196608, 0},            // Whole chunks only.
+                                         {4096, 65536, 0},          // Inside.
+                                         {196608, 3392, 0},         // The tail alone.
+                                         {8192, data.size() - 8192, 0},
+                                         {0, data.size(), 512},     // Misaligned buffer.
+                                         {100, 70000, 0},           // Misaligned offset.
+                                         {4096, 4095, 0},           // Shorter than a block.
+                                         {0, 1, 0}}) {
+    EXPECT_EQ(DirectRead(**reader, c.offset, c.length, c.misalign),
+              data.substr(c.offset, c.length))
+        << c.offset << " +" << c.length << " misaligned by " << c.misalign;
+  }
+  std::string past(10, '\0');
+  EXPECT_EQ((*reader)->ReadDirectAt(static_cast<uint32_t>(data.size()) - 5, past).code(),
+            StatusCode::kInvalidArgument);
+}
+
+TEST_F(DiskStoreTest, DirectReadsBypassThePageCache) {
+  auto store = Make(Options(64 << 20, /*page_size=*/1 << 20));
+  const std::string data = Bytes(4, 1 << 20);
+  ASSERT_TRUE(store->Put(Key(1), data).ok());
+  const std::string path = PagePath(Key(1));
+  auto reader = store->Open(Key(1));  // Its header read may read ahead into the data.
+  ASSERT_TRUE(reader.ok());
+  // Write the page back and drop it from the page cache.
+  {
+    int fd = ::open(path.c_str(), O_RDONLY);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::fsync(fd), 0);
+    ASSERT_EQ(::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);
+    ::close(fd);
+  }
+  const uint64_t data_at = (*reader)->data_file_offset();
+  if (AnyResident(path, data_at, data.size())) {
+    GTEST_SKIP() << "this file system keeps the page in memory anyway (tmpfs?)";
+  }
+  EXPECT_EQ(DirectRead(**reader, 0, data.size()), data);
+  EXPECT_FALSE(AnyResident(path, data_at, data.size()))
+      << "the direct read went through the page cache";
+  EXPECT_EQ(ReadAll(**reader), data);  // A plain read fills it, as the check above expects.
+  EXPECT_TRUE(AnyResident(path, data_at, data.size()));
+}
+
+TEST_F(DiskStoreTest, DirectReadsReadTheOpenedFileAfterItWasReplacedOrRemoved) {
+  auto store = Make(Options(64 << 20, /*page_size=*/1 << 20));
+  const std::string data = Bytes(5, 300000);
+  ASSERT_TRUE(store->Put(Key(1), data).ok());
+  auto reader = store->Open(Key(1));
+  ASSERT_TRUE(reader.ok());
+  // Another file under the page's name before the first direct read (which opens the second,
+  // O_DIRECT descriptor): that descriptor must still be the opened file's.
+  const std::string path = PagePath(Key(1));
+  const std::string other = ReadFile(path);
+  std::string swapped = other;
+  std::fill(swapped.begin() + static_cast<long>((*reader)->data_file_offset()), swapped.end(), 'x');
+  WriteFile(path + ".new", swapped);
+  fs::rename(path + ".new", path);
+  EXPECT_EQ(DirectRead(**reader, 0, data.size()), data);
+  fs::remove(path);
+  EXPECT_EQ(DirectRead(**reader, 4096, 262144), data.substr(4096, 262144));
+}
+
+TEST(PosixDiskTest, DirectReadsFallBackWhereTheFileSystemHasNoODirect) {
+  if (!fs::is_directory("/dev/shm")) GTEST_SKIP() << "no /dev/shm";
+  testing::TempDir shm_parent;  // Only for a unique name.
+  const std::string path = "/dev/shm/cairn-direct-" + shm_parent.path().filename().string();
+  const std::string data = Bytes(6, 3 * 4096 + 17);
+  WriteFile(path, data);
+  auto file = PosixDisk()->OpenForRead(path);
+  ASSERT_TRUE(file.ok()) << file.status().ToString();
+  AlignedBytes buffer = AllocateAligned(data.size());
+  std::span<char> out(buffer.get(), data.size());
+  auto n = (*file)->ReadDirectAt(0, out);
+  fs::remove(path);
+  ASSERT_TRUE(n.ok()) << n.status().ToString();
+  EXPECT_EQ(*n, data.size());
+  EXPECT_EQ(std::string(out.data(), out.size()), data);
 }
 
 TEST_F(DiskStoreTest, CreatesEveryFolder0700WhateverTheUmask) {

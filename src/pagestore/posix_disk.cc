@@ -8,11 +8,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <climits>
+#include <cstdio>
 #include <cstring>
 #include <vector>
 
+#include "common/aligned_buffer.h"
 #include "pagestore/disk.h"
 
 namespace cairn::pagestore {
@@ -22,26 +25,80 @@ Status Errno(std::string_view what, const std::string& path) {
   return ErrnoToStatus(errno, std::string(what) + " " + path);
 }
 
+// Opens a second descriptor of the file behind `fd` with O_DIRECT. Through /proc/self/fd, not
+// by name: the file may have been unlinked or replaced under its name since it was opened, and
+// this must read the very same file. -1 where that is not possible (no /proc, a file system
+// without O_DIRECT such as tmpfs).
+int OpenDirect(int fd) {
+  char path[64];
+  std::snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+  int direct = ::open(path, O_RDONLY | O_CLOEXEC | O_DIRECT);
+  if (direct < 0) return -1;
+  struct stat a {
+  }, b{};
+  if (::fstat(fd, &a) != 0 || ::fstat(direct, &b) != 0 || a.st_ino != b.st_ino ||
+      a.st_dev != b.st_dev) {
+    ::close(direct);
+    return -1;
+  }
+  return direct;
+}
+
+// Reads at `offset` until `out` is full or the end of the file; the count read.
+StatusOr<size_t> PreadFull(int fd, uint64_t offset, std::span<char> out, const char* what) {
+  size_t done = 0;
+  while (done < out.size()) {
+    ssize_t n = ::pread(fd, out.data() + done, out.size() - done, static_cast<off_t>(offset + done));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return ErrnoToStatus(errno, what);
+    }
+    if (n == 0) break;
+    done += static_cast<size_t>(n);
+  }
+  return done;
+}
+
 class PosixFile final : public RandomAccessFile {
  public:
   explicit PosixFile(int fd) : fd_(fd) {}
-  ~PosixFile() override { ::close(fd_); }
+  ~PosixFile() override {
+    ::close(fd_);
+    const int direct = direct_fd_.load(std::memory_order_relaxed);
+    if (direct >= 0) ::close(direct);
+  }
   PosixFile(const PosixFile&) = delete;
   PosixFile& operator=(const PosixFile&) = delete;
 
   StatusOr<size_t> ReadAt(uint64_t offset, std::span<char> out) const override {
-    size_t done = 0;
-    while (done < out.size()) {
-      ssize_t n =
-          ::pread(fd_, out.data() + done, out.size() - done, static_cast<off_t>(offset + done));
-      if (n < 0) {
-        if (errno == EINTR) continue;
-        return ErrnoToStatus(errno, "pread");
-      }
-      if (n == 0) break;
-      done += static_cast<size_t>(n);
+    return PreadFull(fd_, offset, out, "pread");
+  }
+
+  StatusOr<size_t> ReadDirectAt(uint64_t offset, std::span<char> out) const override {
+    const size_t head = out.size() - out.size() % kDirectIoAlignment;
+    int direct = -1;
+    if (head > 0 && DirectIoAligned(out.data(), offset, head) &&
+        !direct_refused_.load(std::memory_order_relaxed)) {
+      direct = DirectFd();
     }
-    return done;
+    size_t done = 0;
+    while (direct >= 0 && done < head) {
+      ssize_t n = ::pread(direct, out.data() + done, head - done, static_cast<off_t>(offset + done));
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && errno == EINVAL) {
+        // The file system opened the file with O_DIRECT but wants another alignment: read this
+        // file through the page cache from now on.
+        direct_refused_.store(true, std::memory_order_relaxed);
+        break;
+      }
+      if (n < 0) return ErrnoToStatus(errno, "pread (O_DIRECT)");
+      if (n == 0) return done;  // The end of the file.
+      done += static_cast<size_t>(n);
+      if (done % kDirectIoAlignment != 0) break;  // Short of a block: the file ends in it.
+    }
+    // The tail shorter than a block, or all of it when the page cache cannot be bypassed.
+    CAIRN_ASSIGN_OR_RETURN(size_t rest, PreadFull(fd_, offset + done, out.subspan(done), "pread"));
+    return done + rest;
   }
 
   StatusOr<uint64_t> Size() const override {
@@ -53,7 +110,24 @@ class PosixFile final : public RandomAccessFile {
   int native_fd() const override { return fd_; }
 
  private:
+  // The O_DIRECT descriptor, opened at the first direct read; -1 if it cannot be had.
+  int DirectFd() const {
+    int fd = direct_fd_.load(std::memory_order_acquire);
+    if (fd != kNotOpened) return fd;
+    const int opened = OpenDirect(fd_);
+    int expected = kNotOpened;
+    if (direct_fd_.compare_exchange_strong(expected, opened, std::memory_order_acq_rel)) {
+      return opened;
+    }
+    if (opened >= 0) ::close(opened);  // Another reader opened it first.
+    return expected;
+  }
+
+  static constexpr int kNotOpened = -2;
   const int fd_;
+  // Closed only by the destructor: a reader may be using it at any time.
+  mutable std::atomic<int> direct_fd_{kNotOpened};
+  mutable std::atomic<bool> direct_refused_{false};
 };
 
 class PosixLock final : public DiskLock {

@@ -176,14 +176,20 @@ std::vector<uint64_t> ChecksumsOf(const std::vector<uint64_t>& all, ByteRange ra
 
 }  // namespace
 
-Status PageResult::CopyTo(std::span<char> dest) const {
+Status PageResult::Copy(std::span<char> dest, bool direct) const {
   if (range.size() == 0) return Status::Ok();
   if (dest.size() != range.size()) return InternalError("destination size mismatch");
   if (page) {
     std::memcpy(dest.data(), page->data.get() + range.begin, range.size());
     return Status::Ok();
   }
-  return reader->ReadAt(range.begin, dest);
+  return direct ? reader->ReadDirectAt(range.begin, dest) : reader->ReadAt(range.begin, dest);
+}
+
+Status PageResult::CopyTo(std::span<char> dest) const { return Copy(dest, /*direct=*/false); }
+
+Status PageResult::CopyToBypassingPageCache(std::span<char> dest) const {
+  return Copy(dest, /*direct=*/true);
 }
 
 PageService::PageService(std::shared_ptr<const mount::MountTable> mounts,

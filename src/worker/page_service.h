@@ -98,6 +98,12 @@ struct PageResult {
   // Copies the range's bytes into dest (dest.size() == range.size()). IoError if the page file
   // was truncated under us.
   Status CopyTo(std::span<char> dest) const;
+  // CopyTo for a caller that keeps the bytes itself (the in-process client's page buffer): a
+  // cached page is read around the OS page cache where it can (PageReader::ReadDirectAt).
+  Status CopyToBypassingPageCache(std::span<char> dest) const;
+
+ private:
+  Status Copy(std::span<char> dest, bool direct) const;
 };
 
 struct ServiceStats {

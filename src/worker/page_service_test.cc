@@ -6,6 +6,7 @@
 #include <random>
 #include <thread>
 
+#include "common/aligned_buffer.h"
 #include "common/checksum.h"
 #include "placement/ring.h"
 #include "ufs/fault_injecting_ufs.h"
@@ -133,6 +134,51 @@ TEST_F(PageServiceTest, MissThenHitServesTheSameBytes) {
 // Regression (heap over-read sent to the network): a request naming object_size=1 started the
 // fetch of a 1-byte page; a second request for the same page with the true size joined it and
 // was answered with its own, longer range cut from the 1-byte buffer.
+// The in-process client's read of a cached page (LocalChannel, a large range into its
+// kDirectIoAlignment-aligned page buffer) goes around the page cache: byte-exact for whole
+// pages, ranges that start inside a chunk, a last page that ends inside a chunk, and buffers
+// that are not aligned (which take the page-cache path).
+TEST_F(PageServiceTest, LocalChannelReadsOfCachedPagesAreByteExactAroundThePageCache) {
+  static_assert(kPage >= pagestore::kDirectReadMinBytes);
+  const std::string data = RandomBytes(3 * kPage - 100, 21);  // Page 2 ends 100 bytes short.
+  memory_->Put("d.bin", data);
+  for (uint64_t page = 0; page < 3; ++page) {
+    const uint32_t length = protocol::PageLength(data.size(), page, kPage);
+    EXPECT_EQ(ReadBytes(Request("d.bin", page, 0, length), nullptr),
+              data.substr(page * kPage, length));
+    WaitCached({"mem://lake/d.bin", memory_->Stat("d.bin")->version, page});
+  }
+  LocalChannel channel(service_.get());
+  struct Case {
+    uint64_t page;
+    uint32_t offset;
+    uint32_t length;
+    size_t misalign;
+  };
+  for (const Case& c : std::vector<Case>{{0, 0, kPage, 0},
+                                         {1, 0, kPage, 0},
+                                         {2, 0, kPage - 100, 0},      // Ends inside a chunk.
+                                         {1, 4000, kPage - 4000, 0},  // Starts inside one.
+                                         {2, 100, kPage - 300, 0},
+                                         {0, 0, kPage, 8}}) {         // Misaligned buffer.
+    protocol::ReadPageRequest request = Request("d.bin", c.page, c.offset, c.length);
+    const uint32_t page_length = protocol::PageLength(data.size(), c.page, kPage);
+    const protocol::ByteRange range = protocol::AlignedRange(c.offset, c.length, page_length);
+    AlignedBytes buffer = AllocateAligned(range.size() + c.misalign);
+    std::span<char> dest(buffer.get() + c.misalign, range.size());
+    StatusOr<protocol::PageReply> reply = InternalError("no answer");
+    channel.Call(request, dest, [&](StatusOr<protocol::PageReply> r) { reply = std::move(r); });
+    ASSERT_TRUE(reply.ok()) << reply.status().ToString();
+    EXPECT_EQ(reply->source, protocol::PageSource::kCache);
+    ASSERT_EQ(reply->data_offset, range.begin);
+    ASSERT_EQ(reply->data_length, range.size());
+    EXPECT_EQ(std::string(dest.data(), dest.size()),
+              data.substr(c.page * kPage + range.begin, range.size()))
+        << "page " << c.page << " at " << c.offset << " +" << c.length;
+    EXPECT_EQ(ChunkChecksums(dest), reply->checksums);
+  }
+}
+
 TEST_F(PageServiceTest, ARequestNeverJoinsAFetchForAnotherObjectSize) {
   std::string data = RandomBytes(100000, 11);
   memory_->Put("obj", data);
