@@ -130,17 +130,16 @@ TEST_F(DiskStoreTest, DirectReadsReturnWhatReadAtReturnsForAnyRangeAndBuffer) {
     size_t length;
     size_t misalign;
   };
-  for (const Case& c : std::vector<Case>{{0, data.size(), 0},       // Whole page, tail included.
-                                         {0, 196608, 0},            // Whole chunks only.
-                                         {4096, 65536, 0},          // Inside.
-                                         {196608, 3392, 0},         // The tail alone.
+  for (const Case& c : std::vector<Case>{{0, data.size(), 0},  // Whole page, tail included.
+                                         {0, 196608, 0},       // Whole chunks only.
+                                         {4096, 65536, 0},     // Inside.
+                                         {196608, 3392, 0},    // The tail alone.
                                          {8192, data.size() - 8192, 0},
-                                         {0, data.size(), 512},     // Misaligned buffer.
-                                         {100, 70000, 0},           // Misaligned offset.
-                                         {4096, 4095, 0},           // Shorter than a block.
+                                         {0, data.size(), 512},  // Misaligned buffer.
+                                         {100, 70000, 0},        // Misaligned offset.
+                                         {4096, 4095, 0},        // Shorter than a block.
                                          {0, 1, 0}}) {
-    EXPECT_EQ(DirectRead(**reader, c.offset, c.length, c.misalign),
-              data.substr(c.offset, c.length))
+    EXPECT_EQ(DirectRead(**reader, c.offset, c.length, c.misalign), data.substr(c.offset, c.length))
         << c.offset << " +" << c.length << " misaligned by " << c.misalign;
   }
   std::string past(10, '\0');

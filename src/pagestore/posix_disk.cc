@@ -48,7 +48,8 @@ int OpenDirect(int fd) {
 StatusOr<size_t> PreadFull(int fd, uint64_t offset, std::span<char> out, const char* what) {
   size_t done = 0;
   while (done < out.size()) {
-    ssize_t n = ::pread(fd, out.data() + done, out.size() - done, static_cast<off_t>(offset + done));
+    ssize_t n =
+        ::pread(fd, out.data() + done, out.size() - done, static_cast<off_t>(offset + done));
     if (n < 0) {
       if (errno == EINTR) continue;
       return ErrnoToStatus(errno, what);
@@ -83,7 +84,8 @@ class PosixFile final : public RandomAccessFile {
     }
     size_t done = 0;
     while (direct >= 0 && done < head) {
-      ssize_t n = ::pread(direct, out.data() + done, head - done, static_cast<off_t>(offset + done));
+      ssize_t n =
+          ::pread(direct, out.data() + done, head - done, static_cast<off_t>(offset + done));
       if (n < 0 && errno == EINTR) continue;
       if (n < 0 && errno == EINVAL) {
         // The file system opened the file with O_DIRECT but wants another alignment: read this

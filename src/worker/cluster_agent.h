@@ -98,8 +98,8 @@ class ClusterAgent {
   std::atomic<uint64_t> rules_updates_{0};
   std::atomic<uint64_t> acl_updates_{0};
   std::atomic<uint64_t> mounts_refused_{0};  // In the latest mount table.
-  std::atomic<size_t> worker_count_{1};   // Never 0: the quota share's divisor.
-  std::atomic<size_t> ring_workers_{0};   // Records in the latest worker list (a gauge).
+  std::atomic<size_t> worker_count_{1};      // Never 0: the quota share's divisor.
+  std::atomic<size_t> ring_workers_{0};      // Records in the latest worker list (a gauge).
   Mutex mu_;  // Serialises ApplyPolicy (called from three mirror threads).
   std::set<uint32_t> quota_groups_ GUARDED_BY(mu_);  // Groups given a quota last time.
   metrics::Registry* metrics_ = nullptr;

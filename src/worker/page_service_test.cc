@@ -160,7 +160,7 @@ TEST_F(PageServiceTest, LocalChannelReadsOfCachedPagesAreByteExactAroundThePageC
                                          {2, 0, kPage - 100, 0},      // Ends inside a chunk.
                                          {1, 4000, kPage - 4000, 0},  // Starts inside one.
                                          {2, 100, kPage - 300, 0},
-                                         {0, 0, kPage, 8}}) {         // Misaligned buffer.
+                                         {0, 0, kPage, 8}}) {  // Misaligned buffer.
     protocol::ReadPageRequest request = Request("d.bin", c.page, c.offset, c.length);
     const uint32_t page_length = protocol::PageLength(data.size(), c.page, kPage);
     const protocol::ByteRange range = protocol::AlignedRange(c.offset, c.length, page_length);
