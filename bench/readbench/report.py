@@ -19,6 +19,9 @@ ROWS = [
     ("256 MiB x1 reader cold", "large_x1", "cold", "MBps", "MB/s"),
     ("256 MiB x1 reader warm", "large_x1", "warm", "MBps", "MB/s"),
     ("256 MiB x1 reader hot", "large_x1", "hot", "MBps", "MB/s"),
+    ("256 MiB x8 readers cold", "large_x8", "cold", "MBps", "MB/s"),
+    ("256 MiB x8 readers warm", "large_x8", "warm", "MBps", "MB/s"),
+    ("256 MiB x8 readers hot", "large_x8", "hot", "MBps", "MB/s"),
     ("4 KiB randread QD1", "fio", None, "iops", "IOPS"),
     ("              p50", "fio", None, "clat_p50_us", "us"),
     ("              p99", "fio", None, "clat_p99_us", "us"),
@@ -207,6 +210,8 @@ def targets(results):
                       "large_x1", "warm", "MBps", "local", "warm", 0.9),
         _target_ratio(results, "256 MiB hot, 1 reader >= 0.9x local hot",
                       "large_x1", "hot", "MBps", "local", "hot", 0.9),
+        _target_ratio(results, "256 MiB warm, 8 readers >= 0.9x local disk",
+                      "large_x8", "warm", "MBps", "local", "warm", 0.9),
         _target_ratio(results, "1 MiB warm, 8 readers >= 3x s3fs",
                       "small_x8", "warm", "MBps", "s3fs", "warm", 3.0),
         _target_ratio(results, "1 MiB warm, 8 readers >= 3x rclone",
@@ -223,6 +228,8 @@ def targets(results):
                       "small_x8", "cold", "MBps", "direct", "cold", 1.0),
         _target_ratio(results, "cold 256 MiB x1 reader >= direct GET x1",
                       "large_x1", "cold", "MBps", "direct", "cold", 1.0),
+        _target_ratio(results, "cold 256 MiB x8 readers >= direct GETs x8",
+                      "large_x8", "cold", "MBps", "direct", "cold", 1.0),
     ]
     t += _fio_targets(results)
     t.append(_cpu_target(results))
