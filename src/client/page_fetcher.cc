@@ -335,11 +335,8 @@ bool PageFetcher::TryShortCircuit(const std::vector<std::string>& dirs, const Ob
       pagestore::OpenPageReadOnly(dirs, {object.object_id, object.info.version, page_index});
   if (!reader.ok()) return false;  // Not cached (or damaged): the worker handles it.
   uint32_t page_length = protocol::PageLength(object.info.size, page_index, page_size_);
-  // This client keeps a large read in its page buffer: it goes around the page cache.
-  Status read = range.size() >= pagestore::kDirectReadMinBytes
-                    ? (*reader)->ReadDirectAt(range.begin, dest)
-                    : (*reader)->ReadAt(range.begin, dest);
-  if ((*reader)->data_length() != page_length || !read.ok()) {
+  // This client keeps what it reads in its page buffer: a large read goes around the page cache.
+  if ((*reader)->data_length() != page_length || !(*reader)->ReadDirectAt(range.begin, dest).ok()) {
     return false;
   }
   const std::vector<uint64_t>& all = (*reader)->chunk_checksums();

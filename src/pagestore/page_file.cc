@@ -16,7 +16,9 @@ Status FilePageReader::Read(uint32_t offset, std::span<char> out, bool direct) c
   // data_offset is a multiple of kPageAlignment (4 KiB): a chunk-aligned range of the data is
   // block-aligned in the file, as O_DIRECT wants.
   const uint64_t at = uint64_t{header_.data_offset} + offset;
-  CAIRN_ASSIGN_OR_RETURN(size_t n, direct ? file_->ReadDirectAt(at, out) : file_->ReadAt(at, out));
+  const bool around_cache = direct && out.size() >= kDirectReadMinBytes;
+  CAIRN_ASSIGN_OR_RETURN(size_t n,
+                         around_cache ? file_->ReadDirectAt(at, out) : file_->ReadAt(at, out));
   if (n != out.size()) return IoError("short read: the page file was truncated");
   return Status::Ok();
 }

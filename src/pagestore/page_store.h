@@ -94,9 +94,9 @@ struct PageStoreOptions {
   EvictionListener on_evict;
 };
 
-// The smallest read that PageReader::ReadDirectAt is meant for. Below it, reads go through the
-// page cache: O_DIRECT makes each one a device read, while a page cache that holds a hot small
-// page serves it from memory.
+// The smallest read that PageReader::ReadDirectAt sends around the page cache. Below it, reads
+// go through the page cache: O_DIRECT makes each one a device read, while a page cache that
+// holds a hot small page serves it from memory.
 inline constexpr uint32_t kDirectReadMinBytes = 256 * 1024;
 
 // An open cached page. It holds the page file open: it stays readable after the page is evicted,
@@ -116,11 +116,11 @@ class PageReader {
   // treat as corruption).
   virtual Status ReadAt(uint32_t offset, std::span<char> out) const = 0;
   // ReadAt for a caller that keeps the bytes in a cache of its own (the client's page buffer,
-  // then the kernel's cache of the FUSE file): bypasses the OS page cache where it can
-  // (RandomAccessFile::ReadDirectAt), so a page read from local disk is neither copied by the
-  // kernel nor kept in memory twice. Same bytes, same errors as ReadAt. Pays off for large reads
-  // (kDirectReadMinBytes); a small read is better served by ReadAt, whose page cache is the only
-  // memory tier of small random reads. This default is ReadAt.
+  // then the kernel's cache of the FUSE file): a read of at least kDirectReadMinBytes bypasses
+  // the OS page cache where it can (RandomAccessFile::ReadDirectAt), so a page read from local
+  // disk is neither copied by the kernel nor kept in memory twice; a smaller one is ReadAt (the
+  // page cache is the only memory tier of small random reads). Same bytes, same errors as
+  // ReadAt. This default is ReadAt.
   virtual Status ReadDirectAt(uint32_t offset, std::span<char> out) const {
     return ReadAt(offset, out);
   }

@@ -120,8 +120,9 @@ bool AnyResident(const std::string& path, uint64_t offset, size_t length) {
 }
 
 TEST_F(DiskStoreTest, DirectReadsReturnWhatReadAtReturnsForAnyRangeAndBuffer) {
-  auto store = Make(Options(64 << 20));
-  const std::string data = Bytes(3, 200000);  // 48 chunks and a 3,392-byte tail.
+  static_assert(kDirectReadMinBytes == 256 * 1024, "the ranges below are sized for it");
+  auto store = Make(Options(64 << 20, /*page_size=*/1 << 20));
+  const std::string data = Bytes(3, (1 << 20) - 704);  // 255 chunks and a 3,392-byte tail.
   ASSERT_TRUE(store->Put(Key(1), data).ok());
   auto reader = store->Open(Key(1));
   ASSERT_TRUE(reader.ok()) << reader.status().ToString();
@@ -130,14 +131,16 @@ TEST_F(DiskStoreTest, DirectReadsReturnWhatReadAtReturnsForAnyRangeAndBuffer) {
     size_t length;
     size_t misalign;
   };
+  const uint32_t tail_at = static_cast<uint32_t>(data.size() - 3392);
   for (const Case& c : std::vector<Case>{{0, data.size(), 0},  // Whole page, tail included.
-                                         {0, 196608, 0},       // Whole chunks only.
-                                         {4096, 65536, 0},     // Inside.
-                                         {196608, 3392, 0},    // The tail alone.
+                                         {0, tail_at, 0},      // Whole chunks only.
+                                         {4096, 262144, 0},    // Inside.
                                          {8192, data.size() - 8192, 0},
                                          {0, data.size(), 512},  // Misaligned buffer.
-                                         {100, 70000, 0},        // Misaligned offset.
-                                         {4096, 4095, 0},        // Shorter than a block.
+                                         {100, 300000, 0},       // Misaligned offset.
+                                         // Below kDirectReadMinBytes: through the page cache.
+                                         {tail_at, 3392, 0},
+                                         {4096, 65536, 0},
                                          {0, 1, 0}}) {
     EXPECT_EQ(DirectRead(**reader, c.offset, c.length, c.misalign), data.substr(c.offset, c.length))
         << c.offset << " +" << c.length << " misaligned by " << c.misalign;
@@ -145,6 +148,29 @@ TEST_F(DiskStoreTest, DirectReadsReturnWhatReadAtReturnsForAnyRangeAndBuffer) {
   std::string past(10, '\0');
   EXPECT_EQ((*reader)->ReadDirectAt(static_cast<uint32_t>(data.size()) - 5, past).code(),
             StatusCode::kInvalidArgument);
+  // The file-level read has no size floor: small direct reads, and a tail inside a block.
+  auto file = PosixDisk()->OpenForRead(PagePath(Key(1)));
+  ASSERT_TRUE(file.ok()) << file.status().ToString();
+  const uint64_t base = (*reader)->data_file_offset();
+  for (const Case& c : std::vector<Case>{{4096, 4096, 0},
+                                         {tail_at - 4096, 4096 + 3392, 0},
+                                         {tail_at, 3392, 0},
+                                         {4096, 4095, 0},
+                                         {0, 8192, 100}}) {
+    AlignedBytes buffer = AllocateAligned(c.length + c.misalign);
+    std::span<char> out(buffer.get() + c.misalign, c.length);
+    auto n = (*file)->ReadDirectAt(base + c.offset, out);
+    ASSERT_TRUE(n.ok()) << n.status().ToString();
+    EXPECT_EQ(*n, c.length);
+    EXPECT_EQ(std::string(out.data(), out.size()), data.substr(c.offset, c.length))
+        << c.offset << " +" << c.length << " misaligned by " << c.misalign;
+  }
+  // Past the end of the file: the bytes that exist.
+  AlignedBytes buffer = AllocateAligned(8192);
+  auto n = (*file)->ReadDirectAt(base + tail_at, std::span<char>(buffer.get(), 8192));
+  ASSERT_TRUE(n.ok());
+  EXPECT_EQ(*n, 3392u);
+  EXPECT_EQ(std::string(buffer.get(), 3392), data.substr(tail_at));
 }
 
 TEST_F(DiskStoreTest, DirectReadsBypassThePageCache) {
@@ -169,8 +195,11 @@ TEST_F(DiskStoreTest, DirectReadsBypassThePageCache) {
   EXPECT_EQ(DirectRead(**reader, 0, data.size()), data);
   EXPECT_FALSE(AnyResident(path, data_at, data.size()))
       << "the direct read went through the page cache";
+  // A read below kDirectReadMinBytes goes through the page cache (which then serves it again).
+  EXPECT_EQ(DirectRead(**reader, 0, 65536), data.substr(0, 65536));
+  EXPECT_TRUE(AnyResident(path, data_at, 65536));
   EXPECT_EQ(ReadAll(**reader), data);  // A plain read fills it, as the check above expects.
-  EXPECT_TRUE(AnyResident(path, data_at, data.size()));
+  EXPECT_TRUE(AnyResident(path, data_at + 65536, data.size() - 65536));
 }
 
 TEST_F(DiskStoreTest, DirectReadsReadTheOpenedFileAfterItWasReplacedOrRemoved) {

@@ -27,8 +27,7 @@ void LocalChannel::Call(const protocol::Request& request, std::span<char> dest, 
   // The in-process client keeps what it reads (its page buffer, then the kernel's cache of the
   // FUSE file): a large read of a cached page goes around this machine's page cache, which would
   // otherwise copy the bytes once more and hold a second copy of them.
-  Status s = dest.size() >= pagestore::kDirectReadMinBytes ? result.CopyToBypassingPageCache(dest)
-                                                           : result.CopyTo(dest);
+  Status s = result.CopyToBypassingPageCache(dest);
   if (!s.ok()) {
     if (result.reader) service_->DropCachedPage(protocol::BaseOf(request).page);
     done(s);

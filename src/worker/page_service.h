@@ -99,7 +99,7 @@ struct PageResult {
   // was truncated under us.
   Status CopyTo(std::span<char> dest) const;
   // CopyTo for a caller that keeps the bytes itself (the in-process client's page buffer): a
-  // cached page is read around the OS page cache where it can (PageReader::ReadDirectAt).
+  // large range of a cached page is read around the OS page cache (PageReader::ReadDirectAt).
   Status CopyToBypassingPageCache(std::span<char> dest) const;
 
  private:
