@@ -96,11 +96,16 @@ class ReadStats:
         self.calls = 0
         self.errors = []
         self.done_at = []  # monotonic time of every completed read() call
+        self.spans = []  # (start, end, what) of every completed call, reads and opens
 
-    def add(self, seconds, what):
+    def add(self, seconds, what, count=True):
         with self.lock:
+            now = time.monotonic()
+            self.spans.append((now - seconds, now, what))
+            if not count:
+                return
             self.calls += 1
-            self.done_at.append(time.monotonic())
+            self.done_at.append(now)
             if seconds > self.max_s:
                 self.max_s, self.max_at = seconds, what
 
@@ -111,6 +116,15 @@ class ReadStats:
     def completed_between(self, t0, t1):
         with self.lock:
             return sum(1 for t in self.done_at if t0 <= t <= t1)
+
+    def around(self, t0, t1, base):
+        """The calls that overlap [t0, t1], as text with times relative to `base`."""
+        with self.lock:
+            hits = [(s, e, w) for s, e, w in self.spans if s <= t1 and e >= t0]
+            before = [sp for sp in self.spans if sp[1] < t0][-2:]
+            after = [sp for sp in self.spans if sp[0] > t1][:2]
+        return "; ".join(f"{w} {s - base:+.3f}..{e - base:+.3f}s"
+                         for s, e, w in before + hits + after)
 
 
 def timed_pread(fd, n, off, stats, what):
@@ -139,8 +153,10 @@ def read_backwards_timed(path, size, stats, chunk=768 * KiB):
     """Whole file read from its end to its start in `chunk`-sized O_DIRECT reads. 768 KiB is
     never a whole 1 MiB page at a page start (except a short last page), and no read starts
     where the previous one ended, so the client sends every read to the page's worker instead
-    of keeping it in its page buffer."""
+    of keeping it in its page buffer. The open is recorded too (not counted as a read)."""
+    t = time.monotonic()
     fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
+    stats.add(time.monotonic() - t, f"open {path}", count=False)
     try:
         parts = []
         off = ((size - 1) // chunk) * chunk if size else 0
@@ -371,7 +387,8 @@ def test_chaos_kill_restart_freeze_workers(cluster, lake):
     assert epochs[0] >= 2, f"only {epochs[0]} epochs under chaos"
     for kind, wid, s, e in windows:
         n = stats.completed_between(s, e)
-        assert n > 0, f"no read() completed while {wid} was down ({kind}, {e - s:.1f}s)"
+        assert n > 0, (f"no read() completed while {wid} was down ({kind}, {e - s:.1f}s); "
+                       f"calls around it: {stats.around(s, e, s)}")
     assert stats.max_s <= READ_DEADLINE, \
         f"slowest read() {stats.max_s:.3f}s > {READ_DEADLINE}s at {stats.max_at}"
     # Every worker is back in etcd (a frozen one lost its lease and registers again).

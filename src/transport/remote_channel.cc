@@ -126,6 +126,15 @@ class RemoteChannel::Conn : public std::enable_shared_from_this<Conn> {
     return late;
   }
 
+  // Whether the reply body being read now is past its request's deadline. If so, the next
+  // Close() fails that request with DeadlineExceeded (the reader does, when its read ends).
+  bool BodyLate(int64_t now_us) {
+    int64_t deadline = body_deadline_us_.load();
+    if (deadline == 0 || deadline > now_us) return false;
+    body_late_.store(true);
+    return true;
+  }
+
   void Close(const Status& why) {
     if (dead_.exchange(true)) return;
     stream_->Shutdown();
@@ -332,9 +341,16 @@ class RemoteChannel::Conn : public std::enable_shared_from_this<Conn> {
       pending->done(CorruptionError("worker returned an unexpected range"));
       return r;
     }
+    // The request left pending_ with its Claim, so the sweeper cannot see it any more: keep its
+    // deadline in force while the body arrives. A worker frozen in the middle of a reply (SIGSTOP
+    // between two writes of a page) would otherwise hold this read until it woke up.
+    body_deadline_us_.store(pending->deadline_us);
     Status r = stream_->ReadFull(pending->dest.first(data_length));
+    body_deadline_us_.store(0);
     if (!r.ok()) {
-      pending->done(UnavailableError(r.message()));
+      pending->done(body_late_.load() ? DeadlineExceededError("worker did not finish its reply in "
+                                                              "time")
+                                      : UnavailableError(r.message()));
       return r;
     }
     protocol::PageReply out;
@@ -358,6 +374,10 @@ class RemoteChannel::Conn : public std::enable_shared_from_this<Conn> {
   std::unique_ptr<net::Stream> stream_;
   std::thread reader_;
   std::atomic<bool> dead_{false};
+  // Deadline of the request whose reply body the reader is reading (0: none), and whether the
+  // sweeper found it passed.
+  std::atomic<int64_t> body_deadline_us_{0};
+  std::atomic<bool> body_late_{false};
   Mutex write_mu_;
   Mutex mu_;
   std::unordered_map<uint64_t, Pending> pending_ GUARDED_BY(mu_);
@@ -562,7 +582,8 @@ void RemoteChannel::SweepLoop() {
       }
       if (c == nullptr) continue;
       std::vector<Pending> late = c->TakeLate(now);
-      if (late.empty()) continue;
+      const bool body_late = c->BodyLate(now);
+      if (late.empty() && !body_late) continue;
       // A worker that lets a request pass its deadline is stalled (SIGSTOP, overload,
       // partition): stop using it for a while, and drop the connection so a reader blocked in
       // the middle of a reply is woken up.

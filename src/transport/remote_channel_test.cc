@@ -165,6 +165,36 @@ TEST_F(RemoteChannelTest, AWorkerThatMissesTheDeadlineIsSuspectOnTheInjectedCloc
   EXPECT_FALSE(channel.suspect());
 }
 
+// A worker frozen in the middle of a reply (SIGSTOP between two writes of one page): the bytes
+// sent so far are read, the rest never comes. The request's deadline still holds.
+TEST_F(RemoteChannelTest, AWorkerThatStallsInTheMiddleOfAReplyMissesTheDeadline) {
+  RemoteChannel channel(options_);
+  std::thread hello = AnswerHello(1);
+  std::string dest(65536, '\0');
+  auto f = Call(channel, Read(0, 0, 65536), dest);
+  hello.join();
+  net::Stream* w = Connection(1);
+  auto q = ReadFrame(w);
+  ASSERT_TRUE(q.ok());
+  std::string payload = DataReply(0, std::string(65536, 'x'));
+  std::array<char, protocol::kFrameHeaderSize> raw;
+  protocol::EncodeFrameHeader(
+      {MessageType::kPageReply, 0, q->first.request_id, static_cast<uint32_t>(payload.size())},
+      raw.data());
+  std::string half = payload.substr(0, payload.size() - 30000);
+  std::array<std::span<const char>, 2> bufs{std::span<const char>(raw),
+                                            std::span<const char>(half)};
+  ASSERT_TRUE(w->WriteAll(bufs).ok());
+  // The reply has begun: nothing happens until the injected clock passes the deadline.
+  EXPECT_EQ(f.wait_for(std::chrono::milliseconds(300)), std::future_status::timeout);
+  EXPECT_FALSE(channel.suspect());
+  clock_.Advance(std::chrono::milliseconds(1001));
+  ASSERT_EQ(f.wait_for(std::chrono::seconds(10)), std::future_status::ready)
+      << "the read waits for the rest of a reply that never comes";
+  EXPECT_EQ(f.get().status().code(), StatusCode::kDeadlineExceeded);
+  EXPECT_TRUE(channel.suspect());
+}
+
 TEST_F(RemoteChannelTest, MalformedRepliesFailTheCallAndCloseTheConnection) {
   struct Case {
     const char* name;
