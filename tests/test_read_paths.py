@@ -285,3 +285,29 @@ def test_pytorch_dataloader(mounted):
         for i, digest in epoch:
             assert digest == expected[i], f"sample {i} differs from the source"
     assert result["sample_len"] == TRAIN_SAMPLE
+
+
+@pytest.mark.parametrize("read_size", ["4MiB", "0"], ids=["read_ahead", "one_page"])
+def test_cold_sequential_read_takes_several_pages_per_source_request(harness, s3server,
+                                                                     read_size):
+    """A cold sequential read of a 24 MiB object (1 MiB pages, a short last one) through `cairn
+    up` over s3rver: with `--source-read-size 4MiB` most ranged GETs carry several pages, with 0
+    each carries one; every page is read from the source exactly once and every byte matches."""
+    data = random.Random(31).randbytes(24 * MiB + 12345)
+    prefix = f"read-ahead-{read_size}"
+    s3server.put(f"{prefix}/big.bin", data)
+    proc = harness.up(f"s3://{S3_BUCKET}/{prefix}", s3=s3server,
+                      extra=["--source-read-size", read_size], name=f"up-{read_size}")
+    assert read_whole(os.path.join(proc.mountpoint, "big.bin"), direct=True) == data
+    pages = 25
+    requests = proc.metric("cairn_worker_ufs_requests_total")
+    ahead = proc.metric("cairn_worker_read_ahead_pages_total")
+    print(f"\n{read_size}: {requests:.0f} source requests, {ahead:.0f} pages read ahead")
+    assert requests + ahead == pages, (requests, ahead)
+    assert proc.metric("cairn_worker_bytes_from_ufs_total") == len(data)
+    if read_size == "0":
+        assert ahead == 0
+    else:
+        assert requests <= pages // 2, (requests, ahead)
+    rc = proc.stop()
+    assert rc == 0, proc.log_tail()

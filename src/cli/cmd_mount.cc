@@ -105,6 +105,7 @@ struct UpFlags {
   std::string cache_size;
   std::string metrics_listen;
   std::string listen;
+  std::string source_read_size;
 };
 
 StatusOr<worker::WorkerOptions> BuildUpWorker(const UpFlags& f, config::Config* cfg) {
@@ -158,6 +159,9 @@ StatusOr<worker::WorkerOptions> BuildUpWorker(const UpFlags& f, config::Config* 
     CAIRN_ASSIGN_OR_RETURN(capacity, DefaultCacheCapacity(dir));
   }
   wo.config.cache_dirs.push_back({dir, capacity});
+  if (!f.source_read_size.empty()) {
+    CAIRN_ASSIGN_OR_RETURN(wo.source_read_bytes, ParseSourceReadSize(f.source_read_size));
+  }
   return wo;
 }
 
@@ -210,6 +214,7 @@ Runner RegisterUp(CLI::App* app) {
                   "Serve Prometheus /metrics and /healthz here, e.g. 127.0.0.1:9100");
   cmd->add_option("--listen", f->listen,
                   "Also serve pages to other clients over TCP at this address");
+  AddSourceReadSizeFlag(cmd, &f->source_read_size);
   AddSourceFlags(cmd, &f->mount.source, /*with_workers=*/false);
   AddMountFlags(cmd, &f->mount);
   return [f]() -> int {

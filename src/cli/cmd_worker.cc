@@ -25,6 +25,7 @@ struct WorkerFlags {
   int ufs_max_concurrency = 0;
   std::string ufs_max_bandwidth;
   bool no_peer_fill = false;
+  std::string source_read_size;
   std::string insecure_plaintext;
   std::string metrics_insecure_plaintext;
   bool metrics_allow_anonymous = false;
@@ -79,6 +80,9 @@ Status BuildWorkerOptions(const WorkerFlags& f, worker::WorkerOptions* out) {
   out->advertise_address = f.advertise;
   out->lease_ttl = std::chrono::seconds(f.lease_ttl_s);
   out->peer_fill = !f.no_peer_fill;
+  if (!f.source_read_size.empty()) {
+    CAIRN_ASSIGN_OR_RETURN(out->source_read_bytes, ParseSourceReadSize(f.source_read_size));
+  }
   if (out->etcd_endpoints.empty() && !f.advertise.empty()) {
     return InvalidArgumentError("--advertise needs --etcd (it is the address registered there)");
   }
@@ -136,6 +140,7 @@ Runner RegisterWorker(CLI::App* app) {
   cmd->add_flag("--metrics-allow-anonymous", f->metrics_allow_anonymous,
                 "Over TLS, let /metrics be read without a client certificate (default: it needs "
                 "one of the cluster's CA; /healthz never does)");
+  AddSourceReadSizeFlag(cmd, &f->source_read_size);
   cmd->add_flag("--no-peer-fill", f->no_peer_fill,
                 "Cluster mode: read every missing page from the source, even when a replica "
                 "that has it is named (default: copy it from that replica; docs/cluster.md)");

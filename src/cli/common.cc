@@ -253,6 +253,19 @@ std::string DefaultCacheDir() {
   return std::string(home && *home ? home : "/tmp") + "/.cache/cairn";
 }
 
+StatusOr<uint32_t> ParseSourceReadSize(const std::string& text) {
+  auto size = ParseBytes(text);
+  if (!size.ok()) return size.status().WithContext("--source-read-size");
+  if (*size > (64u << 20)) return InvalidArgumentError("--source-read-size must be at most 64MiB");
+  return static_cast<uint32_t>(*size);
+}
+
+void AddSourceReadSizeFlag(CLI::App* cmd, std::string* value) {
+  cmd->add_option("--source-read-size", *value,
+                  "Most bytes one source request reads for a sequential reader: a miss also "
+                  "reads the next pages (default 4MiB; 0: one page per request)");
+}
+
 StatusOr<uint64_t> DefaultCacheCapacity(const std::string& dir) {
   std::filesystem::path p(dir);
   while (!p.empty() && !std::filesystem::exists(p)) p = p.parent_path();

@@ -86,6 +86,13 @@ std::string DefaultCacheDir();
 // at least 64 MiB (InvalidArgument if even that is not free).
 StatusOr<uint64_t> DefaultCacheCapacity(const std::string& dir);
 
+// The most one source request of a worker may read for a sequential reader
+// (`--source-read-size`, e.g. "8MiB"; 0: one page per request). InvalidArgument above 64 MiB
+// (each miss thread holds that much while its request runs).
+StatusOr<uint32_t> ParseSourceReadSize(const std::string& text);
+// Adds `--source-read-size` to a command that runs a worker.
+void AddSourceReadSizeFlag(CLI::App* cmd, std::string* value);
+
 // Blocks SIGINT/SIGTERM/SIGHUP in the calling thread (call first in main, so every thread
 // inherits the mask) and waits for one of them.
 void BlockTerminationSignals();

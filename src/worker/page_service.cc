@@ -67,6 +67,9 @@ struct PageService::Metrics {
                              "Page reads that went to the under-storage")),
         coalesced(r->AddCounter("cairn_worker_coalesced_misses_total",
                                 "Misses that joined an in-flight fetch of the same page")),
+        read_ahead_pages(
+            r->AddCounter("cairn_worker_read_ahead_pages_total",
+                          "Pages read from the source in the request of an earlier page's miss")),
         errors(r->AddCounter("cairn_worker_request_errors_total", "Page reads that failed")),
         bytes_from_cache(
             r->AddCounter("cairn_worker_bytes_from_cache_total", "Bytes served from cached pages")),
@@ -154,6 +157,7 @@ struct PageService::Metrics {
   metrics::Counter* hits;
   metrics::Counter* misses;
   metrics::Counter* coalesced;
+  metrics::Counter* read_ahead_pages;
   metrics::Counter* errors;
   metrics::Counter* bytes_from_cache;
   metrics::Counter* bytes_from_ufs;
@@ -223,6 +227,8 @@ ServiceStats PageService::Stats() const {
   s.replica_lookups = metrics_->replica_lookups->value();
   s.replica_copies = metrics_->replica_copies->value();
   s.replica_copies_skipped = metrics_->replica_copies_skipped->value();
+  s.coalesced = metrics_->coalesced->value();
+  s.read_ahead_pages = metrics_->read_ahead_pages->value();
   return s;
 }
 
@@ -455,6 +461,8 @@ StatusOr<PageSource> PageService::Load(const PageRef& page, const std::string& p
   FetchOptions fetch_options;
   fetch_options.peer = peer;
   fetch_options.peer_wait = options_.peer_timeout;
+  // No read-ahead: a preload sends a load for every page itself (in parallel), and reports per
+  // page what it read from the source.
   auto fetch = FetchPage(*r.mount, r.metrics, r.key, page, r.page_length, fetch_options);
   if (!fetch.ok()) return fetch.status();
   metrics_->loaded->Increment();
@@ -567,6 +575,8 @@ StatusOr<PageResult> PageService::Read(const PageRef& page, uint32_t offset, uin
   fetch_options.peer_wait = PeerWait(deadline_ms);
   // A one-pass scan neither looks on the replicas nor fills them.
   if (!no_cache) fetch_options.replicas = OtherReplicas(*r.mount, r.key);
+  // Replicated pages are looked up on (and copied to) their replicas one by one.
+  fetch_options.read_ahead = fetch_options.replicas.empty();
   auto fetch = FetchPage(*r.mount, r.metrics, r.key, page, r.page_length, fetch_options);
   if (!fetch.ok()) {
     metrics_->errors->Increment();
@@ -652,6 +662,7 @@ StatusOr<std::shared_ptr<PageService::Fetch>> PageService::FetchPage(
                     peers.last_error.ToString());
     }
   }
+  std::vector<RunPage> run;
   if (peers.page != nullptr) {
     metrics_->peer_fills->Increment();
     metrics_->bytes_from_peers->Increment(page_length);
@@ -659,54 +670,44 @@ StatusOr<std::shared_ptr<PageService::Fetch>> PageService::FetchPage(
     fetch->checksums = std::move(peers.checksums);
     fetch->origin = PageSource::kPeer;
   } else {
-    // The object size comes from the peer. A short (last) page is read with one byte more, so
-    // the source itself confirms that the object ends where the request says: the page stored
-    // and shared with joiners always holds exactly the bytes that exist.
-    const uint32_t probe = page_length < page.page_size ? 1 : 0;
-    auto bytes = std::make_shared<PageBytes>(page_length, page_length + probe);
-    metrics_->ufs_requests->Increment();
-    per_mount->ufs_requests->Increment();
-    // No overflow: PageLength returned non-zero, so page_index * page_size < object_size.
-    uint64_t offset = page.page_index * page.page_size;
-    auto n = mount.ufs->Read(page.key, page.version, offset,
-                             std::span<char>(bytes->data.get(), page_length + probe));
-    if (!n.ok()) {
-      status = n.status();
-    } else if (*n < page_length) {
-      status = FailedPreconditionError("object " + page.key + " is shorter than its size at open");
-    } else if (*n > page_length) {
-      status = FailedPreconditionError("object " + page.key + " is longer than the size " +
-                                       std::to_string(page.object_size) + " the request named");
-    }
-    if (status.ok()) {
-      metrics_->bytes_from_ufs->Increment(page_length);
-      per_mount->bytes_from_ufs->Increment(page_length);
-      fetch->checksums = ChunkChecksums(bytes->span());
-      fetch->page = std::move(bytes);
-    }
+    if (options.read_ahead && !options.no_cache) run = ClaimFollowingPages(key, page);
+    status = ReadRunFromSource(mount, per_mount, page, page_length, fetch.get(), run);
   }
   if (!status.ok()) {
     metrics_->ufs_errors->Increment();
-    spdlog::warn("UFS read of {} page {} failed: {}", mount.ObjectId(page.key), page.page_index,
+    spdlog::warn("UFS read of {} page {}{} failed: {}", mount.ObjectId(page.key), page.page_index,
+                 run.empty() ? "" : " and the " + std::to_string(run.size()) + " after it",
                  status.ToString());
   }
+  Finish(fetch.get(), status);
+  for (RunPage& next : run) {
+    next.fetch->origin = PageSource::kUnderStorage;
+    Finish(next.fetch.get(), status);
+  }
+  // The bytes are in memory now (served to peers from there until they are on disk): the
+  // replicas that lack the page can copy it from here.
+  if (status.ok() && !options.no_cache) CopyToReplicas(page, peers.lacking);
+  for (RunPage& next : run) StoreOrRetire(next.key, next.id, std::move(next.fetch), status.ok());
+  StoreOrRetire(key, id, fetch, status.ok() && !options.no_cache);
+  if (!status.ok()) return status;
+  return fetch;
+}
+
+void PageService::Finish(Fetch* fetch, const Status& status) {
   {
     MutexLock l(&fetch->mu);
     fetch->done = true;
     fetch->status = status;
   }
   fetch->cv.NotifyAll();
-  if (!status.ok()) {
-    Retire(id);
-    return status;
-  }
-  // The bytes are in memory now (served to peers from there until they are on disk): the
-  // replicas that lack the page can copy it from here.
-  if (!options.no_cache) CopyToReplicas(page, peers.lacking);
-  if (options.no_cache) {
+}
+
+void PageService::StoreOrRetire(const pagestore::PageKey& key, const FetchKey& id,
+                                std::shared_ptr<Fetch> fetch, bool store) {
+  if (!store) {
     Retire(id);
   } else if (pending_stores_.fetch_add(1) < options_.max_pending_stores) {
-    store_pool_->Submit([this, key, id, fetch] {
+    store_pool_->Submit([this, key, id, fetch = std::move(fetch)] {
       StoreAndRetire(key, id, fetch);
       pending_stores_.fetch_sub(1);
     });
@@ -714,7 +715,97 @@ StatusOr<std::shared_ptr<PageService::Fetch>> PageService::FetchPage(
     StoreAndRetire(key, id, fetch);  // Writers are behind: push back on this reader instead.
     pending_stores_.fetch_sub(1);
   }
-  return fetch;
+}
+
+bool PageService::Owns(const pagestore::PageKey& key) const {
+  if (options_.peers == nullptr) return true;
+  uint64_t h = placement::PageKeyHash(key.object_id, key.version, key.page_index);
+  std::vector<std::string> owner = options_.peers->Replicas(h, 1);
+  return !owner.empty() && owner.front() == options_.worker_id;
+}
+
+std::vector<PageService::RunPage> PageService::ClaimFollowingPages(const pagestore::PageKey& key,
+                                                                   const PageRef& page) {
+  std::vector<RunPage> run;
+  const uint64_t max_pages = options_.source_read_bytes / page.page_size;
+  if (max_pages < 2 || page.page_index == 0) return run;
+  // No overflow: the request's page exists, so page_index < pages <= object_size.
+  const uint64_t pages =
+      page.object_size / page.page_size + (page.object_size % page.page_size != 0);
+  const pagestore::PageKey before{key.object_id, key.version, key.page_index - 1};
+  const bool before_cached = store_->Contains(before);
+  for (uint64_t q = page.page_index + 1; q < pages && run.size() + 1 < max_pages; ++q) {
+    RunPage next;
+    next.key = {key.object_id, key.version, q};
+    if (!Owns(next.key) || store_->Contains(next.key)) break;
+    PageRef ref = page;
+    ref.page_index = q;
+    next.length = protocol::PageLengthOf(ref);
+    next.id = {next.key.Id(), next.length};
+    run.push_back(std::move(next));
+  }
+  if (run.empty()) return run;
+  MutexLock l(&mu_);
+  // Sequential: the page before is cached or being read (pages before the last are whole).
+  if (!before_cached && !in_flight_.contains({before.Id(), page.page_size})) return {};
+  size_t claimed = 0;
+  for (; claimed < run.size() && !in_flight_.contains(run[claimed].id); ++claimed) {
+    run[claimed].fetch = std::make_shared<Fetch>();
+    in_flight_.emplace(run[claimed].id, run[claimed].fetch);
+  }
+  run.resize(claimed);
+  return run;
+}
+
+Status PageService::ReadRunFromSource(const mount::Mount& mount, MountMetrics* per_mount,
+                                      const PageRef& page, uint32_t page_length, Fetch* fetch,
+                                      const std::vector<RunPage>& run) {
+  // The object size comes from the peer. A short (last) page is read with one byte more, so
+  // the source itself confirms that the object ends where the request says: the pages stored
+  // and shared with joiners always hold exactly the bytes that exist.
+  uint64_t total = page_length;
+  for (const RunPage& next : run) total += next.length;
+  const uint32_t last_length = run.empty() ? page_length : run.back().length;
+  const uint32_t probe = last_length < page.page_size ? 1 : 0;
+  // Bounded: page_length <= page_size and the run holds at most source_read_bytes.
+  const auto capacity = static_cast<uint32_t>(total + probe);
+  // A lone page is read into its own buffer; a run into one buffer cut into exact pages after.
+  auto bytes = std::make_shared<PageBytes>(run.empty() ? page_length : capacity, capacity);
+  metrics_->ufs_requests->Increment();
+  per_mount->ufs_requests->Increment();
+  // No overflow: PageLength returned non-zero, so page_index * page_size < object_size.
+  uint64_t offset = page.page_index * page.page_size;
+  auto n =
+      mount.ufs->Read(page.key, page.version, offset, std::span<char>(bytes->data.get(), capacity));
+  if (!n.ok()) return n.status();
+  if (*n < total) {
+    return FailedPreconditionError("object " + page.key + " is shorter than its size at open");
+  }
+  if (*n > total) {
+    return FailedPreconditionError("object " + page.key + " is longer than the size " +
+                                   std::to_string(page.object_size) + " the request named");
+  }
+  metrics_->bytes_from_ufs->Increment(total);
+  per_mount->bytes_from_ufs->Increment(total);
+  metrics_->read_ahead_pages->Increment(run.size());
+  auto cut = [&bytes](uint64_t at, uint32_t length) {
+    auto page_bytes = std::make_shared<PageBytes>(length);
+    std::memcpy(page_bytes->data.get(), bytes->data.get() + at, length);
+    return page_bytes;
+  };
+  if (!run.empty()) {
+    uint64_t at = page_length;
+    for (const RunPage& next : run) {
+      std::shared_ptr<PageBytes> copy = cut(at, next.length);
+      at += next.length;
+      next.fetch->checksums = ChunkChecksums(copy->span());
+      next.fetch->page = std::move(copy);
+    }
+    bytes = cut(0, page_length);  // Not the run's buffer: a fetch holds only its own page.
+  }
+  fetch->checksums = ChunkChecksums(bytes->span());
+  fetch->page = std::move(bytes);
+  return Status::Ok();
 }
 
 std::vector<std::string> PageService::OtherReplicas(const mount::Mount& mount,

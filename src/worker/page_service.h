@@ -71,6 +71,11 @@ struct PageServiceOptions {
   // Replica copies (CopyFromPeer sent to the other replicas after a miss) in flight at most;
   // beyond it a copy is skipped (counted), and that replica fills on a later read.
   size_t max_replica_copies = 256;
+  // A miss of a sequential reader (the page before it is cached or being fetched) reads the
+  // pages after it that this worker owns and lacks in the same source request, up to this many
+  // bytes in all: one 4 MiB GET instead of four 1 MiB ones (per-request cost dominates object
+  // stores; docs/benchmarks.md). At most one page size (or 0): one page per source request.
+  uint32_t source_read_bytes = 4 << 20;
 };
 
 // The bytes of one fetched page. Allocated without zero-filling: every byte is overwritten by
@@ -120,6 +125,8 @@ struct ServiceStats {
   uint64_t replica_lookups = 0;         // Misses that looked for the page on the other replicas.
   uint64_t replica_copies = 0;          // CopyFromPeer requests sent to replicas without the page.
   uint64_t replica_copies_skipped = 0;  // Not sent: max_replica_copies were in flight.
+  uint64_t coalesced = 0;               // Misses that joined a fetch in flight.
+  uint64_t read_ahead_pages = 0;        // Pages read in the source request of an earlier page.
 };
 
 class PageService {
@@ -222,6 +229,16 @@ class PageService {
     std::vector<std::string> replicas;
     // How long to wait for the peers or replicas above (options_.peer_timeout or less).
     std::chrono::milliseconds peer_wait{0};
+    // May read the following pages in the same source request (options_.source_read_bytes).
+    bool read_ahead = false;
+  };
+  // A page read from the source together with another page's miss, registered in in_flight_
+  // by the miss that reads it.
+  struct RunPage {
+    pagestore::PageKey key;
+    FetchKey id;
+    uint32_t length = 0;
+    std::shared_ptr<Fetch> fetch;
   };
   // A request's page, resolved against this worker: its mount (kept alive by `table`), length
   // and store key.
@@ -256,6 +273,25 @@ class PageService {
                                              const pagestore::PageKey& key,
                                              const protocol::PageRef& page, uint32_t page_length,
                                              const FetchOptions& options);
+  // The pages after `page` that its source read may read too (see
+  // PageServiceOptions::source_read_bytes), each registered in in_flight_ (the caller must
+  // finish and retire every one); empty if the reader does not look sequential. Stops at the
+  // first page that is cached, in flight, owned by another worker or past the object's end.
+  std::vector<RunPage> ClaimFollowingPages(const pagestore::PageKey& key,
+                                           const protocol::PageRef& page) EXCLUDES(mu_);
+  // Whether this worker is the first replica of `key` (always, without peers).
+  bool Owns(const pagestore::PageKey& key) const;
+  // Reads `page` and the `run` after it from the source in one request into `fetch` and each
+  // run page's fetch (page and checksums; not yet marked done). The status applies to all.
+  Status ReadRunFromSource(const mount::Mount& mount, MountMetrics* per_mount,
+                           const protocol::PageRef& page, uint32_t page_length, Fetch* fetch,
+                           const std::vector<RunPage>& run);
+  // Marks `fetch` done with `status` and wakes its joiners.
+  static void Finish(Fetch* fetch, const Status& status);
+  // Stores a fetched page in the background (inline when the writers are behind) and retires
+  // its fetch; only retires it when `no_cache` or the fetch failed.
+  void StoreOrRetire(const pagestore::PageKey& key, const FetchKey& id,
+                     std::shared_ptr<Fetch> fetch, bool store);
   // The page's replicas other than this worker (empty unless its mount has replicas > 1 and
   // the worker knows its peers).
   std::vector<std::string> OtherReplicas(const mount::Mount& mount,

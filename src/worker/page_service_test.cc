@@ -571,5 +571,155 @@ TEST(PeerSetTest, RanksReplicasAsTheClientsRingDoesAndRefusesABadList) {
   EXPECT_EQ(peers.size(), 5u);  // The previous set stays.
 }
 
+// ---- Read-ahead: a sequential miss reads the following pages in the same source request ----
+
+class PageServiceReadAheadTest : public PageServiceTest {
+ protected:
+  static constexpr uint32_t kRunPages = 4;
+
+  void SetUp() override {
+    PageServiceTest::SetUp();
+    PageServiceOptions po;
+    po.page_size = kPage;
+    po.source_read_bytes = kRunPages * kPage;
+    service_.reset();
+    service_ = std::make_unique<PageService>(mounts_, store_.get(), &registry_, po);
+  }
+
+  pagestore::PageKey Key(const std::string& name, uint64_t page) {
+    return {"mem://lake/" + name, memory_->Stat(name)->version, page};
+  }
+
+  // Reads page `page` of `name` whole and checks its bytes against `data`.
+  void ExpectPage(const std::string& name, const std::string& data, uint64_t page,
+                  protocol::PageSource want) {
+    uint64_t at = page * kPage;
+    auto length = static_cast<uint32_t>(std::min<uint64_t>(kPage, data.size() - at));
+    protocol::PageSource source;
+    EXPECT_EQ(ReadBytes(Request(name, page, 0, length), &source), data.substr(at, length))
+        << "page " << page;
+    EXPECT_EQ(source, want) << "page " << page;
+  }
+
+  void WaitIdle() {
+    for (int i = 0; i < 1000 && service_->FetchesInFlight() != 0; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    ASSERT_EQ(service_->FetchesInFlight(), 0u);
+  }
+};
+
+TEST_F(PageServiceReadAheadTest, ASequentialMissReadsTheFollowingPagesInOneSourceRequest) {
+  std::string data = RandomBytes(20 * kPage, 21);
+  memory_->Put("seq", data);
+  ExpectPage("seq", data, 0, protocol::PageSource::kUnderStorage);  // A first page: alone.
+  WaitCached(Key("seq", 0));
+  EXPECT_EQ(service_->Stats().ufs_requests, 1u);
+  ExpectPage("seq", data, 1, protocol::PageSource::kUnderStorage);  // Pages 1-4 in one read.
+  EXPECT_EQ(service_->Stats().ufs_requests, 2u);
+  WaitIdle();
+  for (uint64_t p = 2; p <= 4; ++p) {
+    EXPECT_TRUE(store_->Contains(Key("seq", p))) << p;
+    ExpectPage("seq", data, p, protocol::PageSource::kCache);
+  }
+  EXPECT_FALSE(store_->Contains(Key("seq", 5)));
+  EXPECT_EQ(service_->Stats().ufs_requests, 2u);
+  EXPECT_EQ(service_->Stats().bytes_from_ufs, 5u * kPage);
+  ExpectPage("seq", data, 5, protocol::PageSource::kUnderStorage);  // Pages 5-8.
+  EXPECT_EQ(service_->Stats().ufs_requests, 3u);
+  EXPECT_EQ(service_->Stats().read_ahead_pages, 6u);
+}
+
+TEST_F(PageServiceReadAheadTest, ARandomMissReadsOnlyItsOwnPage) {
+  std::string data = RandomBytes(20 * kPage, 22);
+  memory_->Put("rnd", data);
+  for (uint64_t p : {10u, 3u, 12u, 7u}) {
+    ExpectPage("rnd", data, p, protocol::PageSource::kUnderStorage);
+    WaitIdle();
+  }
+  EXPECT_EQ(service_->Stats().ufs_requests, 4u);
+  EXPECT_EQ(service_->Stats().bytes_from_ufs, 4u * kPage);
+  for (uint64_t p : {4u, 8u, 11u, 13u}) EXPECT_FALSE(store_->Contains(Key("rnd", p))) << p;
+}
+
+TEST_F(PageServiceReadAheadTest, TheRunStopsAtACachedPageAndAtTheObjectsEnd) {
+  std::string data = RandomBytes(5 * kPage + 1000, 23);  // Pages 0-4 whole, page 5 short.
+  memory_->Put("end", data);
+  for (uint64_t p : {0u, 3u}) {
+    ExpectPage("end", data, p, protocol::PageSource::kUnderStorage);
+    WaitIdle();
+  }
+  ExpectPage("end", data, 1, protocol::PageSource::kUnderStorage);  // 1-2: page 3 is cached.
+  WaitIdle();
+  EXPECT_EQ(service_->Stats().ufs_requests, 3u);
+  ExpectPage("end", data, 2, protocol::PageSource::kCache);
+  ExpectPage("end", data, 4, protocol::PageSource::kUnderStorage);  // 4-5: the object ends.
+  WaitIdle();
+  EXPECT_EQ(service_->Stats().ufs_requests, 4u);
+  ExpectPage("end", data, 5, protocol::PageSource::kCache);
+  EXPECT_EQ(service_->Stats().bytes_from_ufs, data.size());
+}
+
+// The request names the object size; the source read of the whole run confirms it, and a run
+// past the real end fails every page in it, caching none.
+TEST_F(PageServiceReadAheadTest, AnObjectShorterThanTheRunFailsEveryPageInItAndCachesNone) {
+  std::string data = RandomBytes(3 * kPage, 24);
+  memory_->Put("short", data);
+  ExpectPage("short", data, 0, protocol::PageSource::kUnderStorage);
+  WaitIdle();
+  protocol::ReadPageRequest lie = Request("short", 1, 0, kPage);
+  lie.page.object_size = 6 * kPage;
+  auto r = service_->ReadPage(lie);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kFailedPrecondition) << r.status().ToString();
+  WaitIdle();
+  for (uint64_t p = 1; p <= 4; ++p) EXPECT_FALSE(store_->Contains(Key("short", p))) << p;
+  ExpectPage("short", data, 2, protocol::PageSource::kUnderStorage);  // The truth still reads.
+}
+
+TEST_F(PageServiceReadAheadTest, MissesOfPagesInARunJoinItsSourceRead) {
+  std::string data = RandomBytes(8 * kPage, 25);
+  memory_->Put("join", data);
+  ExpectPage("join", data, 0, protocol::PageSource::kUnderStorage);
+  WaitIdle();
+  auto gate = std::make_shared<testing::Gate>();
+  gated_->set_gate(gate);
+  std::vector<std::string> got(4);
+  std::vector<std::thread> readers;
+  readers.emplace_back([&] { got[0] = ReadBytes(Request("join", 1, 0, kPage), nullptr); });
+  ASSERT_TRUE(gate->WaitForArrivals(1));  // Page 1's read holds pages 1-4.
+  for (uint64_t p = 2; p <= 4; ++p) {
+    readers.emplace_back(
+        [&, p] { got[p - 1] = ReadBytes(Request("join", p, 100, 5000), nullptr); });
+  }
+  for (int i = 0; i < 100 && service_->Stats().coalesced < 3; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_EQ(gate->arrivals(), 1u);
+  gate->Open();
+  for (auto& t : readers) t.join();
+  EXPECT_EQ(got[0], data.substr(kPage, kPage));
+  for (uint64_t p = 2; p <= 4; ++p) {
+    // 4 KiB chunks around [100, 5100).
+    EXPECT_EQ(got[p - 1], data.substr(p * kPage, 8192)) << p;
+  }
+  EXPECT_EQ(service_->Stats().ufs_requests, 2u);
+  EXPECT_EQ(service_->Stats().coalesced, 3u);
+}
+
+TEST_F(PageServiceReadAheadTest, AFailedRunReadCachesNoneOfItsPages) {
+  std::string data = RandomBytes(8 * kPage, 26);
+  memory_->Put("fail", data);
+  ExpectPage("fail", data, 0, protocol::PageSource::kUnderStorage);
+  WaitIdle();
+  faults_->FailNext(ufs::UfsOp::kRead, 1);
+  auto r = service_->ReadPage(Request("fail", 1, 0, kPage));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kUnavailable);
+  WaitIdle();
+  for (uint64_t p = 1; p <= 4; ++p) EXPECT_FALSE(store_->Contains(Key("fail", p))) << p;
+  ExpectPage("fail", data, 3, protocol::PageSource::kUnderStorage);
+}
+
 }  // namespace
 }  // namespace cairn::worker

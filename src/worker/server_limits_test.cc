@@ -56,6 +56,7 @@ class ServerLimitsTest : public ::testing::Test {
     PageServiceOptions po;
     po.page_size = kPage;
     po.unknown_mount_wait = seconds(2);
+    po.source_read_bytes = 0;  // One source read per miss: each miss thread holds its own.
     service_ = std::make_unique<PageService>(*mounts, store_.get(), &registry_, po);
     options_.host = "127.0.0.1";
     options_.port = 0;

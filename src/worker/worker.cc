@@ -215,6 +215,7 @@ Status Worker::Init(WorkerOptions options) {
     po.unknown_mount_wait = std::chrono::milliseconds(2000);
   }
   po.peer_fill = options.peer_fill;
+  po.source_read_bytes = options.source_read_bytes;
   if (!options.etcd_endpoints.empty()) {
     // Replication: a miss looks for the page on its other replicas, and the replicas that lack
     // it copy it from the worker that fetched it.

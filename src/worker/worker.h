@@ -46,6 +46,9 @@ struct WorkerOptions {
   // replicas; a copy request names the worker to copy from) instead of reading the source. Off:
   // every missing page comes from the source (for comparison and as a way out).
   bool peer_fill = true;
+  // A sequential reader's miss reads up to this many bytes of the following pages in the same
+  // source request (PageServiceOptions::source_read_bytes; `--source-read-size`).
+  uint32_t source_read_bytes = 4 << 20;
   // TLS of the page service and of the connections to peers (the same certificate: node
   // certificates are both server and client). Not enabled: plaintext, allowed only on a
   // loopback listen address unless config.insecure_plaintext says why.
