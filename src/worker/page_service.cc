@@ -679,15 +679,25 @@ StatusOr<std::shared_ptr<PageService::Fetch>> PageService::FetchPage(
                  run.empty() ? "" : " and the " + std::to_string(run.size()) + " after it",
                  status.ToString());
   }
+  if (size_t failed = std::count_if(run.begin(), run.end(),
+                                    [](const RunPage& next) { return !next.status.ok(); });
+      status.ok() && failed > 0) {
+    spdlog::warn("UFS read of {} after page {}: {} of {} pages read ahead are not there ({})",
+                 mount.ObjectId(page.key), page.page_index, failed, run.size(),
+                 run.back().status.ToString());
+  }
   Finish(fetch.get(), status);
   for (RunPage& next : run) {
     next.fetch->origin = PageSource::kUnderStorage;
-    Finish(next.fetch.get(), status);
+    Finish(next.fetch.get(), next.status);
   }
   // The bytes are in memory now (served to peers from there until they are on disk): the
   // replicas that lack the page can copy it from here.
   if (status.ok() && !options.no_cache) CopyToReplicas(page, peers.lacking);
-  for (RunPage& next : run) StoreOrRetire(next.key, next.id, std::move(next.fetch), status.ok());
+  for (RunPage& next : run) {
+    const bool ok = next.status.ok();
+    StoreOrRetire(next.key, next.id, std::move(next.fetch), ok);
+  }
   StoreOrRetire(key, id, fetch, status.ok() && !options.no_cache);
   if (!status.ok()) return status;
   return fetch;
@@ -759,7 +769,7 @@ std::vector<PageService::RunPage> PageService::ClaimFollowingPages(const pagesto
 
 Status PageService::ReadRunFromSource(const mount::Mount& mount, MountMetrics* per_mount,
                                       const PageRef& page, uint32_t page_length, Fetch* fetch,
-                                      const std::vector<RunPage>& run) {
+                                      std::vector<RunPage>& run) {
   // The object size comes from the peer. A short (last) page is read with one byte more, so
   // the source itself confirms that the object ends where the request says: the pages stored
   // and shared with joiners always hold exactly the bytes that exist.
@@ -777,32 +787,45 @@ Status PageService::ReadRunFromSource(const mount::Mount& mount, MountMetrics* p
   uint64_t offset = page.page_index * page.page_size;
   auto n =
       mount.ufs->Read(page.key, page.version, offset, std::span<char>(bytes->data.get(), capacity));
-  if (!n.ok()) return n.status();
-  if (*n < total) {
-    return FailedPreconditionError("object " + page.key + " is shorter than its size at open");
+  if (!n.ok()) {
+    for (RunPage& next : run) next.status = n.status();
+    return n.status();
   }
-  if (*n > total) {
-    return FailedPreconditionError("object " + page.key + " is longer than the size " +
-                                   std::to_string(page.object_size) + " the request named");
-  }
-  metrics_->bytes_from_ufs->Increment(total);
-  per_mount->bytes_from_ufs->Increment(total);
-  metrics_->read_ahead_pages->Increment(run.size());
+  // Each page on its own: one whose bytes were all read is right whatever the rest of the run
+  // (the request's object size may be wrong, or a lie: a joiner waiting for a page that exists
+  // must not fail for it). A short page must end exactly where the read did.
+  const uint64_t got = *n;
+  auto confirm = [&](uint64_t at, uint32_t length) -> Status {
+    if (at + length > got) {
+      return FailedPreconditionError("object " + page.key + " is shorter than its size at open");
+    }
+    if (length < page.page_size && got > at + length) {
+      return FailedPreconditionError("object " + page.key + " is longer than the size " +
+                                     std::to_string(page.object_size) + " the request named");
+    }
+    metrics_->bytes_from_ufs->Increment(length);
+    per_mount->bytes_from_ufs->Increment(length);
+    return Status::Ok();
+  };
   auto cut = [&bytes](uint64_t at, uint32_t length) {
     auto page_bytes = std::make_shared<PageBytes>(length);
     std::memcpy(page_bytes->data.get(), bytes->data.get() + at, length);
     return page_bytes;
   };
-  if (!run.empty()) {
-    uint64_t at = page_length;
-    for (const RunPage& next : run) {
+  uint64_t at = page_length;
+  for (RunPage& next : run) {
+    next.status = confirm(at, next.length);
+    if (next.status.ok()) {
+      metrics_->read_ahead_pages->Increment();
       std::shared_ptr<PageBytes> copy = cut(at, next.length);
-      at += next.length;
       next.fetch->checksums = ChunkChecksums(copy->span());
       next.fetch->page = std::move(copy);
     }
-    bytes = cut(0, page_length);  // Not the run's buffer: a fetch holds only its own page.
+    at += next.length;
   }
+  CAIRN_RETURN_IF_ERROR(confirm(0, page_length));
+  // Not the run's buffer: a fetch holds only its own page.
+  if (!run.empty()) bytes = cut(0, page_length);
   fetch->checksums = ChunkChecksums(bytes->span());
   fetch->page = std::move(bytes);
   return Status::Ok();

@@ -239,6 +239,7 @@ class PageService {
     FetchKey id;
     uint32_t length = 0;
     std::shared_ptr<Fetch> fetch;
+    Status status;  // Of its part of the source read.
   };
   // A request's page, resolved against this worker: its mount (kept alive by `table`), length
   // and store key.
@@ -282,10 +283,12 @@ class PageService {
   // Whether this worker is the first replica of `key` (always, without peers).
   bool Owns(const pagestore::PageKey& key) const;
   // Reads `page` and the `run` after it from the source in one request into `fetch` and each
-  // run page's fetch (page and checksums; not yet marked done). The status applies to all.
+  // run page's fetch (page and checksums; not yet marked done). Returns the status of `page`
+  // and sets each run page's: a page whose bytes were all read is OK even if a later one is
+  // missing (the request's object size was wrong); a failed request fails every page.
   Status ReadRunFromSource(const mount::Mount& mount, MountMetrics* per_mount,
                            const protocol::PageRef& page, uint32_t page_length, Fetch* fetch,
-                           const std::vector<RunPage>& run);
+                           std::vector<RunPage>& run);
   // Marks `fetch` done with `status` and wakes its joiners.
   static void Finish(Fetch* fetch, const Status& status);
   // Stores a fetched page in the background (inline when the writers are behind) and retires
