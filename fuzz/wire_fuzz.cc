@@ -8,6 +8,7 @@
 #include <span>
 #include <string>
 
+#include "common/checksum.h"
 #include "protocol/wire.h"
 
 using namespace cairn::protocol;
@@ -15,7 +16,7 @@ using namespace cairn::protocol;
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   // The first byte picks the message type the rest claims to be.
-  auto type = static_cast<MessageType>(data[0] % 26);
+  auto type = static_cast<MessageType>(data[0] % 28);
   std::span<const char> bytes(reinterpret_cast<const char*>(data) + 1, size - 1);
   if (bytes.size() >= kFrameHeaderSize) {
     (void)DecodeFrameHeader(bytes.first<kFrameHeaderSize>());
@@ -63,7 +64,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       // The data is the input's tail, not a copy, and its checksums cover it.
       if (page->data.empty() || page->data.size() > kMaxWriteData ||
           page->data.data() + page->data.size() != bytes.data() + bytes.size() ||
-          page->checksums.size() != (page->data.size() + 65535) / 65536 ||
+          page->checksums.size() != cairn::ChunkCount(page->data.size()) ||
           page->offset + page->data.size() > kMaxWriteOffset) {
         std::abort();
       }
@@ -73,8 +74,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const std::string* path = nullptr;
     if (const auto* open = std::get_if<OpenWriteRequest>(&*write)) path = &open->path;
     if (const auto* remove = std::get_if<RemovePathRequest>(&*write)) path = &remove->path;
+    if (const auto* make_dir = std::get_if<MakeDirRequest>(&*write)) path = &make_dir->path;
+    if (const auto* rename = std::get_if<RenameRequest>(&*write)) {
+      if (rename->to.empty() || rename->to[0] != '/') std::abort();
+      path = &rename->from;
+    }
     if (path != nullptr && (path->empty() || (*path)[0] != '/')) std::abort();
-    bool has_handle = type != MessageType::kOpenWrite && type != MessageType::kRemovePath;
+    bool has_handle = type != MessageType::kOpenWrite && type != MessageType::kRemovePath &&
+                      type != MessageType::kMakeDir && type != MessageType::kRename;
     if (has_handle != (HandleOf(*write) != 0)) std::abort();
   }
   auto write_reply = DecodeWriteReply(bytes);

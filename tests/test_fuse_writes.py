@@ -115,20 +115,86 @@ def test_unlink_removes_from_the_source(rw):
 def test_what_is_not_supported_yet_says_so(rw):
     mnt, src = rw
     for fn, args, code in [
-            (os.mkdir, (os.path.join(mnt, "newdir"),), errno.EPERM),
-            (os.rename, (os.path.join(mnt, "existing.bin"), os.path.join(mnt, "moved.bin")),
-             errno.EXDEV),
             (os.chmod, (os.path.join(mnt, "existing.bin"), 0o600), errno.EPERM),
-            (os.symlink, ("existing.bin", os.path.join(mnt, "link")), errno.EPERM)]:
+            (os.symlink, ("existing.bin", os.path.join(mnt, "link")), errno.EPERM),
+            (os.link, (os.path.join(mnt, "existing.bin"), os.path.join(mnt, "hard")),
+             errno.EPERM)]:
         with pytest.raises(OSError) as info:
             fn(*args)
         assert info.value.errno == code, f"{fn.__name__}: {info.value!r}"
     os.utime(os.path.join(mnt, "existing.bin"))  # Accepted (touch works), no effect.
-    # mv falls back to copy and unlink on EXDEV.
+
+
+def test_a_checkpoint_saved_to_a_temporary_name_and_renamed_replaces_the_old_one(rw):
+    torch = pytest.importorskip("torch")
+    mnt, src = rw
+    final = os.path.join(mnt, "latest.pt")
+    for step in (1, 2):
+        state = {"step": torch.tensor(step), "w": torch.full((256, 256), float(step))}
+        tmp = final + ".tmp"
+        torch.save(state, tmp)
+        os.replace(tmp, final)  # The atomic-save idiom of PyTorch Lightning and friends.
+        assert not os.path.exists(tmp) and not (src / "latest.pt.tmp").exists()
+        assert torch.load(final)["step"].item() == step
+        assert torch.load(str(src / "latest.pt"))["step"].item() == step
+    assert "latest.pt.tmp" not in os.listdir(mnt)
+
+
+def test_rename_moves_files_and_directories_and_refuses_what_posix_refuses(rw):
+    mnt, src = rw
     with open(os.path.join(mnt, "a.txt"), "wb") as f:
-        f.write(b"moved by mv")
-    subprocess.run(["mv", os.path.join(mnt, "a.txt"), os.path.join(mnt, "b.txt")], check=True)
-    assert (src / "b.txt").read_bytes() == b"moved by mv" and not (src / "a.txt").exists()
+        f.write(b"moved by rename")
+    os.rename(os.path.join(mnt, "a.txt"), os.path.join(mnt, "dir", "b.txt"))
+    assert (src / "dir" / "b.txt").read_bytes() == b"moved by rename"
+    assert not (src / "a.txt").exists()
+    assert read_file(os.path.join(mnt, "dir", "b.txt")) == b"moved by rename"
+    with pytest.raises(FileNotFoundError):
+        os.stat(os.path.join(mnt, "a.txt"))
+    # A folder source renames directories too, with what is inside them.
+    os.mkdir(os.path.join(mnt, "run-1"))
+    with open(os.path.join(mnt, "run-1", "ckpt"), "wb") as f:
+        f.write(b"weights")
+    os.rename(os.path.join(mnt, "run-1"), os.path.join(mnt, "run-1-done"))
+    assert (src / "run-1-done" / "ckpt").read_bytes() == b"weights"
+    assert read_file(os.path.join(mnt, "run-1-done", "ckpt")) == b"weights"
+    assert not os.path.exists(os.path.join(mnt, "run-1"))
+    subprocess.run(["mv", os.path.join(mnt, "dir", "b.txt"), os.path.join(mnt, "c.txt")],
+                   check=True)
+    assert (src / "c.txt").read_bytes() == b"moved by rename"
+    for args, code in [
+            (("missing", "x"), errno.ENOENT),
+            (("c.txt", "run-1-done"), errno.EISDIR),
+            (("run-1-done", "c.txt"), errno.ENOTDIR),
+            (("run-1-done", "run-1-done/inside"), errno.EINVAL)]:
+        with pytest.raises(OSError) as info:
+            os.rename(os.path.join(mnt, args[0]), os.path.join(mnt, args[1]))
+        assert info.value.errno == code, f"rename {args}: {info.value!r}"
+    assert (src / "c.txt").read_bytes() == b"moved by rename"
+    assert (src / "run-1-done" / "ckpt").read_bytes() == b"weights"
+
+
+def test_mkdir_and_rmdir(rw):
+    mnt, src = rw
+    path = os.path.join(mnt, "logs")
+    os.mkdir(path)
+    assert (src / "logs").is_dir() and os.path.isdir(path)
+    assert "logs" in os.listdir(mnt)
+    with pytest.raises(FileExistsError):
+        os.mkdir(path)
+    with open(os.path.join(path, "x"), "wb") as f:
+        f.write(b"x")
+    with pytest.raises(OSError) as info:
+        os.rmdir(path)
+    assert info.value.errno == errno.ENOTEMPTY
+    with pytest.raises(NotADirectoryError):
+        os.rmdir(os.path.join(path, "x"))
+    os.unlink(os.path.join(path, "x"))
+    os.rmdir(path)
+    assert not (src / "logs").exists() and not os.path.exists(path)
+    with pytest.raises(FileNotFoundError):
+        os.mkdir(os.path.join(mnt, "no", "parent"))
+    os.makedirs(os.path.join(mnt, "deep", "er"))
+    assert (src / "deep" / "er").is_dir()
 
 
 def test_a_read_only_mount_still_refuses_writes(module_harness, tmp_path_factory):
@@ -138,6 +204,34 @@ def test_a_read_only_mount_still_refuses_writes(module_harness, tmp_path_factory
     with pytest.raises(OSError) as info:
         open(os.path.join(up.mountpoint, "new"), "wb")
     assert info.value.errno == errno.EROFS
+    assert up.stop() == 0
+
+
+def test_a_bucket_mount_renames_files_makes_directories_and_refuses_directory_renames(
+        module_harness, s3server):
+    up = module_harness.up(f"s3://{S3_BUCKET}/fuse-names", s3=s3server, name="up-s3-names",
+                           extra=["--write-mode", "through"])
+    mnt = up.mountpoint
+    data = random.Random(3).randbytes(3 * MiB + 5)
+    with open(os.path.join(mnt, "ckpt.tmp"), "wb") as f:
+        f.write(data)
+    os.replace(os.path.join(mnt, "ckpt.tmp"), os.path.join(mnt, "ckpt"))
+    objects = s3server.client.list_objects_v2(Bucket=S3_BUCKET, Prefix="fuse-names/")
+    assert [o["Key"] for o in objects.get("Contents", [])] == ["fuse-names/ckpt"]
+    assert read_file(os.path.join(mnt, "ckpt")) == data
+    # An empty directory is a "dir/" marker: it lists and stats as a directory until removed.
+    os.mkdir(os.path.join(mnt, "runs"))
+    assert os.path.isdir(os.path.join(mnt, "runs")) and "runs" in os.listdir(mnt)
+    with open(os.path.join(mnt, "runs", "1"), "wb") as f:
+        f.write(b"one")
+    # No directory rename on S3: EXDEV, and mv falls back to copying and removing.
+    with pytest.raises(OSError) as info:
+        os.rename(os.path.join(mnt, "runs"), os.path.join(mnt, "runs-done"))
+    assert info.value.errno == errno.EXDEV
+    subprocess.run(["mv", os.path.join(mnt, "runs"), os.path.join(mnt, "runs-done")], check=True)
+    body = s3server.client.get_object(Bucket=S3_BUCKET, Key="fuse-names/runs-done/1")["Body"]
+    assert body.read() == b"one"
+    assert not os.path.exists(os.path.join(mnt, "runs"))
     assert up.stop() == 0
 
 

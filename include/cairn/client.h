@@ -274,6 +274,26 @@ class Client {
   virtual Status Remove(std::string_view path) {
     return UnimplementedError("this client cannot remove");
   }
+  // Moves the file `from` to `to` in the same mount (folder sources move directories too),
+  // replacing what `to` holds unless `no_replace` (then AlreadyExists). Atomic for `to`: no
+  // reader sees a partial file under it (S3: a server-side copy, then a delete of `from`; both
+  // names exist for a moment, and after a failure between the two). Errors as OpenForWrite,
+  // plus NotFound (no `from`), Unimplemented (across mounts; a directory on S3),
+  // InvalidArgument (a file onto a directory, a mount root), FailedPrecondition (a directory
+  // onto a file or a non-empty directory).
+  virtual Status Rename(std::string_view from, std::string_view to, bool no_replace = false) {
+    return UnimplementedError("this client cannot rename");
+  }
+  // Creates an empty directory (S3: a "dir/" marker object). AlreadyExists when the name is
+  // taken; NotFound when a folder source has no parent.
+  virtual Status MakeDir(std::string_view path) {
+    return UnimplementedError("this client cannot make directories");
+  }
+  // Removes an empty directory: NotFound, FailedPrecondition (not empty), InvalidArgument (a
+  // file).
+  virtual Status RemoveDir(std::string_view path) {
+    return UnimplementedError("this client cannot remove directories");
+  }
   // Drops cached metadata for a path (and below), so the next Stat/Open asks the source.
   virtual void InvalidateMetadata(std::string_view path) = 0;
 

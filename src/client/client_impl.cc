@@ -422,6 +422,49 @@ Status ClientImpl::Remove(std::string_view raw_path) {
   return removed;
 }
 
+Status ClientImpl::RemoveDir(std::string_view raw_path) {
+  CAIRN_ASSIGN_OR_RETURN(std::string path, mount::NormalizePath(raw_path));
+  CAIRN_RETURN_IF_ERROR(WritableMount(path).status());
+  protocol::RemovePathRequest request;
+  request.deadline_ms = static_cast<uint32_t>(options_.worker_timeout.count());
+  request.path = path;
+  request.directory = true;
+  Status removed = AskOwners(path, request).status();
+  if (removed.code() != StatusCode::kUnavailable) ForgetWritten(path);
+  return removed;
+}
+
+Status ClientImpl::MakeDir(std::string_view raw_path) {
+  CAIRN_ASSIGN_OR_RETURN(std::string path, mount::NormalizePath(raw_path));
+  CAIRN_RETURN_IF_ERROR(WritableMount(path).status());
+  protocol::MakeDirRequest request;
+  request.deadline_ms = static_cast<uint32_t>(options_.worker_timeout.count());
+  request.path = path;
+  Status made = AskOwners(path, request).status();
+  if (made.code() != StatusCode::kUnavailable) ForgetWritten(path);
+  return made;
+}
+
+// Sent to the owner of `to`, the name that becomes visible (as a write of `to` would be).
+Status ClientImpl::Rename(std::string_view raw_from, std::string_view raw_to, bool no_replace) {
+  CAIRN_ASSIGN_OR_RETURN(std::string from, mount::NormalizePath(raw_from));
+  CAIRN_ASSIGN_OR_RETURN(std::string to, mount::NormalizePath(raw_to));
+  CAIRN_RETURN_IF_ERROR(WritableMount(from).status());
+  CAIRN_RETURN_IF_ERROR(WritableMount(to).status());
+  protocol::RenameRequest request;
+  // A server-side copy of a large object takes a while: the write commit's deadline.
+  request.deadline_ms = static_cast<uint32_t>(options_.write_commit_timeout.count());
+  request.from = from;
+  request.to = to;
+  request.no_replace = no_replace;
+  Status moved = AskOwners(to, request).status();
+  if (moved.code() != StatusCode::kUnavailable) {
+    ForgetWritten(from);
+    ForgetWritten(to);
+  }
+  return moved;
+}
+
 void ClientImpl::InvalidateMetadata(std::string_view raw_path) {
   auto path = mount::NormalizePath(raw_path);
   if (path.ok()) metadata_.Invalidate(*path);

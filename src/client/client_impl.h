@@ -31,6 +31,9 @@ class ClientImpl : public Client {
   StatusOr<std::unique_ptr<FileWriter>> OpenForWrite(std::string_view path,
                                                      const WriteOptions& options) override;
   Status Remove(std::string_view path) override;
+  Status Rename(std::string_view from, std::string_view to, bool no_replace) override;
+  Status MakeDir(std::string_view path) override;
+  Status RemoveDir(std::string_view path) override;
   bool Writable(std::string_view path) override;
   void InvalidateMetadata(std::string_view path) override;
   ClientStats Stats() const override;

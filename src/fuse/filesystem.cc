@@ -5,6 +5,7 @@
 #include <sys/uio.h>
 
 #include <cerrno>
+#include <cstdio>  // RENAME_NOREPLACE
 #include <cstring>
 #include <span>
 #include <utility>
@@ -794,6 +795,85 @@ void Filesystem::Unlink(fuse_req_t req, fuse_ino_t parent, const char* name) {
   fuse_reply_err(req, removed.ok() ? 0 : ErrnoForReply(removed, "unlink", path));
 }
 
+void Filesystem::MakeDir(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  std::optional<std::string> child = ChildPath(req, parent, name, EINVAL);
+  if (!child) return;
+  const std::string& path = *child;
+  if (!client_->Writable(path)) {
+    fuse_reply_err(req, EROFS);
+    return;
+  }
+  Status made = client_->MakeDir(path);
+  if (!made.ok()) {
+    fuse_reply_err(req, ErrnoForReply(made, "mkdir", path));
+    return;
+  }
+  FileInfo info;
+  info.name = name;
+  info.is_dir = true;
+  info.mtime_ns = Clock::Real()->WallNanos();
+  const fuse_ino_t ino = inodes_.Ref(path, /*is_dir=*/true);
+  fuse_entry_param e = EntryFor(ino, info, path);
+  if (fuse_reply_entry(req, &e) == -ENOENT) inodes_.Forget(ino, 1);
+}
+
+void Filesystem::RemoveDir(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  std::optional<std::string> child = ChildPath(req, parent, name, ENOENT);
+  if (!child) return;
+  const std::string& path = *child;
+  if (!client_->Writable(path)) {
+    fuse_reply_err(req, EROFS);
+    return;
+  }
+  Status removed = client_->RemoveDir(path);
+  int err = 0;
+  if (removed.code() == StatusCode::kFailedPrecondition) {
+    err = ENOTEMPTY;
+  } else if (removed.code() == StatusCode::kInvalidArgument) {
+    err = ENOTDIR;
+  } else if (!removed.ok()) {
+    err = ErrnoForReply(removed, "rmdir", path);
+  }
+  fuse_reply_err(req, err);
+}
+
+void Filesystem::Rename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t new_parent,
+                        const char* new_name, unsigned int flags) {
+  std::optional<std::string> from = ChildPath(req, parent, name, ENOENT);
+  if (!from) return;
+  std::optional<std::string> to = ChildPath(req, new_parent, new_name, EINVAL);
+  if (!to) return;
+  if ((flags & ~static_cast<unsigned int>(RENAME_NOREPLACE)) != 0) {
+    fuse_reply_err(req, EINVAL);  // RENAME_EXCHANGE, RENAME_WHITEOUT: no object store swaps.
+    return;
+  }
+  if (!client_->Writable(*from) || !client_->Writable(*to)) {
+    fuse_reply_err(req, EROFS);
+    return;
+  }
+  Status moved = client_->Rename(*from, *to, (flags & RENAME_NOREPLACE) != 0);
+  int err = 0;
+  switch (moved.code()) {
+    case StatusCode::kOk:
+      inodes_.Move(*from, *to);
+      break;
+    case StatusCode::kUnimplemented:  // A directory on S3, or across mounts: `mv` copies.
+      err = EXDEV;
+      break;
+    case StatusCode::kInvalidArgument:  // Into itself, or a file onto a directory.
+      err = to->starts_with(*from + "/") ? EINVAL : EISDIR;
+      break;
+    case StatusCode::kFailedPrecondition: {  // A directory onto a file or a non-empty one.
+      StatusOr<FileInfo> target = client_->Stat(*to);
+      err = target.ok() && !target->is_dir ? ENOTDIR : ENOTEMPTY;
+      break;
+    }
+    default:
+      err = ErrnoForReply(moved, "rename", *from);
+  }
+  fuse_reply_err(req, err);
+}
+
 void Filesystem::RefuseChange(fuse_req_t req, fuse_ino_t ino, int err) {
   std::optional<InodeTable::Entry> entry = inodes_.Get(ino);
   fuse_reply_err(req, entry && client_->Writable(entry->path) ? err : EROFS);
@@ -870,22 +950,23 @@ const fuse_lowlevel_ops& Filesystem::Ops() {
     o.unlink = [](fuse_req_t req, fuse_ino_t parent, const char* name) {
       Fs(req)->Unlink(req, parent, name);
     };
-    // Not supported yet in write-through mounts (docs/fuse.md): rename answers EXDEV, so `mv`
-    // falls back to copy and unlink; directories and links EPERM.
+    o.mkdir = [](fuse_req_t req, fuse_ino_t parent, const char* name, mode_t) {
+      Fs(req)->MakeDir(req, parent, name);
+    };
+    o.rmdir = [](fuse_req_t req, fuse_ino_t parent, const char* name) {
+      Fs(req)->RemoveDir(req, parent, name);
+    };
+    o.rename = [](fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t new_parent,
+                  const char* new_name, unsigned int flags) {
+      Fs(req)->Rename(req, parent, name, new_parent, new_name, flags);
+    };
+    // Not in an object store (docs/fuse.md): special files, symbolic and hard links.
     o.mknod = [](fuse_req_t req, fuse_ino_t parent, const char*, mode_t, dev_t) {
-      Fs(req)->RefuseChange(req, parent, EPERM);
-    };
-    o.mkdir = [](fuse_req_t req, fuse_ino_t parent, const char*, mode_t) {
-      Fs(req)->RefuseChange(req, parent, EPERM);
-    };
-    o.rmdir = [](fuse_req_t req, fuse_ino_t parent, const char*) {
       Fs(req)->RefuseChange(req, parent, EPERM);
     };
     o.symlink = [](fuse_req_t req, const char*, fuse_ino_t parent, const char*) {
       Fs(req)->RefuseChange(req, parent, EPERM);
     };
-    o.rename = [](fuse_req_t req, fuse_ino_t parent, const char*, fuse_ino_t, const char*,
-                  unsigned int) { Fs(req)->RefuseChange(req, parent, EXDEV); };
     o.link = [](fuse_req_t req, fuse_ino_t, fuse_ino_t parent, const char*) {
       Fs(req)->RefuseChange(req, parent, EPERM);
     };

@@ -14,12 +14,14 @@
 //   create / open for writing /     a FileWriter per open file (Client::OpenForWrite): write
 //   write / flush / fsync /         sends the bytes, flush and fsync commit (so close(2) reports
 //   release / setattr(size) /       a failed upload), release closes; getattr and lookup of a
-//   unlink                          file open for writing report its size so far; unlink is
-//                                   Client::Remove. Only in write-through mounts.
+//   unlink / mkdir / rmdir /        file open for writing report its size so far; unlink,
+//   rename                          mkdir, rmdir and rename are Client::Remove, MakeDir,
+//                                   RemoveDir and Rename (EXDEV for what the source cannot
+//                                   rename: directories on S3, across mounts; `mv` then
+//                                   copies). Only in write-through mounts.
 //   statfs                          fixed, large figures.
-//   every other mutating request    EROFS in read-only mounts; in write-through ones mkdir,
-//                                   rmdir, rename and links are not supported yet (EPERM, EXDEV
-//                                   for rename: `mv` then copies), chmod/chown EPERM.
+//   every other mutating request    EROFS in read-only mounts; in write-through ones links and
+//                                   special files EPERM, chmod/chown EPERM.
 //
 // Lock order (outer to inner): OpenDir::mu -> InodeTable's mutex. handles_mu_ is never held
 // across a client call or a FUSE reply; under it only FileWriter::size() is called (the
@@ -123,7 +125,11 @@ class Filesystem {
   void Fsync(fuse_req_t req, fuse_file_info* fi);
   void SetAttr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set, fuse_file_info* fi);
   void Unlink(fuse_req_t req, fuse_ino_t parent, const char* name);
-  // Requests this mount does not support in a write-through mount (mkdir, rename, ...):
+  void MakeDir(fuse_req_t req, fuse_ino_t parent, const char* name);
+  void RemoveDir(fuse_req_t req, fuse_ino_t parent, const char* name);
+  void Rename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t new_parent,
+              const char* new_name, unsigned int flags);
+  // Requests this mount does not support in a write-through mount (links, mknod, ...):
   // EROFS in a read-only one, else `err`.
   void RefuseChange(fuse_req_t req, fuse_ino_t ino, int err);
 

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <utility>
+#include <vector>
 
 namespace cairn::fuse {
 
@@ -55,6 +56,29 @@ void InodeTable::Forget(uint64_t ino, uint64_t n) {
   auto path_it = by_path_.find(node.path);
   if (path_it != by_path_.end() && path_it->second == ino) by_path_.erase(path_it);
   by_ino_.erase(it);
+}
+
+void InodeTable::Move(const std::string& from, const std::string& to) {
+  auto at_or_below = [](const std::string& path, const std::string& top) {
+    return path == top ||
+           (path.size() > top.size() && path.starts_with(top) && path[top.size()] == '/');
+  };
+  MutexLock lock(&mu_);
+  std::vector<std::pair<std::string, uint64_t>> moved;
+  for (auto it = by_path_.begin(); it != by_path_.end();) {
+    if (at_or_below(it->first, from)) {
+      moved.emplace_back(to + it->first.substr(from.size()), it->second);
+      it = by_path_.erase(it);
+    } else if (at_or_below(it->first, to)) {
+      it = by_path_.erase(it);  // Replaced: the kernel's references keep the old path.
+    } else {
+      ++it;
+    }
+  }
+  for (auto& [path, ino] : moved) {
+    by_ino_[ino].path = path;
+    by_path_[path] = ino;
+  }
 }
 
 std::optional<InodeTable::Entry> InodeTable::Get(uint64_t ino) const {

@@ -64,6 +64,12 @@ class InodeTable {
   // The current number of `path` without touching counts; 0 when the path is not known.
   uint64_t Find(std::string_view path) const;
 
+  // A rename of `from` to `to` succeeded (the kernel moves its entry, and keeps the number): the
+  // number of `from`, and of every known path below it, now names the same path under `to`.
+  // Numbers `to` and its children had stay valid for the kernel's references (resolving to
+  // their old paths) but are no longer found by path.
+  void Move(const std::string& from, const std::string& to);
+
   // Records `version` as the one the latest open of `ino` saw. Returns true when the previous
   // open of the same inode number saw the same version (the kernel's cached pages are still
   // those of this version), false on the first open or after a change. Unknown `ino`: false.

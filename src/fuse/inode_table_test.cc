@@ -63,6 +63,31 @@ TEST(InodeTableTest, TypeChangeGetsNewNumberAndOldOneLivesUntilForgotten) {
   EXPECT_TRUE(table.Get(dir)->is_dir);
 }
 
+TEST(InodeTableTest, MoveRenumbersNothingAndCarriesChildrenAlong) {
+  InodeTable table;
+  const uint64_t dir = table.Ref("/runs", true);
+  const uint64_t child = table.Ref("/runs/ckpt", false);
+  const uint64_t sibling = table.Ref("/runsx", false);  // Shares a prefix, not a parent.
+  const uint64_t replaced = table.Ref("/done", true);
+  const uint64_t replaced_child = table.Ref("/done/old", false);
+  table.Move("/runs", "/done");
+  EXPECT_EQ(table.Find("/done"), dir);
+  EXPECT_EQ(table.Find("/done/ckpt"), child);
+  EXPECT_EQ(table.Get(child)->path, "/done/ckpt");
+  EXPECT_EQ(table.Find("/runs"), 0u);
+  EXPECT_EQ(table.Find("/runs/ckpt"), 0u);
+  EXPECT_EQ(table.Find("/runsx"), sibling);
+  EXPECT_EQ(table.Find("/done/old"), 0u);
+  // The replaced numbers live on for the kernel's references, and forgetting them leaves the
+  // moved entries' paths alone.
+  ASSERT_TRUE(table.Get(replaced).has_value());
+  table.Forget(replaced, 1);
+  table.Forget(replaced_child, 1);
+  EXPECT_FALSE(table.Get(replaced).has_value());
+  EXPECT_EQ(table.Find("/done"), dir);
+  EXPECT_EQ(table.Ref("/done/ckpt", false), child);
+}
+
 TEST(InodeTableTest, OpenVersionDecidesKeepCache) {
   InodeTable table;
   const uint64_t a = table.Ref("/a", false);

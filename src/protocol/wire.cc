@@ -17,8 +17,8 @@ uint32_t HeaderCheck(const char* header20) {
   return static_cast<uint32_t>(Hash64(std::string_view(header20, 20)));
 }
 
-// Every type from kHello to kRemovePath is in use (v5 took 15 and 19..25); 26 and 27 are kept.
-bool KnownType(uint8_t t) { return t >= 1 && t <= static_cast<uint8_t>(MessageType::kRemovePath); }
+// Every type from kHello to kRename is in use (v5 took 15 and 19..25, v7 26 and 27).
+bool KnownType(uint8_t t) { return t >= 1 && t <= static_cast<uint8_t>(MessageType::kRename); }
 
 // ReadPage option bits (the only bit field left, and local to that one message).
 constexpr uint8_t kReadRefetch = 1u << 0;
@@ -491,10 +491,10 @@ StatusOr<MetadataReply> DecodeMetadataReply(std::span<const char> payload) {
 namespace {
 
 // The write request types, in the order of WriteRequest's alternatives.
-constexpr MessageType kWriteTypes[] = {MessageType::kOpenWrite,     MessageType::kWritePage,
-                                       MessageType::kTruncateWrite, MessageType::kSyncWrite,
-                                       MessageType::kCloseWrite,    MessageType::kAbortWrite,
-                                       MessageType::kRemovePath};
+constexpr MessageType kWriteTypes[] = {
+    MessageType::kOpenWrite,  MessageType::kWritePage,  MessageType::kTruncateWrite,
+    MessageType::kSyncWrite,  MessageType::kCloseWrite, MessageType::kAbortWrite,
+    MessageType::kRemovePath, MessageType::kMakeDir,    MessageType::kRename};
 
 // OpenWrite flag bits.
 constexpr uint8_t kOpenCreate = 1u << 0;
@@ -538,6 +538,16 @@ struct WriteEncoder {
     w.U32(q.deadline_ms);
     w.Str(q.path);
     w.U8(q.directory ? 1 : 0);
+  }
+  void operator()(const MakeDirRequest& q) {
+    w.U32(q.deadline_ms);
+    w.Str(q.path);
+  }
+  void operator()(const RenameRequest& q) {
+    w.U32(q.deadline_ms);
+    w.Str(q.from);
+    w.Str(q.to);
+    w.U8(q.no_replace ? 1 : 0);
   }
   void PutHandle(uint32_t deadline_ms, uint64_t handle) {
     w.U32(deadline_ms);
@@ -596,6 +606,11 @@ struct WriteValidator {
   Status operator()(const CloseWriteRequest& q) const { return CheckHandle(q.handle); }
   Status operator()(const AbortWriteRequest& q) const { return CheckHandle(q.handle); }
   Status operator()(const RemovePathRequest& q) const { return ValidateMetadataPath(q.path); }
+  Status operator()(const MakeDirRequest& q) const { return ValidateMetadataPath(q.path); }
+  Status operator()(const RenameRequest& q) const {
+    CAIRN_RETURN_IF_ERROR(ValidateMetadataPath(q.from));
+    return ValidateMetadataPath(q.to);
+  }
   static Status CheckHandle(uint64_t handle) {
     return handle == 0 ? InvalidArgumentError("a write request without a handle") : Status::Ok();
   }
@@ -689,6 +704,21 @@ StatusOr<WriteRequest> DecodeWriteRequest(MessageType type, std::span<const char
       ok = r.U32(&q.deadline_ms) && r.Str(&q.path) && r.U8(&directory);
       if (ok && directory > 1) return CorruptionError("RemovePath with a bad directory flag");
       q.directory = directory == 1;
+      out = std::move(q);
+      break;
+    }
+    case MessageType::kMakeDir: {
+      MakeDirRequest q;
+      ok = r.U32(&q.deadline_ms) && r.Str(&q.path);
+      out = std::move(q);
+      break;
+    }
+    case MessageType::kRename: {
+      RenameRequest q;
+      uint8_t no_replace = 0;
+      ok = r.U32(&q.deadline_ms) && r.Str(&q.from) && r.Str(&q.to) && r.U8(&no_replace);
+      if (ok && no_replace > 1) return CorruptionError("Rename with a bad no_replace flag");
+      q.no_replace = no_replace == 1;
       out = std::move(q);
       break;
     }

@@ -27,9 +27,10 @@ inline constexpr uint32_t kMagic = 0x4E524143;  // "CARN" in little-endian byte 
 // answered by the worker from the source and filtered by the caller's grants. v5: writes (files
 // written through the worker that owns the path, docs/write-path.md). v6: checksums cover 4 KiB
 // chunks (kChecksumChunkSize), not 64 KiB: a v5 peer would check the wrong chunks, so it is
-// refused. Older peers get a kVersionMismatch naming both.
-inline constexpr uint8_t kVersion = 6;
-inline constexpr uint8_t kMinVersion = 6;  // Oldest version this build still speaks.
+// refused. v7: MakeDir and Rename, and RemovePath of directories (a v6 worker would not know
+// the types). Older peers get a kVersionMismatch naming both.
+inline constexpr uint8_t kVersion = 7;
+inline constexpr uint8_t kMinVersion = 7;  // Oldest version this build still speaks.
 inline constexpr size_t kFrameHeaderSize = 24;
 // Largest payload accepted (a page of at most 16 MiB plus metadata); bigger frames are rejected.
 inline constexpr uint32_t kMaxPayload = (16u << 20) + (64u << 10);
@@ -60,8 +61,9 @@ enum class MessageType : uint8_t {
   kSyncWrite = 22,        // -> kWriteReply (v5).
   kCloseWrite = 23,       // -> kWriteReply (v5).
   kAbortWrite = 24,       // -> kWriteReply (v5).
-  kRemovePath = 25,       // -> kWriteReply (v5).
-  // 26 and 27 are kept for MakeDir and Rename.
+  kRemovePath = 25,       // -> kWriteReply (v5; directories v7).
+  kMakeDir = 26,          // -> kWriteReply (v7).
+  kRename = 27,           // -> kWriteReply with the object under its new name (v7).
 };
 
 struct FrameHeader {
@@ -314,13 +316,26 @@ struct RemovePathRequest {
   std::string path;
   bool directory = false;
 };
-using WriteRequest =
-    std::variant<OpenWriteRequest, WritePageRequest, TruncateWriteRequest, SyncWriteRequest,
-                 CloseWriteRequest, AbortWriteRequest, RemovePathRequest>;
+// Creates an empty directory (v7).
+struct MakeDirRequest {
+  uint32_t deadline_ms = 0;
+  std::string path;
+};
+// Moves the file `from` (a directory too where the source can: folders) to `to`, in one mount
+// (v7). no_replace: AlreadyExists when `to` exists (renameat2's RENAME_NOREPLACE).
+struct RenameRequest {
+  uint32_t deadline_ms = 0;
+  std::string from;
+  std::string to;
+  bool no_replace = false;
+};
+using WriteRequest = std::variant<OpenWriteRequest, WritePageRequest, TruncateWriteRequest,
+                                  SyncWriteRequest, CloseWriteRequest, AbortWriteRequest,
+                                  RemovePathRequest, MakeDirRequest, RenameRequest>;
 
 MessageType TypeOf(const WriteRequest& request);
 bool IsWriteRequest(MessageType type);
-// The handle a request names (0 for OpenWrite and RemovePath).
+// The handle a request names (0 for OpenWrite, RemovePath, MakeDir and Rename).
 uint64_t HandleOf(const WriteRequest& request);
 // The deadline (WritePage has none: 0).
 uint32_t DeadlineOf(const WriteRequest& request);
@@ -335,7 +350,8 @@ StatusOr<WriteRequest> DecodeWriteRequest(MessageType type, std::span<const char
 
 // kWriteReply payload. OK replies carry what the request produced: OpenWrite the handle and the
 // file's size; WritePage, TruncateWrite the size; SyncWrite, CloseWrite the size, version and
-// mtime of the object now in the source; AbortWrite, RemovePath nothing.
+// mtime of the object now in the source; Rename those of the object under its new name (size 0
+// and an empty version for a directory); AbortWrite, RemovePath, MakeDir nothing.
 struct WriteReply {
   StatusCode status = StatusCode::kOk;
   std::string error_message;  // Only when status != kOk.

@@ -47,14 +47,14 @@ std::array<char, kFrameHeaderSize> HeaderOfType(uint8_t type) {
   return buf;
 }
 
-// v5 took type 15 (kept for WritePage) and 19..25; 26 and 27 are kept for MakeDir and Rename.
-TEST(WireTest, FrameHeadersAcceptEveryV5TypeAndNothingElse) {
-  for (int type = 1; type <= 25; ++type) {
+// v5 took type 15 (kept for WritePage) and 19..25; v7 26 (MakeDir) and 27 (Rename).
+TEST(WireTest, FrameHeadersAcceptEveryV7TypeAndNothingElse) {
+  for (int type = 1; type <= 27; ++type) {
     auto d = DecodeFrameHeader(HeaderOfType(static_cast<uint8_t>(type)));
     ASSERT_TRUE(d.ok()) << type << ": " << d.status().ToString();
     EXPECT_EQ(static_cast<int>(d->type), type);
   }
-  for (int type : {0, 26, 27, 28, 255}) {
+  for (int type : {0, 28, 29, 255}) {
     EXPECT_EQ(DecodeFrameHeader(HeaderOfType(static_cast<uint8_t>(type))).status().code(),
               StatusCode::kCorruption)
         << type;
@@ -66,8 +66,8 @@ TEST(WireTest, FrameHeadersAcceptEveryV5TypeAndNothingElse) {
 TEST(WireTest, OtherVersionsAreAMismatchNotCorruption) {
   std::array<char, kFrameHeaderSize> buf;
   EncodeFrameHeader({MessageType::kHello, 0, 1, 0}, buf.data());
-  for (uint8_t version :
-       {uint8_t{1}, uint8_t{2}, uint8_t{3}, uint8_t{4}, uint8_t{5}, uint8_t{7}, uint8_t{200}}) {
+  for (uint8_t version : {uint8_t{1}, uint8_t{2}, uint8_t{3}, uint8_t{4}, uint8_t{5}, uint8_t{6},
+                          uint8_t{8}, uint8_t{200}}) {
     auto copy = buf;
     copy[4] = static_cast<char>(version);
     // Re-seal the header checksum over the changed version byte.
@@ -412,8 +412,11 @@ TEST(WireTest, EveryWriteRequestRoundTripsAndTruncationsAreRejected) {
   CloseWriteRequest close_write{1000, 44};
   AbortWriteRequest abort_write{1100, UINT64_MAX};
   RemovePathRequest remove_path{1200, "/lake/dir", true};
-  std::vector<WriteRequest> requests = {open_write,  page,        truncate_write, sync_write,
-                                        close_write, abort_write, remove_path};
+  MakeDirRequest make_dir{1300, "/lake/run/ckpt"};
+  RenameRequest rename{1400, "/lake/run/.tmp-1", "/lake/run/step-1", true};
+  std::vector<WriteRequest> requests = {open_write,  page,        truncate_write,
+                                        sync_write,  close_write, abort_write,
+                                        remove_path, make_dir,    rename};
   std::set<MessageType> types;
   for (const WriteRequest& q : requests) {
     MessageType type = TypeOf(q);
@@ -471,8 +474,22 @@ TEST(WireTest, EveryWriteRequestRoundTripsAndTruncationsAreRejected) {
   r = std::get<RemovePathRequest>(
       *DecodeWriteRequest(MessageType::kRemovePath, EncodeWriteRequest(remove_path)));
   EXPECT_FALSE(r.directory);
+  auto m = std::get<MakeDirRequest>(
+      *DecodeWriteRequest(MessageType::kMakeDir, EncodeWriteRequest(make_dir)));
+  EXPECT_EQ(m.path, "/lake/run/ckpt");
+  EXPECT_EQ(m.deadline_ms, 1300u);
+  auto n = std::get<RenameRequest>(
+      *DecodeWriteRequest(MessageType::kRename, EncodeWriteRequest(rename)));
+  EXPECT_EQ(n.from, rename.from);
+  EXPECT_EQ(n.to, rename.to);
+  EXPECT_TRUE(n.no_replace);
+  rename.no_replace = false;
+  EXPECT_FALSE(
+      std::get<RenameRequest>(*DecodeWriteRequest(MessageType::kRename, EncodeWriteRequest(rename)))
+          .no_replace);
 
   EXPECT_EQ(HandleOf(open_write), 0u);
+  EXPECT_EQ(HandleOf(rename), 0u);
   EXPECT_EQ(HandleOf(remove_path), 0u);
   EXPECT_EQ(HandleOf(abort_write), UINT64_MAX);
   EXPECT_EQ(DeadlineOf(page), 0u);
@@ -481,9 +498,9 @@ TEST(WireTest, EveryWriteRequestRoundTripsAndTruncationsAreRejected) {
 
 TEST(WireTest, OnlyWriteTypesAreWriteRequests) {
   std::string bytes = EncodeWriteRequest(SyncWriteRequest{0, 1});
-  for (int t = 0; t <= 27; ++t) {
+  for (int t = 0; t <= 29; ++t) {
     auto type = static_cast<MessageType>(t);
-    bool write = t == 15 || (t >= 19 && t <= 25 && t != 20);
+    bool write = t == 15 || (t >= 19 && t <= 27 && t != 20);
     EXPECT_EQ(IsWriteRequest(type), write) << t;
     if (!write) {
       EXPECT_EQ(DecodeWriteRequest(type, bytes).status().code(), StatusCode::kCorruption) << t;
@@ -570,7 +587,11 @@ TEST(WireTest, WriteRequestsThatMakeNoSenseAreInvalidArguments) {
         "/" + std::string(kMaxMetadataPath, 'a')}) {
     EXPECT_EQ(WriteCode(OpenWriteRequest{0, path, true}), StatusCode::kInvalidArgument) << path;
     EXPECT_EQ(WriteCode(RemovePathRequest{0, path, false}), StatusCode::kInvalidArgument) << path;
+    EXPECT_EQ(WriteCode(MakeDirRequest{0, path}), StatusCode::kInvalidArgument) << path;
+    EXPECT_EQ(WriteCode(RenameRequest{0, path, "/a/b"}), StatusCode::kInvalidArgument) << path;
+    EXPECT_EQ(WriteCode(RenameRequest{0, "/a/b", path}), StatusCode::kInvalidArgument) << path;
   }
+  EXPECT_EQ(WriteCode(RenameRequest{0, "/a/b", "/a/c"}), StatusCode::kOk);
   EXPECT_EQ(WriteCode(OpenWriteRequest{0, "/" + std::string(kMaxMetadataPath - 1, 'a')}),
             StatusCode::kOk);
 
@@ -597,6 +618,10 @@ TEST(WireTest, UnknownWriteFlagsAreCorruption) {
   std::string remove = EncodeWriteRequest(RemovePathRequest{0, "/a", true});
   remove.back() = 2;
   EXPECT_EQ(DecodeWriteRequest(MessageType::kRemovePath, remove).status().code(),
+            StatusCode::kCorruption);
+  std::string rename = EncodeWriteRequest(RenameRequest{0, "/a", "/b", true});
+  rename.back() = 2;
+  EXPECT_EQ(DecodeWriteRequest(MessageType::kRename, rename).status().code(),
             StatusCode::kCorruption);
 }
 

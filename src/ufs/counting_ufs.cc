@@ -66,6 +66,28 @@ Status CountingUnderStorage::Delete(std::string_view key) {
   return st;
 }
 
+StatusOr<ObjectInfo> CountingUnderStorage::Rename(std::string_view from, std::string_view to,
+                                                  const RenameOptions& options) {
+  writes_.fetch_add(1, kRelaxed);
+  StatusOr<ObjectInfo> r = target()->Rename(from, to, options);
+  CountError(r.ok());
+  return r;
+}
+
+Status CountingUnderStorage::MakeDir(std::string_view key) {
+  writes_.fetch_add(1, kRelaxed);
+  Status st = target()->MakeDir(key);
+  CountError(st.ok());
+  return st;
+}
+
+Status CountingUnderStorage::RemoveDir(std::string_view key) {
+  deletes_.fetch_add(1, kRelaxed);
+  Status st = target()->RemoveDir(key);
+  CountError(st.ok());
+  return st;
+}
+
 UfsCounts CountingUnderStorage::counts() const {
   UfsCounts c;
   c.stats = stats_.load(kRelaxed);

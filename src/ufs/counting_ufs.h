@@ -41,6 +41,11 @@ class CountingUnderStorage : public UnderStorageWrapper {
   StatusOr<std::unique_ptr<ObjectWriter>> StartWrite(std::string_view key,
                                                      const WriterOptions& options) override;
   Status Delete(std::string_view key) override;
+  // Rename and MakeDir count as writes, RemoveDir as a delete.
+  StatusOr<ObjectInfo> Rename(std::string_view from, std::string_view to,
+                              const RenameOptions& options) override;
+  Status MakeDir(std::string_view key) override;
+  Status RemoveDir(std::string_view key) override;
 
   // A snapshot of the counters.
   UfsCounts counts() const;

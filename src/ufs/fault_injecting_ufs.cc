@@ -141,4 +141,20 @@ void FaultInjectingUnderStorage::ResetCounters() {
   }
 }
 
+StatusOr<ObjectInfo> FaultInjectingUnderStorage::Rename(std::string_view from, std::string_view to,
+                                                        const RenameOptions& options) {
+  CAIRN_RETURN_IF_ERROR(Before(UfsOp::kWrite));
+  return target()->Rename(from, to, options);
+}
+
+Status FaultInjectingUnderStorage::MakeDir(std::string_view key) {
+  CAIRN_RETURN_IF_ERROR(Before(UfsOp::kWrite));
+  return target()->MakeDir(key);
+}
+
+Status FaultInjectingUnderStorage::RemoveDir(std::string_view key) {
+  CAIRN_RETURN_IF_ERROR(Before(UfsOp::kDelete));
+  return target()->RemoveDir(key);
+}
+
 }  // namespace cairn::ufs

@@ -49,6 +49,11 @@ class FaultInjectingUnderStorage : public UnderStorageWrapper {
   StatusOr<std::unique_ptr<ObjectWriter>> StartWrite(std::string_view key,
                                                      const WriterOptions& options) override;
   Status Delete(std::string_view key) override;
+  // Rename and MakeDir take kWrite faults, RemoveDir kDelete faults.
+  StatusOr<ObjectInfo> Rename(std::string_view from, std::string_view to,
+                              const RenameOptions& options) override;
+  Status MakeDir(std::string_view key) override;
+  Status RemoveDir(std::string_view key) override;
 
   // Sets the fault behaviour of one operation kind, or of all of them.
   void SetFault(UfsOp op, FaultSpec spec) EXCLUDES(mu_);

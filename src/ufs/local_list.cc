@@ -180,7 +180,14 @@ StatusOr<ListResult> LocalUnderStorage::List(const ListOptions& options) {
   ListPageBuilder builder(options, page_size);
   TreeWalker walker(*root_, options, builder);
   CAIRN_RETURN_IF_ERROR(walker.Walk(dir_key, name_prefix));
-  return std::move(builder).Finish();
+  ListResult result = std::move(builder).Finish();
+  if (name_prefix.empty() && !dir_key.empty() && result.objects.empty() &&
+      result.common_prefixes.empty()) {
+    // An empty page: say whether the folder itself exists (an empty folder is a directory).
+    std::string_view folder = std::string_view(dir_key).substr(0, dir_key.size() - 1);
+    result.directory_exists = root_->OpenBeneath(folder, O_RDONLY | O_DIRECTORY).ok();
+  }
+  return result;
 }
 
 }  // namespace cairn::ufs

@@ -326,4 +326,116 @@ Status LocalUnderStorage::Delete(std::string_view key) {
   return Status::Ok();
 }
 
+namespace {
+
+// The folder holding `key`, opened below the root; NotFound names the key.
+StatusOr<UniqueFd> OpenParent(const RootDir& root, std::string_view key, const std::string& uri) {
+  StatusOr<UniqueFd> dir = root.OpenBeneath(SplitParent(key).first, O_RDONLY | O_DIRECTORY);
+  if (!dir.ok() && dir.status().code() == StatusCode::kNotFound) {
+    return NotFoundError("no folder for '" + std::string(key) + "' in " + uri);
+  }
+  return dir;
+}
+
+Status SyncFolder(const UniqueFd& dir, const std::string& where) {
+  if (::fsync(dir.get()) != 0) return ErrnoToStatus(errno, "fsync folder of " + where);
+  return Status::Ok();
+}
+
+}  // namespace
+
+StatusOr<ObjectInfo> LocalUnderStorage::Rename(std::string_view from, std::string_view to,
+                                               const RenameOptions& options) {
+  CAIRN_RETURN_IF_ERROR(ValidatePortableKey(from));
+  CAIRN_RETURN_IF_ERROR(ValidatePortableKey(to));
+  const std::string where = root_->path() + "/" + std::string(from);
+  if (from == to) return InvalidArgumentError("rename of " + where + " onto itself");
+  if (to.starts_with(std::string(from) + "/")) {
+    return InvalidArgumentError("rename of " + where + " into itself");
+  }
+  if (options.condition.kind == WriteCondition::Kind::kVersion) {
+    return InvalidArgumentError("a rename takes no version condition on its destination");
+  }
+  CAIRN_ASSIGN_OR_RETURN(UniqueFd from_dir, OpenParent(*root_, from, RootUri()));
+  const std::string from_name(SplitParent(from).second);
+  struct stat st;
+  if (::fstatat(from_dir.get(), from_name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+      !(S_ISREG(st.st_mode) || S_ISDIR(st.st_mode))) {
+    return NotFoundError("no such object '" + std::string(from) + "' in " + RootUri());
+  }
+  if (!options.expected_version.empty() &&
+      (!S_ISREG(st.st_mode) ||
+       internal::LocalInfoFromStat(st).version != options.expected_version)) {
+    return FailedPreconditionError(where + " is no longer version " + options.expected_version);
+  }
+  CAIRN_ASSIGN_OR_RETURN(UniqueFd to_dir, root_->MakeDirs(SplitParent(to).first));
+  const std::string to_name(SplitParent(to).second);
+  struct stat target;
+  if (S_ISREG(st.st_mode) &&
+      ::fstatat(to_dir.get(), to_name.c_str(), &target, AT_SYMLINK_NOFOLLOW) == 0 &&
+      S_ISDIR(target.st_mode)) {
+    return InvalidArgumentError(root_->path() + "/" + std::string(to) + " is a folder");
+  }
+  const unsigned flags =
+      options.condition.kind == WriteCondition::Kind::kAbsent ? RENAME_NOREPLACE : 0;
+  if (::renameat2(from_dir.get(), from_name.c_str(), to_dir.get(), to_name.c_str(), flags) != 0) {
+    const int err = errno;
+    const std::string what = "rename " + where + " to " + std::string(to);
+    switch (err) {
+      case EEXIST:
+        if (flags != 0) return AlreadyExistsError(what + ": the destination exists");
+        [[fallthrough]];
+      case ENOTEMPTY:
+        return FailedPreconditionError(what + ": the destination is a folder that is not empty");
+      case ENOTDIR:
+        return FailedPreconditionError(what + ": the destination is a file");
+      case EISDIR:
+        return InvalidArgumentError(what + ": the destination is a folder");
+      case ENOENT:
+        return NotFoundError("no such object '" + std::string(from) + "' in " + RootUri());
+      default:
+        return ErrnoToStatus(err, what);
+    }
+  }
+  CAIRN_RETURN_IF_ERROR(SyncFolder(to_dir, root_->path() + "/" + std::string(to)));
+  CAIRN_RETURN_IF_ERROR(SyncFolder(from_dir, where));
+  if (::fstatat(to_dir.get(), to_name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+    return ErrnoToStatus(errno, "stat " + root_->path() + "/" + std::string(to));
+  }
+  ObjectInfo info = internal::LocalInfoFromStat(st);
+  info.key = std::string(to);
+  info.is_dir = S_ISDIR(st.st_mode);
+  return info;
+}
+
+Status LocalUnderStorage::MakeDir(std::string_view key) {
+  CAIRN_RETURN_IF_ERROR(ValidatePortableKey(key));
+  CAIRN_ASSIGN_OR_RETURN(UniqueFd dir, OpenParent(*root_, key, RootUri()));
+  const std::string name(SplitParent(key).second);
+  const std::string where = root_->path() + "/" + std::string(key);
+  if (::mkdirat(dir.get(), name.c_str(), 0755) != 0) {
+    const int err = errno;
+    if (err == EEXIST) return AlreadyExistsError(where + " already exists");
+    return ErrnoToStatus(err, "mkdir " + where);
+  }
+  return SyncFolder(dir, where);
+}
+
+Status LocalUnderStorage::RemoveDir(std::string_view key) {
+  CAIRN_RETURN_IF_ERROR(ValidatePortableKey(key));
+  CAIRN_ASSIGN_OR_RETURN(UniqueFd dir, OpenParent(*root_, key, RootUri()));
+  const std::string name(SplitParent(key).second);
+  const std::string where = root_->path() + "/" + std::string(key);
+  if (::unlinkat(dir.get(), name.c_str(), AT_REMOVEDIR) != 0) {
+    const int err = errno;
+    if (err == ENOENT) return NotFoundError("no such folder " + where);
+    if (err == ENOTEMPTY || err == EEXIST) {
+      return FailedPreconditionError("folder " + where + " is not empty");
+    }
+    if (err == ENOTDIR) return InvalidArgumentError(where + " is not a folder");
+    return ErrnoToStatus(err, "rmdir " + where);
+  }
+  return SyncFolder(dir, where);
+}
+
 }  // namespace cairn::ufs

@@ -66,6 +66,16 @@ class LocalUnderStorage : public UnderStorage {
   // unlink()s the file. NotFound if absent or a folder. Empty parent folders are kept.
   Status Delete(std::string_view key) override;
 
+  // rename(2) of a file or a folder (renameat2 RENAME_NOREPLACE for a kAbsent condition), then
+  // an fsync of both folders; missing parent folders of `to` are created. A file keeps its
+  // version (size and mtime do not change). InvalidArgument when a file would replace a folder,
+  // FailedPrecondition when a folder would replace a file or a non-empty folder.
+  StatusOr<ObjectInfo> Rename(std::string_view from, std::string_view to,
+                              const RenameOptions& options) override;
+  // mkdir(2) (mode 0755) and an fsync of the parent; rmdir(2).
+  Status MakeDir(std::string_view key) override;
+  Status RemoveDir(std::string_view key) override;
+
   // True when symlinks inside the root are followed (openat2 available); see beneath.h.
   bool follows_symlinks() const { return root_->uses_openat2(); }
 

@@ -34,25 +34,47 @@ StatusOr<ListResult> MemoryUnderStorage::List(const ListOptions& options) {
   CAIRN_ASSIGN_OR_RETURN(int page_size, EffectivePageSize(options));
   ListPageBuilder builder(options, page_size);
   MutexLock lock(&mu_);
+  // Objects and recorded directories ("d/", as the marker S3 would hold) in key order.
+  std::vector<std::pair<std::string, const Object*>> items;
+  bool directory_exists = false;
+  for (auto it = objects_.lower_bound(options.prefix);
+       it != objects_.end() && std::string_view(it->first).starts_with(options.prefix); ++it) {
+    items.emplace_back(it->first, &it->second);
+  }
+  for (const std::string& dir : dirs_) {
+    std::string marker = dir + "/";
+    if (marker == options.prefix) directory_exists = true;
+    if (marker.size() > options.prefix.size() && marker.starts_with(options.prefix)) {
+      items.emplace_back(std::move(marker), nullptr);
+    }
+  }
+  std::sort(items.begin(), items.end());
   const std::string& start = std::max(options.prefix, options.continuation_token);
-  auto it = objects_.lower_bound(start);
-  while (it != objects_.end() && std::string_view(it->first).starts_with(options.prefix)) {
+  auto at = [&](const std::string& key) {
+    return std::lower_bound(items.begin(), items.end(), key,
+                            [](const auto& item, const std::string& k) { return item.first < k; });
+  };
+  for (auto it = at(start); it != items.end();) {
     ListPageBuilder::Verdict v;
     if (std::optional<std::string> cp = builder.CommonPrefixOf(it->first)) {
       v = builder.AddPrefix(*cp);
       // Everything under the common prefix is folded into it: jump past the whole range.
       std::string next = PrefixSuccessor(*cp);
-      it = next.empty() ? objects_.end() : objects_.lower_bound(next);
+      it = next.empty() ? items.end() : at(next);
+    } else if (it->second == nullptr) {
+      ++it;  // A directory deeper down in a recursive listing: not an object.
+      continue;
     } else {
       const std::string& key = it->first;
-      const auto& obj = it->second;  // Not a structured binding: lambdas cannot capture those
-                                     // in C++20 as clang 14 implements it.
+      const Object& obj = *it->second;
       v = builder.AddObject(key, [&]() -> std::optional<ObjectInfo> { return InfoOf(key, obj); });
       ++it;
     }
     if (v == ListPageBuilder::Verdict::kFull) break;
   }
-  return std::move(builder).Finish();
+  ListResult result = std::move(builder).Finish();
+  result.directory_exists = directory_exists;
+  return result;
 }
 
 StatusOr<size_t> MemoryUnderStorage::Read(std::string_view key, std::string_view expected_version,
@@ -200,6 +222,78 @@ Status MemoryUnderStorage::Delete(std::string_view key) {
   return Status::Ok();
 }
 
+bool MemoryUnderStorage::HasChildren(std::string_view key) const {
+  const std::string prefix = std::string(key) + "/";
+  auto object = objects_.lower_bound(prefix);
+  if (object != objects_.end() && object->first.starts_with(prefix)) return true;
+  auto dir = dirs_.lower_bound(prefix);
+  return dir != dirs_.end() && dir->starts_with(prefix);
+}
+
+StatusOr<ObjectInfo> MemoryUnderStorage::Rename(std::string_view from, std::string_view to,
+                                                const RenameOptions& options) {
+  CAIRN_RETURN_IF_ERROR(ValidatePortableKey(from));
+  CAIRN_RETURN_IF_ERROR(ValidatePortableKey(to));
+  if (from == to) return InvalidArgumentError("rename of '" + std::string(from) + "' onto itself");
+  if (options.condition.kind == WriteCondition::Kind::kVersion) {
+    return InvalidArgumentError("a rename takes no version condition on its destination");
+  }
+  MutexLock lock(&mu_);
+  auto it = objects_.find(from);
+  if (it == objects_.end()) {
+    if (dirs_.contains(from) || HasChildren(from)) {
+      return UnimplementedError("'" + std::string(from) + "' in " + root_uri_ +
+                                " is a directory: directories are not renamed here");
+    }
+    return NotFoundError("no such object '" + std::string(from) + "' in " + root_uri_);
+  }
+  if (!options.expected_version.empty() && it->second.version != options.expected_version) {
+    return FailedPreconditionError("object '" + std::string(from) + "' in " + root_uri_ +
+                                   " is no longer version " + options.expected_version);
+  }
+  if (dirs_.contains(to) || HasChildren(to)) {
+    return InvalidArgumentError("'" + std::string(to) + "' in " + root_uri_ + " is a directory");
+  }
+  if (options.condition.kind == WriteCondition::Kind::kAbsent && objects_.contains(to)) {
+    return AlreadyExistsError("object '" + std::string(to) + "' in " + root_uri_ +
+                              " already exists");
+  }
+  Object moved = std::move(it->second);
+  objects_.erase(it);
+  Object& obj = objects_[std::string(to)];
+  obj = std::move(moved);
+  return InfoOf(std::string(to), obj);
+}
+
+Status MemoryUnderStorage::MakeDir(std::string_view key) {
+  CAIRN_RETURN_IF_ERROR(ValidatePortableKey(key));
+  MutexLock lock(&mu_);
+  if (objects_.contains(key) || dirs_.contains(key) || HasChildren(key)) {
+    return AlreadyExistsError("'" + std::string(key) + "' in " + root_uri_ + " already exists");
+  }
+  dirs_.emplace(key);
+  return Status::Ok();
+}
+
+Status MemoryUnderStorage::RemoveDir(std::string_view key) {
+  CAIRN_RETURN_IF_ERROR(ValidatePortableKey(key));
+  MutexLock lock(&mu_);
+  if (objects_.contains(key)) {
+    return InvalidArgumentError("'" + std::string(key) + "' in " + root_uri_ +
+                                " is not a directory");
+  }
+  if (HasChildren(key)) {
+    return FailedPreconditionError("directory '" + std::string(key) + "' in " + root_uri_ +
+                                   " is not empty");
+  }
+  auto dir = dirs_.find(key);
+  if (dir == dirs_.end()) {
+    return NotFoundError("no such directory '" + std::string(key) + "' in " + root_uri_);
+  }
+  dirs_.erase(dir);
+  return Status::Ok();
+}
+
 std::string MemoryUnderStorage::Put(std::string_view key, std::string_view data) {
   if (!ValidatePortableKey(key).ok()) return "";
   return Store(key, data);
@@ -235,6 +329,7 @@ uint64_t MemoryUnderStorage::TotalBytes() const {
 void MemoryUnderStorage::Clear() {
   MutexLock lock(&mu_);
   objects_.clear();
+  dirs_.clear();
 }
 
 }  // namespace cairn::ufs

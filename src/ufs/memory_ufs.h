@@ -2,7 +2,10 @@
 // tests of the modules above (page service, client, FUSE) without a disk or a network.
 //
 // Semantics match LocalUnderStorage: portable keys only (ufs_keys.h), folders are implicit
-// (Stat("a") is NotFound when only "a/b" exists), listing pages like S3. Every write gives the
+// (Stat("a") is NotFound when only "a/b" exists), listing pages like S3. MakeDir records an
+// empty directory that lists (as a common prefix) and stats like a folder until RemoveDir;
+// Rename moves an object in one step, keeping its version; directories are not renamed
+// (Unimplemented, as on S3). Every write gives the
 // object a new version "m<n>" from a store-wide counter, even when the bytes are unchanged, so
 // tests can tell rewrites apart; mtime comes from the injected clock.
 //
@@ -14,6 +17,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -46,6 +50,11 @@ class MemoryUnderStorage : public UnderStorage {
                                                      const WriterOptions& options) override;
   // NotFound if absent.
   Status Delete(std::string_view key) override EXCLUDES(mu_);
+  // One step under the store's lock; the object keeps its version and mtime.
+  StatusOr<ObjectInfo> Rename(std::string_view from, std::string_view to,
+                              const RenameOptions& options) override EXCLUDES(mu_);
+  Status MakeDir(std::string_view key) override EXCLUDES(mu_);
+  Status RemoveDir(std::string_view key) override EXCLUDES(mu_);
 
   // --- Test hooks ---
 
@@ -70,6 +79,8 @@ class MemoryUnderStorage : public UnderStorage {
     int64_t mtime_ns = 0;
   };
   ObjectInfo InfoOf(const std::string& key, const Object& obj) const;
+  // Whether anything (an object or a recorded directory) is under "key/".
+  bool HasChildren(std::string_view key) const REQUIRES(mu_);
   // Replaces the object under a valid key; returns its new version.
   std::string Store(std::string_view key, std::string_view data) EXCLUDES(mu_);
   // Store() if the object under `key` satisfies `condition`; the errors of ObjectWriter::Commit.
@@ -80,6 +91,7 @@ class MemoryUnderStorage : public UnderStorage {
   Clock* const clock_;
   mutable Mutex mu_;
   std::map<std::string, Object, std::less<>> objects_ GUARDED_BY(mu_);
+  std::set<std::string, std::less<>> dirs_ GUARDED_BY(mu_);  // From MakeDir, without '/'.
   uint64_t next_version_ GUARDED_BY(mu_) = 1;
 };
 

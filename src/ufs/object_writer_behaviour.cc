@@ -313,3 +313,127 @@ TEST_P(ObjectWriterBehaviour, WriteReplacesAWholeObject) {
 }
 
 }  // namespace cairn::ufs::testing
+
+// --- Rename, MakeDir, RemoveDir ---
+
+namespace cairn::ufs::testing {
+namespace {
+
+bool Lists(UnderStorage& store, const std::string& prefix, const std::string& common_prefix) {
+  ListOptions options;
+  options.prefix = prefix;
+  StatusOr<ListResult> listed = store.List(options);
+  if (!listed.ok()) return false;
+  return std::find(listed->common_prefixes.begin(), listed->common_prefixes.end(), common_prefix) !=
+         listed->common_prefixes.end();
+}
+
+StatusOr<ListResult> ListOf(UnderStorage& store, const std::string& prefix) {
+  ListOptions options;
+  options.prefix = prefix;
+  return store.List(options);
+}
+
+}  // namespace
+
+TEST_P(ObjectWriterBehaviour, RenameMovesTheWholeObjectAndRemovesTheOldName) {
+  // Past two parts: on S3 stores configured with a low copy threshold this is a multipart copy.
+  const std::string content = Pattern(2 * part_ + 1000, 'r');
+  ASSERT_TRUE(WriteWhole("ckpt/.tmp-step-1", content).ok());
+  StatusOr<ObjectInfo> moved = store_->Rename("ckpt/.tmp-step-1", "ckpt/step-1", {});
+  ASSERT_TRUE(moved.ok()) << moved.status().ToString();
+  EXPECT_EQ(moved->key, "ckpt/step-1");
+  EXPECT_EQ(moved->size, content.size());
+  EXPECT_EQ(ReadAll("ckpt/step-1"), content);
+  EXPECT_EQ(store_->Stat("ckpt/.tmp-step-1").status().code(), StatusCode::kNotFound);
+  StatusOr<ObjectInfo> stat = store_->Stat("ckpt/step-1");
+  ASSERT_TRUE(stat.ok());
+  EXPECT_EQ(moved->version, stat->version) << "the returned version is what a read expects";
+  // Into a directory that does not exist yet (S3 has none to create; folders make it).
+  ASSERT_TRUE(store_->Rename("ckpt/step-1", "final/model.bin", {}).ok());
+  EXPECT_EQ(ReadAll("final/model.bin"), content);
+}
+
+TEST_P(ObjectWriterBehaviour, RenameReplacesTheDestinationUnlessItMustBeAbsent) {
+  ASSERT_TRUE(WriteWhole("new", "new bytes").ok());
+  ASSERT_TRUE(WriteWhole("old", "old bytes, longer").ok());
+  RenameOptions absent;
+  absent.condition = WriteCondition::Absent();
+  EXPECT_EQ(store_->Rename("new", "old", absent).status().code(), StatusCode::kAlreadyExists);
+  EXPECT_EQ(ReadAll("new"), "new bytes") << "a refused rename changes nothing";
+  EXPECT_EQ(ReadAll("old"), "old bytes, longer");
+  ASSERT_TRUE(store_->Rename("new", "old", {}).ok());
+  EXPECT_EQ(ReadAll("old"), "new bytes");
+  EXPECT_EQ(store_->Stat("new").status().code(), StatusCode::kNotFound);
+  ASSERT_TRUE(store_->Rename("old", "fresh", absent).ok());
+  EXPECT_EQ(ReadAll("fresh"), "new bytes");
+}
+
+TEST_P(ObjectWriterBehaviour, RenameRefusesAMissingSourceAStaleVersionAndItself) {
+  EXPECT_EQ(store_->Rename("missing", "x", {}).status().code(), StatusCode::kNotFound);
+  StatusOr<ObjectInfo> written = WriteWhole("src", "v1");
+  ASSERT_TRUE(written.ok());
+  RenameOptions stale;
+  stale.expected_version = written->version + "0";
+  EXPECT_EQ(store_->Rename("src", "dst", stale).status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(store_->Stat("dst").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(store_->Rename("src", "src", {}).status().code(), StatusCode::kInvalidArgument);
+  RenameOptions current;
+  current.expected_version = written->version;
+  EXPECT_TRUE(store_->Rename("src", "dst", current).ok());
+  EXPECT_EQ(ReadAll("dst"), "v1");
+}
+
+TEST_P(ObjectWriterBehaviour, AFileDoesNotReplaceADirectory) {
+  ASSERT_TRUE(WriteWhole("f", "file").ok());
+  ASSERT_TRUE(WriteWhole("d/inner", "inner").ok());
+  EXPECT_EQ(store_->Rename("f", "d", {}).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ReadAll("f"), "file");
+  EXPECT_EQ(ReadAll("d/inner"), "inner");
+}
+
+TEST_P(ObjectWriterBehaviour, AnEmptyDirectoryListsAndIsRemovedOnlyWhenEmpty) {
+  ASSERT_TRUE(store_->MakeDir("run").ok());
+  ASSERT_TRUE(store_->MakeDir("run/ckpt").ok());
+  EXPECT_TRUE(Lists(*store_, "", "run/"));
+  EXPECT_TRUE(Lists(*store_, "run/", "run/ckpt/"));
+  StatusOr<ListResult> empty = ListOf(*store_, "run/ckpt/");
+  ASSERT_TRUE(empty.ok()) << empty.status().ToString();
+  EXPECT_TRUE(empty->objects.empty()) << "the marker is not an object";
+  EXPECT_TRUE(empty->common_prefixes.empty());
+  EXPECT_TRUE(empty->directory_exists);
+  EXPECT_EQ(store_->Stat("run/ckpt").status().code(), StatusCode::kNotFound)
+      << "a directory is not an object";
+  EXPECT_EQ(store_->MakeDir("run/ckpt").code(), StatusCode::kAlreadyExists);
+
+  ASSERT_TRUE(WriteWhole("run/ckpt/step-1", "bytes").ok());
+  EXPECT_EQ(store_->MakeDir("run/ckpt/step-1").code(), StatusCode::kAlreadyExists);
+  EXPECT_EQ(store_->RemoveDir("run/ckpt").code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(store_->RemoveDir("run/ckpt/step-1").code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ReadAll("run/ckpt/step-1"), "bytes");
+  ASSERT_TRUE(store_->Delete("run/ckpt/step-1").ok());
+  Status removed = store_->RemoveDir("run/ckpt");
+  EXPECT_TRUE(removed.ok()) << removed.ToString();
+  StatusOr<ListResult> gone = ListOf(*store_, "run/ckpt/");
+  ASSERT_TRUE(gone.ok());
+  EXPECT_FALSE(gone->directory_exists);
+  EXPECT_FALSE(Lists(*store_, "run/", "run/ckpt/"));
+  EXPECT_EQ(store_->RemoveDir("run/ckpt").code(), StatusCode::kNotFound);
+  EXPECT_TRUE(store_->RemoveDir("run").ok());
+}
+
+TEST_P(ObjectWriterBehaviour, DirectoriesAreRenamedOnlyWhereTheStoreCan) {
+  ASSERT_TRUE(WriteWhole("tmp-dir/a", "a").ok());
+  StatusOr<ObjectInfo> moved = store_->Rename("tmp-dir", "final-dir", {});
+  if (!GetParam().renames_directories) {
+    EXPECT_EQ(moved.status().code(), StatusCode::kUnimplemented) << moved.status().ToString();
+    EXPECT_EQ(ReadAll("tmp-dir/a"), "a");
+    return;
+  }
+  ASSERT_TRUE(moved.ok()) << moved.status().ToString();
+  EXPECT_TRUE(moved->is_dir);
+  EXPECT_EQ(ReadAll("final-dir/a"), "a");
+  EXPECT_EQ(store_->Stat("tmp-dir/a").status().code(), StatusCode::kNotFound);
+}
+
+}  // namespace cairn::ufs::testing

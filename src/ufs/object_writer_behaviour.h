@@ -1,7 +1,8 @@
-// The behavioural contract of ObjectWriter (ufs.h) as a parameterized GoogleTest suite, run by
-// ufs_test against MemoryUnderStorage and LocalUnderStorage, by ufs_s3_test against s3rver and
-// by ufs_radosgw_test against Ceph's radosgw. A test binary instantiates it with
-// INSTANTIATE_TEST_SUITE_P(Name, ObjectWriterBehaviour, ::testing::Values(WriterParam{...})).
+// The behavioural contract of ObjectWriter (ufs.h), and of Rename, MakeDir and RemoveDir, as a
+// parameterized GoogleTest suite, run by ufs_test against MemoryUnderStorage and LocalUnderStorage,
+// by ufs_s3_test against s3rver and by ufs_radosgw_test against Ceph's radosgw. A test binary
+// instantiates it with INSTANTIATE_TEST_SUITE_P(Name, ObjectWriterBehaviour,
+// ::testing::Values(WriterParam{...})).
 #ifndef CAIRN_UFS_OBJECT_WRITER_BEHAVIOUR_H_
 #define CAIRN_UFS_OBJECT_WRITER_BEHAVIOUR_H_
 
@@ -28,6 +29,8 @@ struct WriterParam {
   // Whether Abort reaches the store (false: s3rver has no AbortMultipartUpload and answers
   // Unimplemented, leaving the parts behind).
   bool aborts_uploads = true;
+  // Whether Rename moves directories (folders: rename(2); S3 and memory: Unimplemented).
+  bool renames_directories = false;
 };
 
 // Names the parameter in test output (instead of its bytes).

@@ -33,12 +33,12 @@ std::shared_ptr<UnderStorage> MakeLocal(const std::string&) {
 
 INSTANTIATE_TEST_SUITE_P(
     Stores, ObjectWriterBehaviour,
-    ::testing::Values(WriterParam{.name = "memory",
-                                  .make_store =
-                                      [](const std::string&) -> std::shared_ptr<UnderStorage> {
-                                    return std::make_shared<MemoryUnderStorage>();
-                                  }},
-                      WriterParam{.name = "folder", .make_store = MakeLocal}),
+    ::testing::Values(
+        WriterParam{.name = "memory",
+                    .make_store = [](const std::string&) -> std::shared_ptr<UnderStorage> {
+                      return std::make_shared<MemoryUnderStorage>();
+                    }},
+        WriterParam{.name = "folder", .make_store = MakeLocal, .renames_directories = true}),
     [](const ::testing::TestParamInfo<WriterParam>& info) { return info.param.name; });
 
 TEST(PartLayoutTest, DoublesEveryThousandPartsAndReachesTerabytes) {

@@ -134,4 +134,42 @@ Status RetryingUnderStorage::Delete(std::string_view key) {
   });
 }
 
+StatusOr<ObjectInfo> RetryingUnderStorage::Rename(std::string_view from, std::string_view to,
+                                                  const RenameOptions& options) {
+  bool had_transient_failure = false;
+  StatusOr<ObjectInfo> result = InternalError("rename not attempted");
+  Status st = Run([&]() -> Status {
+    result = target()->Rename(from, to, options);
+    if (result.status().code() == StatusCode::kNotFound && had_transient_failure) {
+      result = target()->Stat(to);  // The lost attempt most likely moved it.
+      if (result.ok()) return Status::Ok();
+      result = NotFoundError("no such object '" + std::string(from) + "'");
+    }
+    if (IsRetryable(result.status())) had_transient_failure = true;
+    return result.status();
+  });
+  if (!st.ok()) return st;
+  return result;
+}
+
+Status RetryingUnderStorage::MakeDir(std::string_view key) {
+  bool had_transient_failure = false;
+  return Run([&]() -> Status {
+    Status st = target()->MakeDir(key);
+    if (st.code() == StatusCode::kAlreadyExists && had_transient_failure) return Status::Ok();
+    if (IsRetryable(st)) had_transient_failure = true;
+    return st;
+  });
+}
+
+Status RetryingUnderStorage::RemoveDir(std::string_view key) {
+  bool had_transient_failure = false;
+  return Run([&]() -> Status {
+    Status st = target()->RemoveDir(key);
+    if (st.code() == StatusCode::kNotFound && had_transient_failure) return Status::Ok();
+    if (IsRetryable(st)) had_transient_failure = true;
+    return st;
+  });
+}
+
 }  // namespace cairn::ufs

@@ -8,7 +8,9 @@
 // operations are idempotent (a part written again replaces itself; a Commit repeated after a lost
 // reply is recognised by the store where it can tell, see ObjectWriter), so retrying is safe; one
 // special case: a Delete whose earlier attempt failed transiently and whose retry finds the object
-// gone returns OK, since the lost attempt most likely deleted it.
+// gone returns OK, since the lost attempt most likely deleted it. Likewise a MakeDir retry that
+// finds the directory (AlreadyExists), a RemoveDir retry that finds none (NotFound), and a
+// Rename retry that finds no source: then the destination's Stat is the answer.
 //
 // Time comes from an injected Clock, so tests with FakeClock run instantly and can check the
 // sleeps. Thread-safety: safe for concurrent use (the jitter RNG is behind a mutex).
@@ -53,6 +55,10 @@ class RetryingUnderStorage : public UnderStorageWrapper {
   StatusOr<std::unique_ptr<ObjectWriter>> StartWrite(std::string_view key,
                                                      const WriterOptions& options) override;
   Status Delete(std::string_view key) override;
+  StatusOr<ObjectInfo> Rename(std::string_view from, std::string_view to,
+                              const RenameOptions& options) override;
+  Status MakeDir(std::string_view key) override;
+  Status RemoveDir(std::string_view key) override;
 
   // Retries performed so far (not counting first attempts), across all operations.
   uint64_t retries() const { return retries_.load(std::memory_order_relaxed); }

@@ -7,6 +7,7 @@
 
 #include "ufs/fake_http_server.h"
 #include "ufs/retrying_ufs.h"
+#include "ufs/s3_digest.h"
 #include "ufs/s3_ufs.h"
 
 namespace cairn::ufs {
@@ -237,6 +238,94 @@ TEST_F(S3HttpTest, ListStripsTheRootPrefixAndHidesFolderMarkers) {
   EXPECT_EQ(page->common_prefixes, (std::vector<std::string>{"d/"}));
   EXPECT_EQ(page->next_token, "T2");
   EXPECT_NE(server_->requests()[0].query.find("prefix=p%2F"), std::string::npos);
+}
+
+// radosgw 16 completes an upload of copied parts with an empty <ETag>: the rename takes the
+// object a HEAD of `to` shows only where its ETag is the one the copied parts give.
+class S3MultipartCopyTest : public S3HttpTest {
+ protected:
+  static constexpr uint64_t kSize = 6 << 20;
+  static constexpr const char* kPart1 = "00112233445566778899aabbccddeeff";
+  static constexpr const char* kPart2 = "ffeeddccbbaa99887766554433221100";
+
+  // The multipart ETag of parts kPart1 and kPart2, as S3 computes it.
+  static std::string ExpectedETag() {
+    std::string md5s;
+    for (const char* hex : {kPart1, kPart2}) {
+      for (int i = 0; i < 16; ++i)
+        md5s.push_back(static_cast<char>(std::stoi(std::string(hex + 2 * i, 2), nullptr, 16)));
+    }
+    return s3::Hex(s3::Md5(md5s)) + "-2";
+  }
+
+  // A server whose completion answer has an empty ETag and whose HEAD of the destination
+  // shows `destination_etag`.
+  void ServeCopy(std::string destination_etag) {
+    Serve([destination_etag](const RecordedRequest& r) {
+      if (r.method == "HEAD" && r.path == "/bucket/p/big.tmp") {
+        return FakeHttpServer::Response(200, {{"ETag", "\"src\""}}, std::string(kSize, 'x'), true);
+      }
+      if (r.method == "HEAD") {
+        return FakeHttpServer::Response(200, {{"ETag", "\"" + destination_etag + "\""}},
+                                        std::string(kSize, 'x'), true);
+      }
+      if (r.method == "GET") {
+        return FakeHttpServer::Response(
+            200, {}, "<ListBucketResult><IsTruncated>false</IsTruncated></ListBucketResult>");
+      }
+      if (r.method == "POST" && r.query == "uploads=") {
+        return FakeHttpServer::Response(200, {},
+                                        "<InitiateMultipartUploadResult><UploadId>U1</UploadId>"
+                                        "</InitiateMultipartUploadResult>");
+      }
+      if (r.method == "PUT") {
+        const char* etag = r.query.starts_with("partNumber=1&") ? kPart1 : kPart2;
+        return FakeHttpServer::Response(
+            200, {}, std::string("<CopyPartResult><ETag>\"") + etag + "\"</ETag></CopyPartResult>");
+      }
+      if (r.method == "POST") {
+        return FakeHttpServer::Response(200, {},
+                                        "<CompleteMultipartUploadResult><ETag></ETag>"
+                                        "</CompleteMultipartUploadResult>");
+      }
+      return FakeHttpServer::Response(204, {}, "");
+    });
+  }
+
+  StatusOr<ObjectInfo> RenameBig() {
+    UfsOptions o;
+    o.multipart_copy_threshold = 5 << 20;
+    o.copy_part_size = 5 << 20;
+    return Open(o)->Rename("big.tmp", "big", RenameOptions{});
+  }
+
+  int Requests(const std::string& method, const std::string& query_prefix) {
+    int n = 0;
+    for (const RecordedRequest& r : server_->requests()) {
+      if (r.method == method && r.query.starts_with(query_prefix)) ++n;
+    }
+    return n;
+  }
+};
+
+TEST_F(S3MultipartCopyTest, ACompletionWithoutAnETagIsCheckedAgainstTheCopiedParts) {
+  ServeCopy(ExpectedETag());
+  StatusOr<ObjectInfo> moved = RenameBig();
+  ASSERT_TRUE(moved.ok()) << moved.status().ToString();
+  EXPECT_EQ(moved->version, ExpectedETag());
+  EXPECT_EQ(moved->size, kSize);
+  EXPECT_EQ(Requests("PUT", "partNumber="), 2);
+  EXPECT_EQ(Requests("DELETE", "uploadId="), 0) << "a completed upload is not aborted";
+  EXPECT_EQ(Requests("DELETE", ""), 1) << "the old name is deleted";
+}
+
+TEST_F(S3MultipartCopyTest, AnotherObjectUnderTheNewNameFailsTheRenameAndAbortsTheUpload) {
+  ServeCopy("0123456789abcdef0123456789abcdef-2");
+  StatusOr<ObjectInfo> moved = RenameBig();
+  ASSERT_FALSE(moved.ok());
+  EXPECT_EQ(moved.status().code(), StatusCode::kUnavailable) << moved.status().ToString();
+  EXPECT_EQ(Requests("DELETE", "uploadId="), 1);
+  EXPECT_EQ(Requests("DELETE", ""), 1) << "the old name stays";
 }
 
 }  // namespace

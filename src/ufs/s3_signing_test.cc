@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "ufs/fake_http_server.h"
+#include "ufs/s3_sigv4.h"
 #include "ufs/s3_ufs.h"
 
 namespace cairn::ufs {
@@ -145,6 +146,8 @@ void ExpectValidSignature(const RecordedRequest& req, const std::string& expecte
   for (std::string required : {"host", "x-amz-content-sha256", "x-amz-date"}) {
     EXPECT_NE(std::find(names.begin(), names.end(), required), names.end()) << required;
   }
+  // S3 sorts the signed headers by name ("x-amz-copy-source" before "x-amz-copy-source-range").
+  EXPECT_TRUE(std::is_sorted(names.begin(), names.end())) << signed_list;
   for (const std::string& name : names) in.headers.emplace_back(name, req.Header(name));
   EXPECT_EQ(auth.substr(sig + 10), Sign(in));
   EXPECT_EQ(in.payload_hash, Sha256Hex(req.body)) << "payload hash must match the body";
@@ -246,6 +249,74 @@ TEST_F(S3SigningTest, RangeIfMatchAndSessionTokenAreSigned) {
   EXPECT_NE(auth.find("if-match"), std::string::npos) << auth;
   EXPECT_NE(auth.find("x-amz-security-token"), std::string::npos) << auth;
   ExpectValidSignature(reqs[0], "/bucket/obj", {}, "SECRET/+key");
+}
+
+TEST(CurlHeaderOrderTest, NamesThatPrefixOthersAreWhatCurlMisorders) {
+  EXPECT_TRUE(
+      s3::CurlMisordersHeaders({"x-amz-copy-source: /b/k", "X-Amz-Copy-Source-If-Match: \"e\""}));
+  EXPECT_TRUE(
+      s3::CurlMisordersHeaders({"x-amz-copy-source-range: bytes=0-1", "x-amz-copy-source: /b/k"}));
+  EXPECT_FALSE(s3::CurlMisordersHeaders(
+      {"range: bytes=0-1", "if-match: \"e\"", "x-amz-content-sha256: UNSIGNED-PAYLOAD"}));
+  // Whole lines sort as names do when the longer name goes on with a byte above ':' ...
+  EXPECT_FALSE(s3::CurlMisordersHeaders({"x-amz-a: 1", "x-amz-ab: 2"}));
+  // ... and wrongly with one below it, a digit as much as '-'.
+  EXPECT_TRUE(s3::CurlMisordersHeaders({"x-amz-a: 1", "x-amz-a2: 2"}));
+  EXPECT_FALSE(s3::CurlMisordersHeaders({}));
+}
+
+TEST(SignV4Test, RefusesWhatItCannotSign) {
+  s3::SigV4Input in;
+  in.method = "GET";
+  in.url = "no-scheme/bucket/key";
+  in.headers = {"x-amz-content-sha256: UNSIGNED-PAYLOAD"};
+  EXPECT_EQ(s3::SignV4(in).status().code(), StatusCode::kInvalidArgument);
+  in.url = "http://host:9000/bucket/key";
+  in.headers.clear();
+  EXPECT_EQ(s3::SignV4(in).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(S3SigningCopyTest, ACopyIsSignedWithItsCopySourceHeadersInNameOrder) {
+  auto server = FakeHttpServer::Start([](const RecordedRequest& r) {
+    if (r.method == "HEAD") {
+      return FakeHttpServer::Response(200, {{"ETag", "\"e1\""}}, "12345", true);
+    }
+    if (r.method == "GET") {
+      return FakeHttpServer::Response(200, {},
+                                      "<ListBucketResult><IsTruncated>false</IsTruncated>"
+                                      "</ListBucketResult>");
+    }
+    if (r.method == "PUT") {
+      return FakeHttpServer::Response(
+          200, {},
+          "<CopyObjectResult><ETag>\"e1\"</ETag>"
+          "<LastModified>2026-12-04T00:00:00.000Z</LastModified></CopyObjectResult>");
+    }
+    return FakeHttpServer::Response(204, {}, "");
+  });
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  UfsOptions o;
+  o.endpoint = (*server)->endpoint();
+  o.access_key = "AKID";
+  o.secret_key = "SECRET/+key";
+  auto env = [](const char*) -> std::optional<std::string> { return std::nullopt; };
+  auto s3 = S3UnderStorage::Create(*ParseUri("s3://bucket/pre"), o, env);
+  ASSERT_TRUE(s3.ok()) << s3.status().ToString();
+  auto moved = (*s3)->Rename("a b.tmp", "a b", RenameOptions{});
+  ASSERT_TRUE(moved.ok()) << moved.status().ToString();
+  EXPECT_EQ(moved->version, "e1");
+  EXPECT_EQ(moved->size, 5u);
+  bool copied = false;
+  for (const RecordedRequest& req : (*server)->requests()) {
+    if (req.method != "PUT") continue;
+    copied = true;
+    EXPECT_EQ(req.Header("x-amz-copy-source"), "/bucket/pre/a%20b.tmp");
+    EXPECT_EQ(req.Header("x-amz-copy-source-if-match"), "\"e1\"");
+    std::string auth = req.Header("authorization");
+    EXPECT_NE(auth.find("x-amz-copy-source;x-amz-copy-source-if-match"), std::string::npos) << auth;
+    ExpectValidSignature(req, "/bucket/pre/a%20b", {}, "SECRET/+key");
+  }
+  EXPECT_TRUE(copied);
 }
 
 TEST_F(S3SigningTest, AnonymousRequestsAreNotSigned) {

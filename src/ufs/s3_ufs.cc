@@ -43,6 +43,12 @@ Status ValidateNumbers(const UfsOptions& o) {
   if (o.request_timeout_ms < 1) return InvalidArgumentError("request_timeout_ms must be >= 1");
   if (o.parallel_read_part < 1) return InvalidArgumentError("parallel_read_part must be >= 1");
   if (o.max_retries < 0) return InvalidArgumentError("max_retries must be >= 0");
+  if (o.copy_part_size < (5ull << 20) || o.copy_part_size > (5ull << 30)) {
+    return InvalidArgumentError("copy_part_size must be within [5 MiB, 5 GiB]");
+  }
+  if (o.multipart_copy_threshold > (5ull << 30)) {
+    return InvalidArgumentError("multipart_copy_threshold must be at most 5 GiB");
+  }
   return Status::Ok();
 }
 
@@ -88,6 +94,8 @@ S3UnderStorage::S3UnderStorage(std::string bucket, std::string prefix, s3::AwsSe
       parallel_threshold_(options.parallel_read_threshold),
       parallel_part_(options.parallel_read_part),
       max_connections_(options.max_connections),
+      copy_threshold_(options.multipart_copy_threshold),
+      copy_part_(options.copy_part_size),
       http_(s3::HttpClientOptions{
           .max_connections = options.max_connections,
           .connect_timeout_ms = options.connect_timeout_ms,
@@ -229,7 +237,10 @@ StatusOr<ListResult> S3UnderStorage::List(const ListOptions& options) {
   for (ObjectInfo& info : page->objects) {
     if (!std::string_view(info.key).starts_with(root_dir)) continue;
     info.key.erase(0, root_dir.size());
-    // Zero-byte "folder" markers created by consoles are not objects.
+    // Zero-byte "folder" markers (ours, from MakeDir, or a console's) are not objects.
+    if (info.key == options.prefix && !info.key.empty() && info.key.back() == '/') {
+      result.directory_exists = true;
+    }
     if (info.key.empty() || info.key.back() == '/') continue;
     result.objects.push_back(std::move(info));
   }

@@ -34,6 +34,7 @@
 #include "ufs/curl_pool.h"
 #include "ufs/s3_errors.h"
 #include "ufs/s3_url.h"
+#include "ufs/s3_xml.h"
 #include "ufs/ufs.h"
 
 namespace cairn::ufs {
@@ -61,6 +62,16 @@ class S3UnderStorage : public UnderStorage {
                                                      const WriterOptions& options) override;
   // HEAD + DELETE; NotFound if absent.
   Status Delete(std::string_view key) override;
+  // s3_namespace.cc: HEAD of `from` (and a one-key LIST of each name as a directory), a HEAD of
+  // `to` for a kAbsent condition, a server-side copy carrying x-amz-copy-source-if-match with
+  // the version the HEAD saw (CopyObject; above multipart_copy_threshold a multipart upload of
+  // UploadPartCopy parts, aborted on failure), then HEAD + DELETE of `from`.
+  StatusOr<ObjectInfo> Rename(std::string_view from, std::string_view to,
+                              const RenameOptions& options) override;
+  // A zero-byte "key/" marker (PUT), after a HEAD and a one-key LIST show nothing there.
+  Status MakeDir(std::string_view key) override;
+  // A LIST of at most two keys under "key/", then a DELETE of the marker.
+  Status RemoveDir(std::string_view key) override;
 
   // The resolved endpoint ("http://127.0.0.1:9000") and credential source, for diagnostics.
   std::string endpoint() const { return endpoint_.ToString(); }
@@ -95,6 +106,26 @@ class S3UnderStorage : public UnderStorage {
                                 uint64_t offset, std::span<char> out);
   ThreadPool& PartPool();
 
+  // s3_namespace.cc.
+  // What is under "key/": anything (objects or prefixes), and whether its marker exists.
+  struct DirProbe {
+    bool has_children = false;
+    bool has_marker = false;
+  };
+  StatusOr<DirProbe> ProbeDir(std::string_view key, int max_keys);
+  // A request on the object `full_key` (not a relative key: markers end in '/').
+  s3::HttpRequest ObjectRequest(std::string method, const std::string& full_key,
+                                std::string query) const;
+  StatusOr<s3::CopyResult> CopyWhole(const std::string& to_resource, std::string_view to,
+                                     const ObjectInfo& source);
+  StatusOr<s3::CopyResult> CopyInParts(const std::string& to_resource, std::string_view to,
+                                       const ObjectInfo& source);
+  // After a CompleteMultipartUpload answer without an ETag: the copy as `to` holds it, or
+  // Unavailable where `to` does not hold the object completed from `parts`.
+  StatusOr<s3::CopyResult> CompletedCopy(std::string_view to, const ObjectInfo& source,
+                                         const std::vector<s3::CompletedPart>& parts);
+  std::vector<std::string> CopySourceHeaders(const ObjectInfo& source) const;
+
   const std::string bucket_;
   const std::string prefix_;  // Without leading/trailing '/'; "" for the whole bucket.
   const s3::AwsSettings settings_;
@@ -105,6 +136,8 @@ class S3UnderStorage : public UnderStorage {
   const uint64_t parallel_threshold_;
   const uint64_t parallel_part_;
   const int max_connections_;
+  const uint64_t copy_threshold_;
+  const uint64_t copy_part_;
   s3::HttpClient http_;
   std::once_flag pool_once_;
   std::unique_ptr<ThreadPool> part_pool_;  // Created on the first parallel read.

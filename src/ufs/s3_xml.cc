@@ -139,26 +139,50 @@ StatusOr<std::string> ParseInitiateMultipartUpload(std::string_view xml) {
   return id;
 }
 
-StatusOr<std::string> ParseCompleteMultipartUpload(std::string_view xml, S3ErrorBody* error) {
+namespace {
+
+// The ETag and LastModified of a 200 answer whose root element is `root_name` (or an <Error>,
+// returned in `error`).
+struct ResultFields {
+  std::string etag;
+  std::string last_modified;
+};
+StatusOr<ResultFields> ParseResult(std::string_view xml, const char* root_name, const char* op,
+                                   S3ErrorBody* error) {
   pugi::xml_document doc;
   pugi::xml_parse_result parsed = doc.load_buffer(xml.data(), xml.size());
   if (!parsed) {
-    return InvalidArgumentError(std::string("malformed CompleteMultipartUpload response: ") +
-                                parsed.description());
+    return InvalidArgumentError(std::string("malformed ") + op +
+                                " response: " + parsed.description());
   }
   if (doc.child("Error")) {
     *error = ParseS3Error(xml);
-    return InvalidArgumentError("CompleteMultipartUpload failed: " + error->code);
+    return InvalidArgumentError(std::string(op) + " failed: " + error->code);
   }
-  pugi::xml_node root = doc.child("CompleteMultipartUploadResult");
-  if (!root) {
-    return InvalidArgumentError(
-        "CompleteMultipartUpload response has no "
-        "CompleteMultipartUploadResult");
-  }
-  std::string etag = StripETagQuotes(ChildText(root, "ETag"));
-  if (etag.empty()) return InvalidArgumentError("CompleteMultipartUpload returned no ETag");
-  return etag;
+  pugi::xml_node root = doc.child(root_name);
+  if (!root) return InvalidArgumentError(std::string(op) + " response has no " + root_name);
+  ResultFields fields{StripETagQuotes(ChildText(root, "ETag")), ChildText(root, "LastModified")};
+  if (fields.etag.empty()) return InvalidArgumentError(std::string(op) + " returned no ETag");
+  return fields;
+}
+
+}  // namespace
+
+StatusOr<std::string> ParseCompleteMultipartUpload(std::string_view xml, S3ErrorBody* error) {
+  CAIRN_ASSIGN_OR_RETURN(ResultFields fields, ParseResult(xml, "CompleteMultipartUploadResult",
+                                                          "CompleteMultipartUpload", error));
+  return std::move(fields.etag);
+}
+
+StatusOr<CopyResult> ParseCopyResult(std::string_view xml, bool part, S3ErrorBody* error) {
+  CAIRN_ASSIGN_OR_RETURN(ResultFields fields,
+                         ParseResult(xml, part ? "CopyPartResult" : "CopyObjectResult",
+                                     part ? "UploadPartCopy" : "CopyObject", error));
+  CopyResult result;
+  result.etag = std::move(fields.etag);
+  StatusOr<int64_t> mtime = ParseIso8601(fields.last_modified);
+  if (mtime.ok()) result.mtime_ns = *mtime;
+  return result;
 }
 
 std::string BuildCompleteMultipartUpload(const std::vector<CompletedPart>& parts) {

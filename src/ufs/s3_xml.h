@@ -47,6 +47,15 @@ StatusOr<std::string> ParseInitiateMultipartUpload(std::string_view xml);
 // its code) so the caller can map it like an HTTP failure. InvalidArgument for anything else.
 StatusOr<std::string> ParseCompleteMultipartUpload(std::string_view xml, S3ErrorBody* error);
 
+// The answer to CopyObject (`part` false) or UploadPartCopy (`part` true): the new object's or
+// part's ETag (quotes stripped) and, where given, its LastModified (0 otherwise). A 200 answer
+// can carry an <Error>, as for CompleteMultipartUpload.
+struct CopyResult {
+  std::string etag;
+  int64_t mtime_ns = 0;
+};
+StatusOr<CopyResult> ParseCopyResult(std::string_view xml, bool part, S3ErrorBody* error);
+
 struct CompletedPart {
   uint32_t number = 0;  // 1-based, as S3 numbers parts.
   std::string etag;     // As UploadPart returned it (quotes optional).

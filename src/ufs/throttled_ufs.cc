@@ -132,4 +132,27 @@ Status ThrottledUnderStorage::Delete(std::string_view key) {
   return status;
 }
 
+// A server-side copy moves no bytes through this process: like Delete, a request of 0 bytes.
+StatusOr<ObjectInfo> ThrottledUnderStorage::Rename(std::string_view from, std::string_view to,
+                                                   const RenameOptions& options) {
+  CAIRN_ASSIGN_OR_RETURN(auto permits, AcquireAll(0));
+  StatusOr<ObjectInfo> result = target()->Rename(from, to, options);
+  Report(result.status());
+  return result;
+}
+
+Status ThrottledUnderStorage::MakeDir(std::string_view key) {
+  CAIRN_ASSIGN_OR_RETURN(auto permits, AcquireAll(0));
+  Status status = target()->MakeDir(key);
+  Report(status);
+  return status;
+}
+
+Status ThrottledUnderStorage::RemoveDir(std::string_view key) {
+  CAIRN_ASSIGN_OR_RETURN(auto permits, AcquireAll(0));
+  Status status = target()->RemoveDir(key);
+  Report(status);
+  return status;
+}
+
 }  // namespace cairn::ufs

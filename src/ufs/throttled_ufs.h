@@ -62,6 +62,10 @@ class ThrottledUnderStorage : public UnderStorageWrapper {
   StatusOr<std::unique_ptr<ObjectWriter>> StartWrite(std::string_view key,
                                                      const WriterOptions& options) override;
   Status Delete(std::string_view key) override;
+  StatusOr<ObjectInfo> Rename(std::string_view from, std::string_view to,
+                              const RenameOptions& options) override;
+  Status MakeDir(std::string_view key) override;
+  Status RemoveDir(std::string_view key) override;
 
   // The limiters in acquisition order.
   const std::vector<std::shared_ptr<UfsLimiter>>& limiters() const { return limiters_; }

@@ -44,6 +44,9 @@ struct ListResult {
   std::vector<ObjectInfo> objects;           // Files directly under the prefix (or all, recursive).
   std::vector<std::string> common_prefixes;  // "dir/sub/" entries when a delimiter was given.
   std::string next_token;                    // Non-empty when more results follow.
+  // The prefix (ending in '/') names a directory that exists even if nothing is under it: a
+  // folder, or an S3 "dir/" marker object (which is not listed as an object).
+  bool directory_exists = false;
 };
 
 // What a write requires of the object already under its key at the moment it commits. Checked
@@ -61,6 +64,15 @@ struct WriteCondition {
   // Replace what was read: fails with FailedPrecondition if the object is gone or has another
   // version.
   static WriteCondition Version(std::string v) { return {Kind::kVersion, std::move(v)}; }
+};
+
+struct RenameOptions {
+  // Non-empty: the source must still have this version, else FailedPrecondition.
+  std::string expected_version;
+  // kNone replaces whatever the destination holds; kAbsent fails with AlreadyExists when it holds
+  // an object (atomically on folders and memory; S3: a HEAD just before the copy, a window).
+  // kVersion: InvalidArgument.
+  WriteCondition condition;
 };
 
 struct WriterOptions {
@@ -168,6 +180,28 @@ class UnderStorage {
 
   // Removes an object; NotFound if absent.
   virtual Status Delete(std::string_view key) = 0;
+
+  // Moves the object `from` to `to` (replacing what `to` holds, per options.condition) and
+  // returns the object now under `to`. Atomic for `to`: a reader never sees a partial object
+  // under it. Folders and memory: one step (rename(2)). S3: a server-side copy (CopyObject;
+  // UploadPartCopy parts past the store's copy threshold), then a delete of `from`; a failure or
+  // crash between the two leaves both names with the same bytes. NotFound when `from` holds no
+  // object; FailedPrecondition when its version is not options.expected_version; InvalidArgument
+  // for from == to, a bad key, or `to` inside `from`. Directories: folders rename them (`to`
+  // must not exist or be an empty folder); S3 and memory answer Unimplemented (a directory there
+  // is many objects, not one name).
+  virtual StatusOr<ObjectInfo> Rename(std::string_view from, std::string_view to,
+                                      const RenameOptions& options) = 0;
+
+  // Creates the empty directory `key` (S3: a zero-byte "key/" marker object, so that it lists
+  // and stats as a directory while empty). AlreadyExists when `key` is an object or a directory;
+  // NotFound when a folder's parent does not exist (S3 has no parents to check).
+  virtual Status MakeDir(std::string_view key) = 0;
+
+  // Removes the empty directory `key`. NotFound when there is none (S3: no marker and nothing
+  // under the prefix); FailedPrecondition ("not empty") when anything is under it;
+  // InvalidArgument when `key` is an object (not a directory).
+  virtual Status RemoveDir(std::string_view key) = 0;
 };
 
 // Forwards every call to `target`; subclass it to add retries, metrics or fault injection.
@@ -186,6 +220,12 @@ class UnderStorageWrapper : public UnderStorage {
     return target_->StartWrite(key, options);
   }
   Status Delete(std::string_view key) override { return target_->Delete(key); }
+  StatusOr<ObjectInfo> Rename(std::string_view from, std::string_view to,
+                              const RenameOptions& options) override {
+    return target_->Rename(from, to, options);
+  }
+  Status MakeDir(std::string_view key) override { return target_->MakeDir(key); }
+  Status RemoveDir(std::string_view key) override { return target_->RemoveDir(key); }
 
  protected:
   UnderStorage* target() { return target_.get(); }
@@ -217,6 +257,10 @@ struct UfsOptions {
   int max_connections = 64;  // Pooled keep-alive connections (also bounds parallel parts).
   uint64_t parallel_read_threshold = 8 << 20;  // Reads at least this large are split...
   uint64_t parallel_read_part = 4 << 20;       // ...into ranged GETs of this size, in parallel.
+  // Renames of objects larger than this copy in UploadPartCopy parts of copy_part_size (S3's
+  // CopyObject takes at most 5 GiB); tests lower both to exercise the multipart copy.
+  uint64_t multipart_copy_threshold = 5ull << 30;
+  uint64_t copy_part_size = 1ull << 30;
   // Source protection (docs/ufs.md): this mount's own caps, enforced in this process (0 = none),
   // and limiters shared with other mounts (a worker-wide cap). Every request, and every retry,
   // passes all of them.

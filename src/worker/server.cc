@@ -351,13 +351,30 @@ class WorkerServer::Connection : public std::enable_shared_from_this<Connection>
       return Write(WriteReplyWith(
           id, FailedPreconditionError("worker " + service_->worker_id() + " takes no writes")));
     }
+    // The paths the request changes, each needing the write grant (a rename: both names).
     std::string path;
+    std::string second_path;
+    const char* op = "write";
     if (const auto* open = std::get_if<protocol::OpenWriteRequest>(&*request)) path = open->path;
-    if (const auto* rm = std::get_if<protocol::RemovePathRequest>(&*request)) path = rm->path;
-    if (!path.empty() && options_.authorizer != nullptr) {
-      const char* op = header.type == MessageType::kRemovePath ? "remove" : "write";
-      Status allowed = options_.authorizer->CheckWrite(identity(), path, op, &audit_);
-      if (!allowed.ok()) return Write(WriteReplyWith(id, std::move(allowed)));
+    if (const auto* rm = std::get_if<protocol::RemovePathRequest>(&*request)) {
+      path = rm->path;
+      op = "remove";
+    }
+    if (const auto* mkdir = std::get_if<protocol::MakeDirRequest>(&*request)) {
+      path = mkdir->path;
+      op = "mkdir";
+    }
+    if (const auto* mv = std::get_if<protocol::RenameRequest>(&*request)) {
+      path = mv->from;
+      second_path = mv->to;
+      op = "rename";
+    }
+    if (options_.authorizer != nullptr) {
+      for (const std::string* p : {&path, &second_path}) {
+        if (p->empty()) continue;
+        Status allowed = options_.authorizer->CheckWrite(identity(), *p, op, &audit_);
+        if (!allowed.ok()) return Write(WriteReplyWith(id, std::move(allowed)));
+      }
     }
     const std::string principal = identity().principal;
     if (header.type == MessageType::kWritePage || header.type == MessageType::kTruncateWrite) {

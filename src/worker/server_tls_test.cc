@@ -445,6 +445,50 @@ TEST_F(ServerTlsTest, WritesNeedTheWriteGrantAndAHandleServesOnlyItsPrincipal) {
   EXPECT_EQ(memory_->Get("team-a/ckpt.pt"), data);
 }
 
+TEST_F(ServerTlsTest, NamespaceChangesNeedTheWriteGrantOnEveryPathTheyChange) {
+  constexpr auth::AccessSet kWrite = static_cast<auth::AccessSet>(auth::Access::kWrite);
+  writable_ = true;
+  ASSERT_TRUE(StartWorker(/*tls=*/true).ok());
+  testing::TestPki::Files a = pki_.ClientCert("team-a");
+  auto team_a = Channel(ClientTls(&a));
+  auto send = [](transport::RemoteChannel* channel, protocol::WriteRequest request) {
+    std::promise<StatusOr<protocol::WriteReply>> done;
+    channel->CallWrite(request, [&done](StatusOr<protocol::WriteReply> reply) {
+      done.set_value(std::move(reply));
+    });
+    return done.get_future().get();
+  };
+  worker_->authorizer()->SetPolicy(
+      {true, {{"team-a", "/lake/team-a", kRead | kWrite}, {"team-a", "/lake", kRead}}});
+  ASSERT_TRUE(memory_->Write("team-a/ckpt.tmp", std::span<const char>("weights", 7)).ok());
+  // A rename out of the writable prefix, or into it from a read-only one, changes a path the
+  // principal may only read.
+  EXPECT_EQ(
+      send(team_a.get(), protocol::RenameRequest{0, "/lake/team-a/ckpt.tmp", "/lake/ckpt", false})
+          .status()
+          .code(),
+      StatusCode::kPermissionDenied);
+  EXPECT_EQ(
+      send(team_a.get(), protocol::RenameRequest{0, "/lake/file.bin", "/lake/team-a/stolen", false})
+          .status()
+          .code(),
+      StatusCode::kPermissionDenied);
+  EXPECT_EQ(send(team_a.get(), protocol::MakeDirRequest{0, "/lake/runs"}).status().code(),
+            StatusCode::kPermissionDenied);
+  EXPECT_EQ(send(team_a.get(), protocol::RemovePathRequest{0, "/lake/dir", true}).status().code(),
+            StatusCode::kPermissionDenied);
+  EXPECT_TRUE(memory_->Stat("team-a/ckpt.tmp").ok());
+  EXPECT_TRUE(memory_->Stat("file.bin").ok());
+
+  auto moved = send(team_a.get(),
+                    protocol::RenameRequest{0, "/lake/team-a/ckpt.tmp", "/lake/team-a/ckpt", true});
+  ASSERT_TRUE(moved.ok()) << moved.status().ToString();
+  EXPECT_EQ(moved->size, 7u);
+  EXPECT_EQ(moved->version, memory_->Stat("team-a/ckpt")->version);
+  EXPECT_TRUE(send(team_a.get(), protocol::MakeDirRequest{0, "/lake/team-a/runs"}).ok());
+  EXPECT_TRUE(send(team_a.get(), protocol::RemovePathRequest{0, "/lake/team-a/runs", true}).ok());
+}
+
 TEST_F(ServerTlsTest, ATokenNamesThePrincipalAndABadOneIsRefusedAtHello) {
   auto keys = auth::GenerateTokenKey();
   ASSERT_TRUE(keys.ok());

@@ -47,6 +47,9 @@ struct WriteService::Metrics {
         aborts(r->AddCounter("cairn_worker_write_aborts_total",
                              "Files discarded: aborted by the client or idle too long")),
         removes(r->AddCounter("cairn_worker_write_removes_total", "Files removed")),
+        renames(r->AddCounter("cairn_worker_write_renames_total", "Files (or folders) renamed")),
+        directories(r->AddCounter("cairn_worker_write_directory_changes_total",
+                                  "Directories created or removed")),
         checksum_failures(r->AddCounter("cairn_worker_write_checksum_failures_total",
                                         "Write requests whose data did not match its "
                                         "checksums (refused)")) {}
@@ -57,6 +60,8 @@ struct WriteService::Metrics {
   metrics::Counter* commit_failures;
   metrics::Counter* aborts;
   metrics::Counter* removes;
+  metrics::Counter* renames;
+  metrics::Counter* directories;
   metrics::Counter* checksum_failures;
 };
 
@@ -164,6 +169,10 @@ StatusOr<WriteReply> WriteService::Serve(const std::string& principal,
   if (const auto* remove = std::get_if<protocol::RemovePathRequest>(&request)) {
     return Remove(*remove);
   }
+  if (const auto* make_dir = std::get_if<protocol::MakeDirRequest>(&request)) {
+    return MakeDir(*make_dir);
+  }
+  if (const auto* rename = std::get_if<protocol::RenameRequest>(&request)) return Rename(*rename);
   const uint64_t handle = protocol::HandleOf(request);
   if (std::holds_alternative<protocol::AbortWriteRequest>(request)) {
     CAIRN_RETURN_IF_ERROR(Find(principal, handle).status());
@@ -399,23 +408,66 @@ void WriteService::AdoptCommit(const OpenFile& committer, const std::string& ver
   }
 }
 
-StatusOr<WriteReply> WriteService::Remove(const protocol::RemovePathRequest& request) {
-  if (request.directory) {
-    return UnimplementedError("removing directories comes with MakeDir (docs/write-path.md)");
-  }
-  CAIRN_RETURN_IF_ERROR(CheckNormalised(request.path));
-  CAIRN_ASSIGN_OR_RETURN(PageService::PathAt at, pages_->ResolvePath(request.path, true));
+StatusOr<PageService::PathAt> WriteService::ChangeablePath(const std::string& path) {
+  CAIRN_RETURN_IF_ERROR(CheckNormalised(path));
+  CAIRN_ASSIGN_OR_RETURN(PageService::PathAt at, pages_->ResolvePath(path, true));
   const mount::Mount* mount = at.resolved.mount;
   if (mount == nullptr || at.resolved.key.empty()) {
-    return InvalidArgumentError(request.path + " is a directory");
+    return InvalidArgumentError(path + " is a mount point or above the mounts");
   }
   if (mount->spec.read_only) {
     return FailedPreconditionError("mount " + mount->spec.path + " is read-only");
   }
+  return at;
+}
+
+StatusOr<WriteReply> WriteService::Remove(const protocol::RemovePathRequest& request) {
+  CAIRN_ASSIGN_OR_RETURN(PageService::PathAt at, ChangeablePath(request.path));
   MutexLock commit(&CommitLockOf(request.path));
-  CAIRN_RETURN_IF_ERROR(mount->ufs->Delete(at.resolved.key));
+  if (request.directory) {
+    CAIRN_RETURN_IF_ERROR(at.resolved.mount->ufs->RemoveDir(at.resolved.key));
+    metrics_->directories->Increment();
+    return Reply(0, 0);
+  }
+  CAIRN_RETURN_IF_ERROR(at.resolved.mount->ufs->Delete(at.resolved.key));
   metrics_->removes->Increment();
   return Reply(0, 0);
+}
+
+StatusOr<WriteReply> WriteService::MakeDir(const protocol::MakeDirRequest& request) {
+  CAIRN_ASSIGN_OR_RETURN(PageService::PathAt at, ChangeablePath(request.path));
+  MutexLock commit(&CommitLockOf(request.path));
+  CAIRN_RETURN_IF_ERROR(at.resolved.mount->ufs->MakeDir(at.resolved.key));
+  metrics_->directories->Increment();
+  return Reply(0, 0);
+}
+
+// The worker that owns `to` (where the new name becomes visible) serialises the rename with the
+// commits of both names it sees; a commit of `from` elsewhere can still race it, as it can race
+// a remove.
+StatusOr<WriteReply> WriteService::Rename(const protocol::RenameRequest& request) {
+  CAIRN_ASSIGN_OR_RETURN(PageService::PathAt from, ChangeablePath(request.from));
+  CAIRN_ASSIGN_OR_RETURN(PageService::PathAt to, ChangeablePath(request.to));
+  if (from.resolved.mount->spec.path != to.resolved.mount->spec.path) {
+    return UnimplementedError("rename from mount " + from.resolved.mount->spec.path + " to " +
+                              to.resolved.mount->spec.path + ": a rename stays in one mount");
+  }
+  // Both names' commit locks, in address order so that two renames cannot deadlock.
+  Mutex* first = &CommitLockOf(request.from);
+  Mutex* second = &CommitLockOf(request.to);
+  if (std::less<Mutex*>()(second, first)) std::swap(first, second);
+  MutexLock lock_first(first);
+  std::optional<MutexLock> lock_second;
+  if (second != first) lock_second.emplace(second);
+  ufs::RenameOptions options;
+  if (request.no_replace) options.condition = ufs::WriteCondition::Absent();
+  CAIRN_ASSIGN_OR_RETURN(ufs::ObjectInfo moved, from.resolved.mount->ufs->Rename(
+                                                    from.resolved.key, to.resolved.key, options));
+  metrics_->renames->Increment();
+  WriteReply reply = Reply(0, moved.is_dir ? 0 : moved.size);
+  if (!moved.is_dir) reply.version = std::move(moved.version);
+  reply.mtime_ns = moved.mtime_ns;
+  return reply;
 }
 
 StatusOr<std::shared_ptr<WriteService::OpenFile>> WriteService::Find(const std::string& principal,

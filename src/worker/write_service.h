@@ -110,6 +110,11 @@ class WriteService {
   StatusOr<protocol::WriteReply> Truncate(OpenFile& file, uint64_t size);
   StatusOr<protocol::WriteReply> Commit(OpenFile& file, const RecheckFn& recheck);
   StatusOr<protocol::WriteReply> Remove(const protocol::RemovePathRequest& request);
+  StatusOr<protocol::WriteReply> MakeDir(const protocol::MakeDirRequest& request);
+  StatusOr<protocol::WriteReply> Rename(const protocol::RenameRequest& request);
+  // Where `path` (normalised) lives, for a change of the namespace: InvalidArgument for a mount
+  // root or a path above the mounts, FailedPrecondition for a read-only mount.
+  StatusOr<PageService::PathAt> ChangeablePath(const std::string& path);
 
   // The open file `handle` of `principal`; NotFound otherwise (a foreign handle looks unknown).
   StatusOr<std::shared_ptr<OpenFile>> Find(const std::string& principal, uint64_t handle)

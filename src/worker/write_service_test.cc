@@ -20,6 +20,7 @@ class WriteServiceTest : public ::testing::Test {
   void SetUp() override {
     memory_ = std::make_shared<ufs::MemoryUnderStorage>("mem://lake");
     auto other = std::make_shared<ufs::MemoryUnderStorage>("mem://frozen");
+    scratch_ = std::make_shared<ufs::MemoryUnderStorage>("mem://scratch");
     MountSpec lake;
     lake.path = "/lake";
     lake.uri = "mem://lake";
@@ -27,7 +28,11 @@ class WriteServiceTest : public ::testing::Test {
     MountSpec frozen;
     frozen.path = "/frozen";
     frozen.uri = "mem://frozen";
-    mounts_ = *mount::MountTable::CreateWith({lake, frozen}, {memory_, other});
+    MountSpec scratch;
+    scratch.path = "/scratch";
+    scratch.uri = "mem://scratch";
+    scratch.read_only = false;
+    mounts_ = *mount::MountTable::CreateWith({lake, frozen, scratch}, {memory_, other, scratch_});
     pagestore::PageStoreOptions so;
     so.dirs.push_back({(dir_.path() / "cache").string(), 64ull << 20});
     so.page_size = kPage;
@@ -82,6 +87,31 @@ class WriteServiceTest : public ::testing::Test {
   StatusOr<protocol::WriteReply> Sync(uint64_t handle) {
     return writes_->Serve("team-a", protocol::SyncWriteRequest{0, handle});
   }
+  StatusOr<protocol::WriteReply> Rename(const std::string& from, const std::string& to,
+                                        bool no_replace = false) {
+    protocol::RenameRequest r;
+    r.from = from;
+    r.to = to;
+    r.no_replace = no_replace;
+    return writes_->Serve("team-a", r);
+  }
+  StatusOr<protocol::WriteReply> MakeDir(const std::string& path) {
+    protocol::MakeDirRequest r;
+    r.path = path;
+    return writes_->Serve("team-a", r);
+  }
+  StatusOr<protocol::WriteReply> RemoveDir(const std::string& path) {
+    protocol::RemovePathRequest r;
+    r.path = path;
+    r.directory = true;
+    return writes_->Serve("team-a", r);
+  }
+  double Counter(const std::string& name) {
+    const std::string text = registry_.ExposeText();
+    const size_t at = text.find("\n" + name + " ");
+    if (at == std::string::npos) return -1;
+    return std::stod(text.substr(at + name.size() + 2));
+  }
   std::string Content(const std::string& key) {
     auto info = memory_->Stat(key);
     if (!info.ok()) return "<" + info.status().ToString() + ">";
@@ -95,6 +125,7 @@ class WriteServiceTest : public ::testing::Test {
   FakeClock clock_;
   metrics::Registry registry_;
   std::shared_ptr<ufs::MemoryUnderStorage> memory_;
+  std::shared_ptr<ufs::MemoryUnderStorage> scratch_;
   std::shared_ptr<const mount::MountTable> mounts_;
   std::unique_ptr<pagestore::PageStore> store_;
   std::unique_ptr<PageService> pages_;
@@ -311,6 +342,89 @@ TEST_F(WriteServiceTest, RemoveDeletesAFileOfAWritableMount) {
   EXPECT_EQ(writes_->Serve("team-a", r).status().code(), StatusCode::kFailedPrecondition);
   r.path = "/lake";
   EXPECT_EQ(writes_->Serve("team-a", r).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST_F(WriteServiceTest, RenameMovesAFileAndRepliesWithTheObjectUnderItsNewName) {
+  const std::string content = testing::RandomBytes(3 * kPart + 7, 9);
+  ASSERT_TRUE(
+      memory_->Write("ckpt.tmp", std::span<const char>(content.data(), content.size())).ok());
+  ASSERT_TRUE(memory_->Write("ckpt", std::span<const char>("old", 3)).ok());
+  auto moved = Rename("/lake/ckpt.tmp", "/lake/ckpt");
+  ASSERT_TRUE(moved.ok()) << moved.status().ToString();
+  EXPECT_EQ(Content("ckpt"), content);
+  EXPECT_EQ(memory_->Stat("ckpt.tmp").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(moved->size, content.size());
+  EXPECT_EQ(moved->version, memory_->Stat("ckpt")->version);
+  EXPECT_EQ(Counter("cairn_worker_write_renames_total"), 1);
+  // The source is gone now: NotFound, and nothing under the destination changes.
+  EXPECT_EQ(Rename("/lake/ckpt.tmp", "/lake/ckpt").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(Content("ckpt"), content);
+}
+
+TEST_F(WriteServiceTest, RenameWithNoReplaceKeepsAnExistingDestination) {
+  ASSERT_TRUE(memory_->Write("a", std::span<const char>("aa", 2)).ok());
+  ASSERT_TRUE(memory_->Write("b", std::span<const char>("bbb", 3)).ok());
+  EXPECT_EQ(Rename("/lake/a", "/lake/b", /*no_replace=*/true).status().code(),
+            StatusCode::kAlreadyExists);
+  EXPECT_EQ(Content("a"), "aa");
+  EXPECT_EQ(Content("b"), "bbb");
+  EXPECT_TRUE(Rename("/lake/a", "/lake/c", /*no_replace=*/true).ok());
+  EXPECT_EQ(Content("c"), "aa");
+}
+
+TEST_F(WriteServiceTest, RenameStaysInOneWritableMount) {
+  ASSERT_TRUE(memory_->Write("a", std::span<const char>("aa", 2)).ok());
+  EXPECT_EQ(Rename("/lake/a", "/scratch/a").status().code(), StatusCode::kUnimplemented);
+  EXPECT_EQ(Rename("/lake/a", "/frozen/a").status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(Rename("/lake/a", "/lake").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(Rename("/lake/a", "/lake/a").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(Rename("/lake/a", "/lake/../a").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(Content("a"), "aa");
+  EXPECT_EQ(scratch_->Stat("a").status().code(), StatusCode::kNotFound);
+}
+
+TEST_F(WriteServiceTest, RenameOfAnOpenFilesNameDoesNotLoseItsCommit) {
+  // A writer of `b` commits after `b` was renamed away: its file appears under `b` again, whole;
+  // what was renamed stays under `c`.
+  auto writer = Open("/lake/b");
+  ASSERT_TRUE(writer.ok());
+  ASSERT_TRUE(Write(writer->handle, 0, "new").ok());
+  ASSERT_TRUE(memory_->Write("b", std::span<const char>("old", 3)).ok());
+  ASSERT_TRUE(Rename("/lake/b", "/lake/c").ok());
+  auto closed = Close(writer->handle);
+  // The writer opened with truncate and no version to keep: last close wins.
+  ASSERT_TRUE(closed.ok()) << closed.status().ToString();
+  EXPECT_EQ(Content("b"), "new");
+  EXPECT_EQ(Content("c"), "old");
+  // A writer that opened the content now renamed away finds its name changed: its commit fails
+  // rather than recreating the name over nothing it read.
+  auto editor = Open("/lake/c", /*create=*/false, false, /*truncate=*/false);
+  ASSERT_TRUE(editor.ok());
+  ASSERT_TRUE(Write(editor->handle, 3, "+edit").ok());
+  ASSERT_TRUE(Rename("/lake/c", "/lake/d").ok());
+  EXPECT_EQ(Close(editor->handle).status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(memory_->Stat("c").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(Content("d"), "old");
+}
+
+TEST_F(WriteServiceTest, DirectoriesAreMadeAndRemovedOnlyWhenEmpty) {
+  ASSERT_TRUE(MakeDir("/lake/runs").ok());
+  ufs::ListOptions lo;
+  lo.prefix = "runs/";
+  auto listed = memory_->List(lo);
+  ASSERT_TRUE(listed.ok());
+  EXPECT_TRUE(listed->directory_exists);
+  EXPECT_EQ(MakeDir("/lake/runs").status().code(), StatusCode::kAlreadyExists);
+  ASSERT_TRUE(memory_->Write("runs/1", std::span<const char>("x", 1)).ok());
+  EXPECT_EQ(RemoveDir("/lake/runs").status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(RemoveDir("/lake/runs/1").status().code(), StatusCode::kInvalidArgument);
+  ASSERT_TRUE(memory_->Delete("runs/1").ok());
+  EXPECT_TRUE(RemoveDir("/lake/runs").ok());
+  EXPECT_EQ(RemoveDir("/lake/runs").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(Counter("cairn_worker_write_directory_changes_total"), 2);
+  EXPECT_EQ(MakeDir("/frozen/runs").status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(MakeDir("/lake").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(MakeDir("/lake/a//b").status().code(), StatusCode::kInvalidArgument);
 }
 
 TEST_F(WriteServiceTest, AbortLeavesNothingAndClosingTheServiceAbortsTheRest) {

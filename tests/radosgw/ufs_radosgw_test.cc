@@ -42,7 +42,11 @@ std::shared_ptr<UnderStorage> Open(const std::string& prefix, const UfsOptions& 
 
 std::shared_ptr<UnderStorage> MakeStore(const std::string& test_name) {
   if (gateway == nullptr) return nullptr;
-  return Open(test_name, gateway->Options());
+  UfsOptions options = gateway->Options();
+  // Renames of objects past 6 MiB copy in UploadPartCopy parts of 5 MiB (5 GiB in production).
+  options.multipart_copy_threshold = 6 << 20;
+  options.copy_part_size = 5 << 20;
+  return Open(test_name, options);
 }
 
 INSTANTIATE_TEST_SUITE_P(Radosgw, ObjectWriterBehaviour,
