@@ -120,7 +120,7 @@ Status FakeClient::PutFile(std::string_view path_view, std::string content, int6
   return Status::Ok();
 }
 
-Status FakeClient::MakeDir(std::string_view path_view) {
+Status FakeClient::AddDir(std::string_view path_view) {
   CAIRN_RETURN_IF_ERROR(ValidateClientPath(path_view));
   std::string path(path_view);
   if (path == "/") return Status::Ok();

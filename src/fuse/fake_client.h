@@ -2,7 +2,7 @@
 // consumes the Client interface without a cluster).
 //
 // It models what a caller of the real client can observe:
-//   - a namespace of directories and files, edited by the test through PutFile/MakeDir/Remove
+//   - a namespace of directories and files, edited by the test through PutFile/AddDir/Remove
 //     (the "under-storage" side); every PutFile gives the file a new version string;
 //   - a metadata cache in front of it: Stat and Open answer from a cached FileInfo until the
 //     cache entry is older than `metadata_ttl` (measured on the injected Clock) or
@@ -73,8 +73,9 @@ class FakeClient : public Client {
   // `path` or one of its parents is an existing entry of the other kind (a file where a
   // directory is needed or the reverse).
   Status PutFile(std::string_view path, std::string content, int64_t mtime_ns = 0);
-  // Creates a directory (and missing parents). OK if it exists; errors as PutFile.
-  Status MakeDir(std::string_view path);
+  // Creates a directory (and missing parents). OK if it exists; errors as PutFile. (Not
+  // Client::MakeDir: this fake's mounts are read-only to the FUSE layer.)
+  Status AddDir(std::string_view path);
   // Removes a file or a whole subtree (also Client::Remove: this fake's mounts are read-only to
   // the FUSE layer, which therefore never calls it). NotFound if absent; InvalidArgument for "/".
   Status Remove(std::string_view path) override;

@@ -50,7 +50,7 @@ TEST(FakeClientTest, EditsRejectTypeConflicts) {
   FakeClient client;
   ASSERT_TRUE(client.PutFile("/f", "x").ok());
   EXPECT_EQ(client.PutFile("/f/g", "y").code(), StatusCode::kFailedPrecondition);
-  ASSERT_TRUE(client.MakeDir("/d").ok());
+  ASSERT_TRUE(client.AddDir("/d").ok());
   EXPECT_EQ(client.PutFile("/d", "y").code(), StatusCode::kFailedPrecondition);
   EXPECT_EQ(client.Remove("/zzz").code(), StatusCode::kNotFound);
   ASSERT_TRUE(client.PutFile("/d/e/f", "z").ok());

@@ -58,7 +58,7 @@ class FuseDataTest : public FuseMountTest {
     Put("/dir/sub/page.bin", TestBytes(4097, 1));
     Put("/dir/sub/big.bin", TestBytes(3 * kMiB + 123, 2));
     Put("/with space/ünïcødé 名前.txt", TestBytes(1000, 3));
-    ASSERT_TRUE(client_->MakeDir("/emptydir").ok());
+    ASSERT_TRUE(client_->AddDir("/emptydir").ok());
   }
 };
 
