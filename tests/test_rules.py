@@ -452,8 +452,12 @@ def test_quota_caps_mount_share_per_worker(cluster, lake):
     assert m[per_mount(CACHED, OTHER)] >= other.bytes(), m
     assert 0 < m[per_mount(CACHED)] <= QUOTA + PAGE_COST_MAX, m[per_mount(CACHED)]
 
-    # Two workers: each caps /lake at quota / 2.
+    # Two workers: each caps /lake at quota / 2, once it has the rules and sees both workers (a
+    # worker that loaded pages before knew only the quota / 1 share: CI failed on that once).
     w2 = cluster.start_worker("w2")
+    cluster.wait_ring_settled()
+    wait_until(lambda: cluster.metric("w2", RULES_UPDATES) >= 1, RULE_APPLY_TIMEOUT,
+               "w2 to apply the rules from etcd", interval=0.05)
     load(cluster, ns("q2"), overflow=True)
     for p in (w1, w2):
         c = p.metrics()[per_mount(CACHED)]

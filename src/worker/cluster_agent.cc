@@ -104,9 +104,11 @@ StatusOr<std::unique_ptr<ClusterAgent>> ClusterAgent::Start(
           Status s = peers->SetWorkers(membership::WorkerNodesFromSnapshot(snapshot));
           if (!s.ok()) spdlog::warn("worker list from etcd not applied: {}", s.ToString());
         }
-        self->ring_workers_.store(snapshot.size(), std::memory_order_relaxed);
         size_t n = std::max<size_t>(1, snapshot.size());
         if (self->worker_count_.exchange(n) != n) self->ApplyPolicy();
+        // After the quota shares of this ring are applied: a worker that shows the ring has
+        // split its quotas for it (tests wait for this gauge).
+        self->ring_workers_.store(snapshot.size(), std::memory_order_relaxed);
       });
   if (!agent->mounts_->WaitForSync(options.first_sync_timeout) ||
       !agent->rules_mirror_->WaitForSync(options.first_sync_timeout) ||
