@@ -6,10 +6,14 @@ import errno
 import os
 import random
 import subprocess
+import time
 
 import pytest
 
-from conftest import MiB, S3_BUCKET, read_file
+from conftest import MiB, S3_BUCKET, read_file, read_whole
+
+
+_RW_PROCESS = {}  # The `cairn up` of the rw fixture, for its metrics.
 
 
 @pytest.fixture(scope="module")
@@ -18,6 +22,7 @@ def rw(module_harness, tmp_path_factory):
     (src / "existing.bin").write_bytes(b"0123456789")
     (src / "dir").mkdir()
     up = module_harness.up("file://" + str(src), name="up-rw", extra=["--write-mode", "through"])
+    _RW_PROCESS["up"] = up
     yield up.mountpoint, src
     assert up.stop() == 0
 
@@ -38,6 +43,25 @@ def test_a_file_written_through_the_mount_is_in_the_source_whole_at_close(rw):
     st = os.stat(path)
     assert st.st_size == len(data) and st.st_mode & 0o777 == 0o644
     assert "model.bin" in os.listdir(os.path.join(mnt, "dir"))
+
+
+def test_a_closed_file_reads_back_from_the_cache_without_a_source_read(rw):
+    mnt, _ = rw
+    up = _RW_PROCESS["up"]
+    data = random.Random(7).randbytes(6 * MiB + 100)  # 7 pages of 1 MiB.
+    before = up.metric("cairn_worker_written_pages_cached_total")
+    path = os.path.join(mnt, "restore.pt")
+    with open(path, "wb") as f:
+        f.write(data)
+    deadline = time.monotonic() + 20
+    while up.metric("cairn_worker_written_pages_cached_total") < before + 7:
+        assert time.monotonic() < deadline, "the written pages never entered the cache"
+        time.sleep(0.05)
+    misses = up.metric("cairn_worker_cache_misses_total")
+    source_reads = up.metric("cairn_worker_ufs_requests_total")
+    assert read_whole(path, direct=True) == data
+    assert up.metric("cairn_worker_cache_misses_total") == misses
+    assert up.metric("cairn_worker_ufs_requests_total") == source_reads
 
 
 def test_fsync_puts_the_file_in_the_source_before_close(rw):

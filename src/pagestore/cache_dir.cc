@@ -213,13 +213,14 @@ void CacheDir::DropVictims(const std::vector<Victim>& victims) {
 
 // ---- Operations ------------------------------------------------------------------------------
 
-Status CacheDir::Put(const KeyInfo& key, std::span<const char> data,
-                     std::span<const uint64_t> sums) {
+Status CacheDir::Put(const KeyInfo& key, std::span<const char> data, std::span<const uint64_t> sums,
+                     std::optional<policy::Priority> priority) {
   CAIRN_ASSIGN_OR_RETURN(
       std::string header,
       EncodePageHeader(key.serialized, key.page_index, static_cast<uint32_t>(data.size()), sums));
   const uint64_t epoch = RulesEpoch();
-  const policy::EntryHints hints = Resolve(key.object_id());
+  policy::EntryHints hints = Resolve(key.object_id());
+  if (priority) hints.priority = *priority;
   if (hints.expires_at_us != 0 && hints.expires_at_us <= config_.clock->NowMicros()) {
     return Status::Ok();  // It would never be served.
   }

@@ -92,8 +92,9 @@ class CacheDir {
 
   // The PageStore operations for pages routed to this folder (same contracts).
   StatusOr<std::unique_ptr<PageReader>> OpenPage(const KeyInfo& key) EXCLUDES(mu_);
-  Status Put(const KeyInfo& key, std::span<const char> data, std::span<const uint64_t> checksums)
-      EXCLUDES(mu_);
+  // `priority`, if set, replaces the resolver's (PageStore::PutWithPriority).
+  Status Put(const KeyInfo& key, std::span<const char> data, std::span<const uint64_t> checksums,
+             std::optional<policy::Priority> priority = std::nullopt) EXCLUDES(mu_);
   Status Remove(const KeyInfo& key, RemoveReason reason) EXCLUDES(mu_);
   bool Contains(const KeyInfo& key) EXCLUDES(mu_);
   PageStoreStats Stats() const EXCLUDES(mu_);

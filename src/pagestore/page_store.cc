@@ -79,6 +79,16 @@ class PageStoreImpl final : public PageStore {
 
   Status PutWithChecksums(const PageKey& key, std::span<const char> data,
                           std::span<const uint64_t> checksums) override {
+    return PutAt(key, data, checksums, std::nullopt);
+  }
+
+  Status PutWithPriority(const PageKey& key, std::span<const char> data,
+                         std::span<const uint64_t> checksums, policy::Priority priority) override {
+    return PutAt(key, data, checksums, priority);
+  }
+
+  Status PutAt(const PageKey& key, std::span<const char> data, std::span<const uint64_t> checksums,
+               std::optional<policy::Priority> priority) {
     CAIRN_RETURN_IF_ERROR(CheckKey(key));
     if (checksums.size() != ChunkCount(data.size())) {
       return InvalidArgumentError("checksum count does not match the page data");
@@ -89,7 +99,7 @@ class PageStoreImpl final : public PageStore {
                                   std::to_string(page_size_));
     }
     KeyInfo info(key);
-    return DirFor(info).Put(info, data, checksums);
+    return DirFor(info).Put(info, data, checksums, priority);
   }
 
   Status Remove(const PageKey& key, RemoveReason reason) override {

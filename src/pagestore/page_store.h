@@ -193,6 +193,14 @@ class PageStore {
   virtual Status PutWithChecksums(const PageKey& key, std::span<const char> data,
                                   std::span<const uint64_t> checksums) = 0;
 
+  // As PutWithChecksums, filed at `priority` instead of the resolver's (its group, pin and TTL
+  // still apply): pages written through Cairn enter at low priority unless a rule names one.
+  // The priority holds until the page is re-resolved (Reattribute after a rules change, a Put
+  // racing with one, recovery after a restart), which gives it the resolver's.
+  virtual Status PutWithPriority(const PageKey& key, std::span<const char> data,
+                                 std::span<const uint64_t> checksums,
+                                 policy::Priority priority) = 0;
+
   // Drops a page (e.g. a reader found a checksum mismatch: reason kCorrupt is counted). OK if it
   // was dropped, NotFound if it was not cached; readers already open keep their copy.
   virtual Status Remove(const PageKey& key, RemoveReason reason) = 0;

@@ -146,6 +146,38 @@ TEST_F(RulesTest, LowPriorityPagesAreEvictedBeforeNormalOnes) {
   }
 }
 
+TEST_F(RulesTest, PutWithPriorityOverridesTheResolversPriorityOnly) {
+  rules_.Set("s3://data/", {.group = 7, .pinned = false});
+  auto store = Make(Options(3));
+  auto put_low = [&](const PageKey& key) {
+    std::string data = Bytes(key.page_index, 100);
+    Status s = store->PutWithPriority(key, data, ChunkChecksums(data), Priority::kLow);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+  };
+  PutOk(*store, K("s3://data/read"));
+  put_low(K("s3://data/written"));
+  // Refused like Put: a page larger than the page size, a checksum count that does not match.
+  std::string big(5000, 'x');
+  EXPECT_EQ(
+      store->PutWithPriority(K("s3://data/big"), big, ChunkChecksums(big), Priority::kLow).code(),
+      StatusCode::kInvalidArgument);
+  EXPECT_EQ(store->PutWithPriority(K("s3://data/sums"), "xy", {}, Priority::kLow).code(),
+            StatusCode::kInvalidArgument);
+  // The written page is newer, and still goes first; the resolver's group still applies.
+  PutOk(*store, K("s3://data/a"));
+  PutOk(*store, K("s3://data/b"));
+  EXPECT_FALSE(store->Contains(K("s3://data/written")));
+  EXPECT_TRUE(store->Contains(K("s3://data/read")));
+  EXPECT_EQ(store->GroupBytes(7), 3 * kCharge);
+  // Read back byte-exact while it was cached.
+  put_low(K("s3://data/again"));
+  auto reader = store->Open(K("s3://data/again"));
+  ASSERT_TRUE(reader.ok()) << reader.status().ToString();
+  std::string back(100, '\0');
+  ASSERT_TRUE((*reader)->ReadAt(0, back).ok());
+  EXPECT_EQ(back, Bytes(0, 100));
+}
+
 TEST_F(RulesTest, ExpiredPagesAreNotServedAndAreSwept) {
   rules_.Set("s3://ttl/", {.expires_at_us = clock_.NowMicros() + 10 * kSecond});
   auto store = Make(Options(16));

@@ -99,6 +99,7 @@ ResolvedRule PathRules::Resolve(std::string_view path) const {
       admission = true;
     }
   }
+  out.priority_set = priority || out.admission == Admission::kLow;
   return out;
 }
 

@@ -45,6 +45,9 @@ struct PathRule {
 struct ResolvedRule {
   bool pin = false;
   Priority priority = Priority::kNormal;
+  // A rule covering the path set its priority, or an admission of kLow: pages written through
+  // Cairn enter at low priority unless a rule says otherwise (docs/write-path.md).
+  bool priority_set = false;
   int64_t ttl_ms = 0;
   Admission admission = Admission::kNormal;
 };

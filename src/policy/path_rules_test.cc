@@ -39,6 +39,20 @@ TEST(PathRulesTest, MostSpecificRuleSettingAFieldWins) {
   EXPECT_EQ(e.ttl_ms, 0);
 }
 
+TEST(PathRulesTest, SaysWhetherARuleSetThePriority) {
+  PathRule lake{.path = "/lake", .ttl_ms = 60'000};
+  PathRule val{.path = "/lake/val", .priority = Priority::kNormal};
+  PathRule scan{.path = "/lake/scan", .admission = Admission::kLow};
+  PathRule once{.path = "/lake/once", .admission = Admission::kBypass};
+  auto rules = PathRules::Create({lake, val, scan, once});
+  ASSERT_TRUE(rules.ok());
+  EXPECT_FALSE(rules->Resolve("/lake/train/x").priority_set);  // Only a TTL covers it.
+  EXPECT_TRUE(rules->Resolve("/lake/val/x").priority_set);     // Normal, said explicitly.
+  EXPECT_TRUE(rules->Resolve("/lake/scan/x").priority_set);    // Low admission.
+  EXPECT_FALSE(rules->Resolve("/lake/once/x").priority_set);   // Bypass: no priority at all.
+  EXPECT_FALSE(PathRules().Resolve("/lake/x").priority_set);
+}
+
 TEST(PathRulesTest, RootRuleCoversEverything) {
   auto rules = PathRules::Create({{.path = "/", .ttl_ms = 5}});
   ASSERT_TRUE(rules.ok());

@@ -92,12 +92,28 @@ bool PageRules::Locate(std::string_view object_id, std::string* mount_path,
   return false;
 }
 
+namespace {
+
+std::string NamespacePath(std::string_view mount_path, std::string_view key) {
+  return mount_path == "/" ? "/" + std::string(key)
+                           : std::string(mount_path) + "/" + std::string(key);
+}
+
+}  // namespace
+
 policy::Admission PageRules::AdmissionFor(std::string_view mount_path, std::string_view key) const {
   std::shared_ptr<const policy::PathRules> rules = this->rules();
   if (rules->empty()) return policy::Admission::kNormal;
-  std::string path =
-      mount_path == "/" ? "/" + std::string(key) : std::string(mount_path) + "/" + std::string(key);
-  return rules->Resolve(path).admission;
+  return rules->Resolve(NamespacePath(mount_path, key)).admission;
+}
+
+policy::Priority PageRules::WrittenPriority(std::string_view mount_path,
+                                            std::string_view key) const {
+  std::shared_ptr<const policy::PathRules> rules = this->rules();
+  if (rules->empty()) return policy::Priority::kLow;
+  policy::ResolvedRule r = rules->Resolve(NamespacePath(mount_path, key));
+  if (!r.priority_set) return policy::Priority::kLow;
+  return r.admission == policy::Admission::kLow ? policy::Priority::kLow : r.priority;
 }
 
 }  // namespace cairn::worker

@@ -54,6 +54,12 @@ class PageRules {
   policy::Admission AdmissionFor(std::string_view mount_path, std::string_view key) const
       EXCLUDES(mu_);
 
+  // The priority of a page written through Cairn to `key` in the mount at `mount_path`: low
+  // (a checkpoint must not flush the training set), unless a rule covering the path sets one
+  // (policy::ResolvedRule::priority_set).
+  policy::Priority WrittenPriority(std::string_view mount_path, std::string_view key) const
+      EXCLUDES(mu_);
+
   // Whether any rule is set (a worker with none skips the lookups).
   bool empty() const EXCLUDES(mu_);
 

@@ -61,6 +61,20 @@ TEST_F(PageRulesTest, RulesResolveOnTheNamespacePath) {
   EXPECT_EQ(rules_.AdmissionFor("/lake", "train/a"), policy::Admission::kNormal);
 }
 
+TEST_F(PageRulesTest, WrittenPagesAreLowUnlessARuleSetsAPriority) {
+  EXPECT_EQ(rules_.WrittenPriority("/lake", "ckpt/a.pt"), policy::Priority::kLow);  // No rules.
+  auto rules = policy::PathRules::Create(
+      {{.path = "/lake", .ttl_ms = 2000},
+       {.path = "/lake/models", .priority = policy::Priority::kHigh},
+       {.path = "/lake/models/scratch", .admission = policy::Admission::kLow}});
+  ASSERT_TRUE(rules.ok());
+  rules_.SetRules(std::make_shared<const policy::PathRules>(*rules));
+  EXPECT_EQ(rules_.WrittenPriority("/lake", "ckpt/a.pt"), policy::Priority::kLow);
+  EXPECT_EQ(rules_.WrittenPriority("/lake", "models/m.safetensors"), policy::Priority::kHigh);
+  EXPECT_EQ(rules_.WrittenPriority("/lake", "models/scratch/t"), policy::Priority::kLow);
+  EXPECT_EQ(rules_.WrittenPriority("/lake", "modelsx/m"), policy::Priority::kLow);
+}
+
 // now + ttl used to overflow int64 (undefined behaviour) for a long TTL on a late clock.
 TEST_F(PageRulesTest, ADeadlinePastInt64Saturates) {
   FakeClock late(std::numeric_limits<int64_t>::max() - 1000);

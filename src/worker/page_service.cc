@@ -831,6 +831,13 @@ Status PageService::ReadRunFromSource(const mount::Mount& mount, MountMetrics* p
   return Status::Ok();
 }
 
+std::vector<std::string> PageService::ReplicasOf(const mount::Mount& mount,
+                                                 const pagestore::PageKey& key) const {
+  if (options_.peers == nullptr) return {options_.worker_id};
+  uint64_t h = placement::PageKeyHash(key.object_id, key.version, key.page_index);
+  return options_.peers->Replicas(h, static_cast<size_t>(std::max(1, mount.spec.replicas)));
+}
+
 std::vector<std::string> PageService::OtherReplicas(const mount::Mount& mount,
                                                     const pagestore::PageKey& key) const {
   std::vector<std::string> others;

@@ -203,6 +203,11 @@ class PageService {
   // Unavailable if this worker's table has no mount at or above the path.
   StatusOr<PathAt> ResolvePath(const std::string& path, bool wait) EXCLUDES(mounts_mu_);
 
+  // The workers that keep `key` of `mount` (its first max(1, replicas) workers on the ring, in
+  // the order clients prefer them; this worker alone without peers). Empty if the ring is empty.
+  std::vector<std::string> ReplicasOf(const mount::Mount& mount,
+                                      const pagestore::PageKey& key) const;
+
   uint32_t page_size() const { return options_.page_size; }
   const std::string& worker_id() const { return options_.worker_id; }
   const PageServiceOptions& options() const { return options_; }

@@ -252,6 +252,10 @@ Status Worker::Init(WorkerOptions options) {
   WriteServiceOptions wo;
   for (const auto& d : cfg.cache_dirs) wo.spool_dirs.push_back(d.path + "/spool");
   wo.registry = registry_.get();
+  WrittenPagesOptions wpo;
+  wpo.registry = registry_.get();
+  written_pages_ = std::make_unique<WrittenPages>(service_.get(), wpo);
+  wo.written_pages = written_pages_.get();
   CAIRN_ASSIGN_OR_RETURN(writes_, WriteService::Create(service_.get(), std::move(wo)));
   local_channel_ = std::make_unique<LocalChannel>(service_.get(), writes_.get());
   RegisterStoreMetrics();

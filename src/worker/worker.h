@@ -98,7 +98,8 @@ class Worker {
   // Cluster mode only: the other workers, for peer fills. Outlives the service that reads it.
   std::unique_ptr<PeerSet> peers_;
   std::unique_ptr<PageService> service_;
-  std::unique_ptr<WriteService> writes_;  // Outlives the server and channel that use it.
+  std::unique_ptr<WrittenPages> written_pages_;  // Outlives the write service that uses it.
+  std::unique_ptr<WriteService> writes_;         // Outlives the server and channel that use it.
   std::unique_ptr<LocalChannel> local_channel_;
   std::unique_ptr<RequestAuthorizer> authorizer_;  // Outlives the server that uses it.
   std::unique_ptr<WorkerServer> server_;

@@ -22,6 +22,7 @@ struct WriteService::OpenFile {
   std::string principal;
   std::string path;
   std::shared_ptr<const mount::MountTable> table;  // Keeps `ufs` and the mount alive.
+  const mount::Mount* mount = nullptr;
   std::shared_ptr<ufs::UnderStorage> ufs;
   std::string key;
   std::string spool_dir;
@@ -197,7 +198,10 @@ StatusOr<WriteReply> WriteService::Serve(const std::string& principal,
     reply = Truncate(*file, truncate->size);
   } else {
     reply = Commit(*file, recheck);
-    if (reply.ok() && std::holds_alternative<protocol::CloseWriteRequest>(request)) Take(handle);
+    if (reply.ok() && std::holds_alternative<protocol::CloseWriteRequest>(request)) {
+      CacheClosed(*file);
+      Take(handle);
+    }
   }
   file->last_used_us = clock().NowMicros();
   file->busy.fetch_sub(1);
@@ -228,6 +232,7 @@ StatusOr<WriteReply> WriteService::Open(const std::string& principal,
   file->principal = principal;
   file->path = request.path;
   file->table = at.table;
+  file->mount = mount;
   file->ufs = mount->ufs;
   file->key = at.resolved.key;
   file->exclusive = request.exclusive;
@@ -386,6 +391,29 @@ StatusOr<WriteReply> WriteService::Commit(OpenFile& file, const RecheckFn& reche
   reply.version = info->version;
   reply.mtime_ns = info->mtime_ns;
   return reply;
+}
+
+// At close, not at every sync: a log synced after each line would be cached over and over.
+void WriteService::CacheClosed(OpenFile& file) {
+  if (options_.written_pages == nullptr) return;
+  MutexLock l(&file.mu);
+  if (file.session == nullptr || !file.committed) return;
+  const ufs::ObjectInfo& info = *file.committed;
+  // A descriptor, not the name: the session removes its spool file when it goes, and a later
+  // write on this handle starts a new spool; this one is never written again.
+  const int fd = ::open(file.session->spool_path().c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    spdlog::warn("the written file {} does not enter the cache: {}", file.path,
+                 ErrnoToStatus(errno, "reopen its spool").ToString());
+    return;
+  }
+  WrittenFile written;
+  written.table = file.table;
+  written.mount = file.mount;
+  written.key = file.key;
+  written.version = info.version;
+  written.size = info.size;
+  options_.written_pages->Admit(std::move(written), fd);  // Not cached is not an error.
 }
 
 void WriteService::AdoptCommit(const OpenFile& committer, const std::string& version) {

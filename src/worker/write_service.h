@@ -21,6 +21,8 @@
 //     the file exists now). A change made elsewhere (another
 //     worker's writer after a failover, a job writing to the bucket directly) still fails them.
 //   * A failed SyncWrite or CloseWrite keeps the handle (the client may retry, or abort).
+//   * A closed file's pages enter the cache in the background (options.written_pages), under the
+//     version its last commit made.
 //
 // Limits: at most max_open_files open files, max_open_files_per_principal per principal
 // (ResourceExhausted past them); write data is checked against its checksums before it is
@@ -51,6 +53,7 @@
 #include "metrics/registry.h"
 #include "protocol/wire.h"
 #include "worker/page_service.h"
+#include "worker/written_pages.h"
 #include "write/write_session.h"
 
 namespace cairn::worker {
@@ -68,6 +71,9 @@ struct WriteServiceOptions {
   std::chrono::milliseconds idle_timeout{10 * 60 * 1000};
   Clock* clock = nullptr;                 // Idle times. Not owned; null: Clock::Real().
   metrics::Registry* registry = nullptr;  // Write metrics. Not owned; may be null.
+  // Takes each committed file into the cache (a restore is a hit). Not owned; must outlive the
+  // service; null: written files enter the cache only when they are read.
+  WrittenPages* written_pages = nullptr;
 };
 
 class WriteService {
@@ -129,6 +135,8 @@ class WriteService {
                                                             const std::string& from_spool,
                                                             uint64_t size,
                                                             ufs::WriteCondition condition);
+  // Hands a closed `file` (its spool, as committed) to options_.written_pages.
+  void CacheClosed(OpenFile& file);
   // After `committer` committed `version`, the other open files of its path expect it.
   void AdoptCommit(const OpenFile& committer, const std::string& version) EXCLUDES(open_mu_);
   Mutex& CommitLockOf(const std::string& path);
