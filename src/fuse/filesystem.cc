@@ -182,8 +182,7 @@ void Filesystem::Lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
   }
   // Take the reference before replying, so a concurrent FORGET of older references can never
   // drop the number while this reply is in flight.
-  const fuse_ino_t ino = inodes_.Ref(path, info->is_dir);
-  ObserveVersion(ino, *info);
+  const fuse_ino_t ino = RefFor(path, *info);
   fuse_entry_param e = EntryFor(ino, *info, path);
   if (fuse_reply_entry(req, &e) == -ENOENT) {
     // The request was aborted; the kernel never saw the entry.
@@ -226,15 +225,16 @@ void Filesystem::GetAttr(fuse_req_t req, fuse_ino_t ino) {
     return;
   }
   StatusOr<FileInfo> info = client_->Stat(entry->path);
-  if (std::optional<uint64_t> writing = WritingSize(entry->path)) {
-    info = WritingInfo("", *writing, info);
-  }
+  const std::optional<uint64_t> writing = WritingSize(entry->path);
+  if (writing) info = WritingInfo("", *writing, info);
   if (!info.ok()) {
     fuse_reply_err(req, ErrnoForReply(info.status(), "getattr", entry->path));
     return;
   }
   if (ino == InodeTable::kRootIno) info->is_dir = true;  // The mount root is a directory.
-  ObserveVersion(ino, *info);
+  // A number keeps the attributes of its version: a descriptor held open on an older version
+  // must never see the size of a newer one (inode_table.h).
+  if (!info->is_dir && !entry->is_dir) info = inodes_.Shown(ino, *info, writing.has_value());
   struct stat st = AttrFromInfo(ino, *info, config_, client_->Writable(entry->path));
   inodes_.RecordReportedSize(ino, static_cast<uint64_t>(st.st_size));
   fuse_reply_attr(req, &st, config_.attr_timeout_s);
@@ -319,11 +319,16 @@ size_t Filesystem::AppendEntry(fuse_req_t req, OpenDirHandle* dir, const DirEntr
     e.attr.st_ino = entry.dot_ino;
     e.attr.st_mode = S_IFDIR;
   } else {
-    const fuse_ino_t child =
-        inodes_.Ref(JoinPath(dir->stream.path(), entry.name), entry.info->is_dir);
+    const std::string path = JoinPath(dir->stream.path(), entry.name);
+    FileInfo info = *entry.info;
+    if (!info.is_dir) {
+      if (std::optional<uint64_t> writing = WritingSize(path)) {
+        info = *WritingInfo(info.name, *writing, info);
+      }
+    }
+    const fuse_ino_t child = RefFor(path, info);
     referenced->push_back(child);
-    ObserveVersion(child, *entry.info);
-    e = EntryFor(child, *entry.info, JoinPath(dir->stream.path(), entry.name));
+    e = EntryFor(child, info, path);
   }
   return fuse_add_direntry_plus(req, room.data(), room.size(), entry.name, &e, cookie);
 }
@@ -392,62 +397,20 @@ void Filesystem::InvalidateKernelAttrs(fuse_ino_t ino) {
   }
 }
 
-void Filesystem::ObserveVersion(fuse_ino_t ino, const FileInfo& info) {
-  // The new size is about to reach the kernel with this reply. Pages it cached for the old
-  // version (the last one zero-filled past the old end) must go first, or a handle still open
-  // on the old version would read them up to the new size.
-  if (info.is_dir) return;
-  bool changed;
-  {
-    std::unique_lock gate(ReplyGate(ino));  // Waits out replies of the old version in flight.
-    changed = inodes_.NoteStatVersion(ino, info.version);
-  }
-  if (changed) {
-    InvalidateKernelData(ino);
-    inodes_.InvalidationDone(ino);
-  }
+fuse_ino_t Filesystem::RefFor(const std::string& path, const FileInfo& info) {
+  if (info.is_dir) return inodes_.Ref(path, /*is_dir=*/true);
+  return inodes_.RefFile(path, info, WritingSize(path).has_value());
 }
 
 void Filesystem::InvalidateKernelData(fuse_ino_t ino) {
   fuse_session* session = session_.load();
   if (session == nullptr) return;
-  // Called after a read's reply was sent, or from getattr/lookup/open (which the kernel sends
-  // without holding page locks or the lock of the inode; read-only opens only): nothing we
-  // block here waits on this thread.
+  // Called from an open for reading, which the kernel sends without holding page locks or the
+  // lock of the inode: nothing we block here waits on this thread.
   int rc = fuse_lowlevel_notify_inval_inode(session, ino, 0, 0);
   if (rc != 0 && rc != -ENOENT) {
     spdlog::debug("fuse: data invalidation of inode {} failed: {}", ino, std::strerror(-rc));
   }
-}
-
-bool Filesystem::DecideKeepCache(fuse_ino_t ino, const FileInfo& info) {
-  // The kernel's cached pages of this inode are valid exactly when they came from the version
-  // this open is pinned to, i.e. when the previous open of the inode saw the same version.
-  bool keep = false;
-  bool must_invalidate = false;
-  {
-    // A version change starts a new epoch: replies of the old one in flight finish first (their
-    // pages are then dropped: this open gets keep_cache = 0).
-    std::unique_lock gate(ReplyGate(ino));
-    keep = inodes_.RecordOpenVersion(ino, info.version, &must_invalidate);
-  }
-  if (must_invalidate) {
-    // Drop the old version's pages here, before the reply, rather than leave it to the kernel:
-    // its drop for an open without FOPEN_KEEP_CACHE runs in the opener's context after this
-    // reply, so another open of the same version decided meanwhile (keep_cache = 1) could read
-    // old pages first (CI saw a new open read its first 256 KiB mixed that way). Opens that
-    // arrive while this drop is in flight do not keep the cache either (RecordOpenVersion).
-    // No old page can come back: the epoch is new. This also comes before a new size reaches
-    // the kernel (any getattr may bring it), or a handle still open on the old version could
-    // read the zero-filled tail of its last page up to the new size.
-    InvalidateKernelData(ino);
-    inodes_.InvalidationDone(ino);
-  }
-  if (!keep) {
-    std::optional<uint64_t> told = inodes_.ReportedSize(ino);
-    if (told.has_value() && *told != info.size) InvalidateKernelAttrs(ino);
-  }
-  return keep;
 }
 
 void Filesystem::Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
@@ -484,8 +447,12 @@ void Filesystem::Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     file->ino = ino;
     fi->direct_io = 0;
     fi->keep_cache = 0;
+    inodes_.OpenWriter(ino);
     Track(std::move(file), fi);
-    if (fuse_reply_open(req, fi) == -ENOENT) Untrack(fi->fh);  // Interrupted: no release.
+    if (fuse_reply_open(req, fi) == -ENOENT) {  // Interrupted: no release.
+      Untrack(fi->fh);
+      inodes_.CloseWriter(ino);
+    }
     return;
   }
   StatusOr<std::unique_ptr<FileReader>> opened = client_->Open(entry->path);
@@ -498,23 +465,30 @@ void Filesystem::Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     fuse_reply_err(req, EISDIR);
     return;
   }
-  fi->keep_cache = DecideKeepCache(ino, info) ? 1 : 0;
-  const uint64_t epoch = inodes_.VersionEpoch(ino);
-  inodes_.AddHandle(ino, epoch);
-  // Handles pinned to an older version are still open: keep this one out of the shared page
-  // cache so they can never see its bytes (they get EIO from us instead).
-  fi->direct_io = inodes_.HasHandlesBefore(ino, epoch) ? 1 : 0;
-  if (fi->direct_io) {
-    fi->keep_cache = 0;
-    inodes_.TaintCache(ino);
+  const InodeTable::ReaderOpen decided = inodes_.OpenReader(ino, info);
+  if (decided.stale) {
+    // This number shows an older version (inode_table.h). ESTALE makes the kernel look the
+    // path up again (LOOKUP_REVAL), which gives the new version's number, and open that.
+    spdlog::debug("fuse: open '{}': inode {} shows an older version; ESTALE", entry->path, ino);
+    fuse_reply_err(req, ESTALE);
+    return;
   }
+  if (decided.must_invalidate) {
+    // Before the reply: the kernel's own drop for an open without FOPEN_KEEP_CACHE runs after
+    // it, in the opener's context, while another open could already read the pages.
+    InvalidateKernelData(ino);
+    inodes_.InvalidationDone(ino);
+  }
+  // Pages first, then the size: a getattr may bring the new size at any time.
+  if (decided.size_changed) InvalidateKernelAttrs(ino);
+  fi->keep_cache = decided.keep_cache ? 1 : 0;
+  fi->direct_io = 0;
   fi->noflush = 1;  // Nothing to flush on close; saves a round trip per close.
 
   auto file = std::make_unique<OpenFile>();
   file->reader = std::move(*opened);
   file->path = entry->path;
   file->ino = ino;
-  file->epoch = epoch;
   fi->fh = reinterpret_cast<uint64_t>(file.get());
   {
     MutexLock lock(&handles_mu_);
@@ -522,11 +496,11 @@ void Filesystem::Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   }
   if (fuse_reply_open(req, fi) == -ENOENT) {
     // open was interrupted: no release will come for this handle.
+    inodes_.CloseReader(ino);
     std::unique_ptr<OpenFile> dropped;
     MutexLock lock(&handles_mu_);
     dropped = std::move(files_[fi->fh]);
     files_.erase(fi->fh);
-    inodes_.RemoveHandle(ino, epoch);
   }
 }
 
@@ -539,13 +513,6 @@ void Filesystem::Read(fuse_req_t req, size_t size, off_t off, fuse_file_info* fi
   }
   if (off < 0) {
     fuse_reply_err(req, EINVAL);
-    return;
-  }
-  // A handle pinned to a version older than the inode's latest open must not feed the kernel's
-  // page cache (shared by all opens of the inode): the reader gets EIO, never mixed bytes.
-  if (inodes_.VersionEpoch(file->ino) != file->epoch) {
-    spdlog::info("fuse: read '{}': the object changed since this file was opened", file->path);
-    fuse_reply_err(req, EIO);
     return;
   }
   // The reader reads into this scratch buffer only what is not already in memory (pages of the
@@ -572,24 +539,9 @@ void Filesystem::Read(fuse_req_t req, size_t size, off_t off, fuse_file_info* fi
   for (std::span<const char> piece : view->pieces) {
     iov.push_back(iovec{const_cast<char*>(piece.data()), piece.size()});
   }
-  {
-    // The version may have changed while the bytes were read: check again, and reply, under
-    // the inode's reply gate (see reply_gates_).
-    std::shared_lock gate(ReplyGate(file->ino));
-    if (inodes_.VersionEpoch(file->ino) != file->epoch) {
-      spdlog::info("fuse: read '{}': the object changed while this read ran", file->path);
-      fuse_reply_err(req, EIO);
-      return;
-    }
-    fuse_reply_iov(req, iov.data(), static_cast<int>(iov.size()));
-  }
-  if (inodes_.VersionEpoch(file->ino) != file->epoch) {
-    // A newer version was opened while this read ran: its bytes may now sit in the page cache
-    // next to the new version's. Drop them, and do not trust the cache at the next open.
-    inodes_.BeginInvalidation(file->ino);
-    InvalidateKernelData(file->ino);
-    inodes_.InvalidationDone(file->ino);
-  }
+  // The handle's version is its inode's (inode_table.h): these bytes may enter the kernel's
+  // page cache, which no handle of another version reads.
+  fuse_reply_iov(req, iov.data(), static_cast<int>(iov.size()));
 }
 
 void Filesystem::Release(fuse_req_t req, fuse_file_info* fi) {
@@ -607,9 +559,10 @@ void Filesystem::Release(fuse_req_t req, fuse_file_info* fi) {
       spdlog::warn("fuse: release of '{}': {}", dropped->path, closed.ToString());
       if (close) dropped->writer->Abort().IgnoreError();
     }
+    inodes_.CloseWriter(dropped->ino);
     InvalidateKernelAttrs(dropped->ino);  // The object's new version and size.
   } else if (dropped) {
-    inodes_.RemoveHandle(dropped->ino, dropped->epoch);
+    inodes_.CloseReader(dropped->ino);
   }
   fuse_reply_err(req, 0);
 }
@@ -685,7 +638,8 @@ void Filesystem::Create(fuse_req_t req, fuse_ino_t parent, const char* name, mod
   file->writer = std::move(*writer);
   file->dirty = true;  // An empty file is a file too: close commits it.
   file->path = path;
-  const fuse_ino_t ino = inodes_.Ref(path, /*is_dir=*/false);
+  const fuse_ino_t ino = inodes_.RefNewFile(path);
+  inodes_.OpenWriter(ino);
   file->ino = ino;
   FileInfo info;
   info.name = name;
@@ -696,6 +650,7 @@ void Filesystem::Create(fuse_req_t req, fuse_ino_t parent, const char* name, mod
   Track(std::move(file), fi);
   if (fuse_reply_create(req, &e, fi) == -ENOENT) {
     Untrack(fi->fh);  // Interrupted: the writer aborts as it goes.
+    inodes_.CloseWriter(ino);
     inodes_.Forget(ino, 1);
   }
 }
@@ -774,6 +729,7 @@ void Filesystem::SetAttr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int 
       Status done = writer.status();
       if (done.ok() && size != 0) done = (*writer)->Truncate(size);
       if (done.ok()) done = (*writer)->Close().status();
+      inodes_.Unfix(ino);  // Its content changed here: the number shows what getattr finds.
       if (!done.ok()) {
         fuse_reply_err(req, ErrnoForReply(done, "truncate", entry->path));
         return;

@@ -9,8 +9,9 @@
 //   opendir / readdir(plus)         a DirStream per open directory (fi->fh), paging through
 //                                   Client::ListDir; offsets are listing positions + 2.
 //   open / read / release           a FileReader per open file (fi->fh), pinned to one version;
-//                                   keep_cache is set when the previous open of the inode saw
-//                                   the same version.
+//                                   one inode number per version (inode_table.h), so
+//                                   keep_cache is set; an open of a number whose version is
+//                                   gone gets ESTALE (the kernel looks the path up again).
 //   create / open for writing /     a FileWriter per open file (Client::OpenForWrite): write
 //   write / flush / fsync /         sends the bytes, flush and fsync commit (so close(2) reports
 //   release / setattr(size) /       a failed upload), release closes; getattr and lookup of a
@@ -23,10 +24,10 @@
 //   every other mutating request    EROFS in read-only mounts; in write-through ones links and
 //                                   special files EPERM, chmod/chown EPERM.
 //
-// Lock order (outer to inner): OpenDir::mu -> InodeTable's mutex. handles_mu_ is never held
-// across a client call or a FUSE reply; under it only FileWriter::size() is called (the
-// writer's own leaf lock). Client calls are made without any
-// Filesystem lock except OpenDir::mu (which only serializes one directory handle).
+// Lock order (outer to inner): OpenDir::mu -> handles_mu_ or InodeTable's mutex (never both).
+// handles_mu_ is never held across a client call or a FUSE reply; under it only FileWriter::size()
+// is called (the writer's own leaf lock). Client calls are made without any Filesystem lock except
+// OpenDir::mu (which only serializes one directory handle).
 //
 // Thread-safety: the handlers run concurrently on libfuse's worker threads; all shared state is
 // guarded as annotated. The kernel guarantees that a file handle receives no request after its
@@ -40,14 +41,12 @@
 #include <fuse_lowlevel.h>
 #include <sys/stat.h>
 
-#include <array>
 #include <atomic>
 #include <cstdint>
 #include <functional>
 #include <mutex>
 #include <memory>
 #include <optional>
-#include <shared_mutex>
 #include <span>
 #include <string>
 #include <unordered_map>
@@ -143,7 +142,6 @@ class Filesystem {
     std::atomic<bool> committed{false};  // A flush or fsync committed it at least once.
     std::string path;
     fuse_ino_t ino = 0;
-    uint64_t epoch = 0;  // InodeTable::VersionEpoch at open.
   };
   struct OpenDirHandle {
     OpenDirHandle(Client* client, std::string path, int page_entries)
@@ -168,18 +166,14 @@ class Filesystem {
   size_t AppendEntry(fuse_req_t req, OpenDirHandle* dir, const DirEntryView& entry,
                      std::span<char> room, off_t cookie, bool plus,
                      std::vector<fuse_ino_t>* referenced) REQUIRES(dir->mu);
-  // keep_cache for an open of `ino` pinned to `info`; also invalidates the kernel's cached
-  // attributes when the opened size differs from what it was told.
-  bool DecideKeepCache(fuse_ino_t ino, const FileInfo& info);
   // Makes the kernel drop its cached attributes of `ino` (size, mtime) so its next access asks
   // again; used when an open sees a version whose size differs from what the kernel was told.
   void InvalidateKernelAttrs(fuse_ino_t ino);
-  // Makes the kernel drop its cached pages of `ino` (after a stale handle's bytes may have
-  // landed there). Only after the reply of the read that caused it.
+  // Makes the kernel drop its cached pages of `ino` (pages this mount's writes left that an
+  // open for reading cannot vouch for).
   void InvalidateKernelData(fuse_ino_t ino);
-  // Starts a new version epoch (and drops the kernel's pages) when a stat of `ino` reports a
-  // version other than the one its opens saw; called before the reply carries the new size.
-  void ObserveVersion(fuse_ino_t ino, const FileInfo& info);
+  // The number for `path` as a stat found it (InodeTable::Ref / RefFile), one lookup taken.
+  fuse_ino_t RefFor(const std::string& path, const FileInfo& info);
   fuse_entry_param EntryFor(fuse_ino_t ino, const FileInfo& info, const std::string& path);
   // The path of `name` in directory `parent`; nullopt after replying the error (ESTALE,
   // ENOTDIR, or `bad_name_errno` for a name the namespace cannot hold).
@@ -200,15 +194,6 @@ class Filesystem {
   const FilesystemConfig config_;
   InodeTable inodes_;
   std::atomic<fuse_session*> session_{nullptr};
-  // Makes a read's "is my handle's version still current?" check and its reply one step
-  // against a version change (a new epoch). A read holds its inode's gate shared from the
-  // check through fuse_reply_iov; the epoch is bumped under the gate held exclusively, and the
-  // kernel's pages are dropped after that. So a reply of the old version is either in the page
-  // cache before the drop (and dropped), or is EIO: never added after it, where a handle still
-  // open on the old version could read its zero-filled tail up to the new size. Striped by
-  // inode; no kernel call is made while a gate is held exclusively.
-  std::shared_mutex& ReplyGate(fuse_ino_t ino) { return reply_gates_[ino % reply_gates_.size()]; }
-  std::array<std::shared_mutex, 64> reply_gates_;
   std::function<void()> after_init_;
   std::once_flag after_init_once_;
 

@@ -301,5 +301,41 @@ TEST_F(FuseVersionTest, OpenFileOfAChangedObjectFailsWithEio) {
   EXPECT_TRUE(SameBytes(Read("/f"), files_["/f"]));  // A reopen sees the new version.
 }
 
+TEST_F(FuseVersionTest, AHeldDescriptorKeepsItsVersionsSizeAndANewOpenGetsANewInode) {
+  UseCachingClient();
+  const std::string old_bytes = TestBytes(2 * kMiB + kMiB / 2 + 3, 8);  // Last page partial.
+  Put("/f", old_bytes);
+  StartMount();
+  const int held = ::open(P("/f").c_str(), O_RDONLY);
+  ASSERT_GE(held, 0);
+  std::string first(old_bytes.size() + 1, '\0');
+  ASSERT_EQ(::pread(held, first.data(), first.size(), 0), static_cast<ssize_t>(old_bytes.size()));
+  struct stat before;
+  ASSERT_EQ(::fstat(held, &before), 0);
+
+  Put("/f", TestBytes(3 * kMiB + 11, 9));  // Grown.
+  clock_.Advance(std::chrono::hours(2));
+  EXPECT_TRUE(SameBytes(Read("/f"), files_["/f"]));  // A new open sees the new version...
+  struct stat by_path;
+  ASSERT_EQ(::stat(P("/f").c_str(), &by_path), 0);
+  EXPECT_EQ(by_path.st_size, static_cast<off_t>(files_["/f"].size()));
+  EXPECT_NE(by_path.st_ino, before.st_ino) << "...through an inode of its own";
+
+  // The held descriptor's inode never learns the new size (its attributes outlive their 1 s
+  // timeout here), so a read through it can only ever return the old bytes: with one inode for
+  // both versions, the old last page's zero-filled tail could be read up to the new size.
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  struct stat after;
+  ASSERT_EQ(::fstat(held, &after), 0);
+  EXPECT_EQ(after.st_ino, before.st_ino);
+  EXPECT_EQ(after.st_size, static_cast<off_t>(old_bytes.size()));
+  std::string again(4 * kMiB, '\0');
+  const ssize_t n = ::pread(held, again.data(), again.size(), 0);
+  ASSERT_EQ(n, static_cast<ssize_t>(old_bytes.size()));  // From the page cache: its pages.
+  again.resize(static_cast<size_t>(n));
+  EXPECT_TRUE(SameBytes(again, old_bytes));
+  ::close(held);
+}
+
 }  // namespace
 }  // namespace cairn::fuse::testing

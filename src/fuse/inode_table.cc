@@ -29,6 +29,32 @@ uint64_t InodeTable::Ref(const std::string& path, bool is_dir) {
     }
     // Type changed: the old number keeps its remaining lookups but no longer owns the path.
   }
+  return NewNumber(path, is_dir);
+}
+
+uint64_t InodeTable::RefFile(const std::string& path, const FileInfo& info, bool writing) {
+  MutexLock lock(&mu_);
+  auto found = by_path_.find(path);
+  if (found != by_path_.end() && found->second != kRootIno) {
+    Node& node = by_ino_.at(found->second);
+    if (!node.is_dir &&
+        (writing || (node.shown && node.shown->version == info.version) || Adopt(&node, info))) {
+      node.nlookup++;
+      return found->second;
+    }
+    // Another type or another version: the old number keeps its lookups and what it shows.
+  }
+  const uint64_t ino = NewNumber(path, /*is_dir=*/false);
+  if (!writing) by_ino_.at(ino).shown = info;
+  return ino;
+}
+
+uint64_t InodeTable::RefNewFile(const std::string& path) {
+  MutexLock lock(&mu_);
+  return NewNumber(path, /*is_dir=*/false);
+}
+
+uint64_t InodeTable::NewNumber(const std::string& path, bool is_dir) {
   const uint64_t ino = next_ino_++;
   Node& node = by_ino_[ino];
   node.path = path;
@@ -36,6 +62,85 @@ uint64_t InodeTable::Ref(const std::string& path, bool is_dir) {
   node.nlookup = 1;
   by_path_[path] = ino;
   return ino;
+}
+
+bool InodeTable::Adopt(Node* node, const FileInfo& info) {
+  if (node->shown || node->readers > 0 || node->writers > 0) return false;
+  node->shown = info;
+  // The pages the kernel holds (if any) are this mount's writes: probably this version's
+  // bytes, but only a drop makes sure (another mount may have written it since).
+  node->cache_unverified = true;
+  return true;
+}
+
+FileInfo InodeTable::Shown(uint64_t ino, const FileInfo& current, bool writing) {
+  MutexLock lock(&mu_);
+  auto it = by_ino_.find(ino);
+  if (it == by_ino_.end() || it->second.is_dir || writing) return current;
+  Node& node = it->second;
+  if (!node.shown) {
+    Adopt(&node, current);
+    return current;
+  }
+  if (node.shown->version == current.version) return current;
+  return *node.shown;
+}
+
+InodeTable::ReaderOpen InodeTable::OpenReader(uint64_t ino, const FileInfo& opened) {
+  ReaderOpen open;
+  MutexLock lock(&mu_);
+  auto it = by_ino_.find(ino);
+  if (it == by_ino_.end() || it->second.is_dir) {
+    open.stale = true;
+    return open;
+  }
+  Node& node = it->second;
+  if (!node.shown && node.writers > 0) {
+    // Read while this mount writes the file: the reader is pinned to what the source has, the
+    // kernel shows the writes; nothing in the cache can be trusted.
+    ++node.readers;
+    return open;
+  }
+  if (!(node.shown && node.shown->version == opened.version) && !Adopt(&node, opened)) {
+    open.stale = true;
+    return open;
+  }
+  ++node.readers;
+  if (node.cache_unverified) {
+    node.cache_unverified = false;
+    open.must_invalidate = true;
+    ++node.invalidations;
+  }
+  // While another open's drop is in flight, pages it is dropping could still be read.
+  open.keep_cache = !open.must_invalidate && node.invalidations == 0;
+  open.size_changed = node.reported_size.has_value() && *node.reported_size != opened.size;
+  return open;
+}
+
+void InodeTable::CloseReader(uint64_t ino) {
+  MutexLock lock(&mu_);
+  auto it = by_ino_.find(ino);
+  if (it != by_ino_.end() && it->second.readers > 0) --it->second.readers;
+}
+
+void InodeTable::OpenWriter(uint64_t ino) {
+  MutexLock lock(&mu_);
+  auto it = by_ino_.find(ino);
+  if (it == by_ino_.end()) return;
+  ++it->second.writers;
+  it->second.shown.reset();
+}
+
+void InodeTable::CloseWriter(uint64_t ino) {
+  MutexLock lock(&mu_);
+  auto it = by_ino_.find(ino);
+  if (it != by_ino_.end() && it->second.writers > 0) --it->second.writers;
+}
+
+void InodeTable::Unfix(uint64_t ino) {
+  MutexLock lock(&mu_);
+  auto it = by_ino_.find(ino);
+  if (it != by_ino_.end() && !it->second.is_dir) it->second.shown.reset();
 }
 
 void InodeTable::Forget(uint64_t ino, uint64_t n) {
@@ -92,86 +197,6 @@ uint64_t InodeTable::Find(std::string_view path) const {
   MutexLock lock(&mu_);
   auto it = by_path_.find(std::string(path));
   return it == by_path_.end() ? 0 : it->second;
-}
-
-bool InodeTable::RecordOpenVersion(uint64_t ino, std::string_view version, bool* must_invalidate) {
-  *must_invalidate = false;
-  MutexLock lock(&mu_);
-  auto it = by_ino_.find(ino);
-  if (it == by_ino_.end()) return false;
-  Node& node = it->second;
-  std::optional<std::string>& seen = node.open_version;
-  // No open before: the kernel cannot hold pages of this inode (pages come from reads through
-  // opens), so there is nothing to drop.
-  const bool first = !seen.has_value();
-  const bool same = !first && *seen == version;
-  if (!same) {
-    if (!first) ++node.version_epoch;
-    seen = std::string(version);
-  }
-  const bool keep = same && !node.cache_tainted && node.invalidations == 0;
-  node.cache_tainted = false;
-  if (!keep && !first) {
-    *must_invalidate = true;
-    ++node.invalidations;
-  }
-  return keep;
-}
-
-bool InodeTable::NoteStatVersion(uint64_t ino, std::string_view version) {
-  MutexLock lock(&mu_);
-  auto it = by_ino_.find(ino);
-  if (it == by_ino_.end()) return false;
-  std::optional<std::string>& seen = it->second.open_version;
-  if (!seen.has_value() || *seen == version) return false;
-  seen = std::string(version);
-  ++it->second.version_epoch;
-  it->second.cache_tainted = true;
-  ++it->second.invalidations;
-  return true;
-}
-
-uint64_t InodeTable::VersionEpoch(uint64_t ino) const {
-  MutexLock lock(&mu_);
-  auto it = by_ino_.find(ino);
-  return it == by_ino_.end() ? 0 : it->second.version_epoch;
-}
-
-void InodeTable::AddHandle(uint64_t ino, uint64_t epoch) {
-  MutexLock lock(&mu_);
-  auto it = by_ino_.find(ino);
-  if (it != by_ino_.end()) ++it->second.handles_by_epoch[epoch];
-}
-
-void InodeTable::RemoveHandle(uint64_t ino, uint64_t epoch) {
-  MutexLock lock(&mu_);
-  auto it = by_ino_.find(ino);
-  if (it == by_ino_.end()) return;
-  auto h = it->second.handles_by_epoch.find(epoch);
-  if (h != it->second.handles_by_epoch.end() && --h->second == 0) {
-    it->second.handles_by_epoch.erase(h);
-  }
-}
-
-bool InodeTable::HasHandlesBefore(uint64_t ino, uint64_t epoch) const {
-  MutexLock lock(&mu_);
-  auto it = by_ino_.find(ino);
-  if (it == by_ino_.end() || it->second.handles_by_epoch.empty()) return false;
-  return it->second.handles_by_epoch.begin()->first < epoch;
-}
-
-void InodeTable::TaintCache(uint64_t ino) {
-  MutexLock lock(&mu_);
-  auto it = by_ino_.find(ino);
-  if (it != by_ino_.end()) it->second.cache_tainted = true;
-}
-
-void InodeTable::BeginInvalidation(uint64_t ino) {
-  MutexLock lock(&mu_);
-  auto it = by_ino_.find(ino);
-  if (it == by_ino_.end()) return;
-  it->second.cache_tainted = true;
-  ++it->second.invalidations;
 }
 
 void InodeTable::InvalidationDone(uint64_t ino) {

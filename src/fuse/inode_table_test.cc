@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -88,56 +89,107 @@ TEST(InodeTableTest, MoveRenumbersNothingAndCarriesChildrenAlong) {
   EXPECT_EQ(table.Ref("/done/ckpt", false), child);
 }
 
-TEST(InodeTableTest, OpenVersionDecidesKeepCache) {
-  InodeTable table;
-  const uint64_t a = table.Ref("/a", false);
-  bool drop = true;
-  EXPECT_FALSE(table.RecordOpenVersion(a, "v1", &drop));  // First open: nothing cached to keep,
-  EXPECT_FALSE(drop);                                     // and nothing to drop.
-  EXPECT_TRUE(table.RecordOpenVersion(a, "v1", &drop));
-  EXPECT_FALSE(drop);
-  EXPECT_FALSE(table.RecordOpenVersion(a, "v2", &drop));  // Changed: v1's pages must go.
-  EXPECT_TRUE(drop);
-  table.InvalidationDone(a);
-  EXPECT_TRUE(table.RecordOpenVersion(a, "v2", &drop));
-  EXPECT_FALSE(table.RecordOpenVersion(999, "v1", &drop));
-  EXPECT_FALSE(drop);
-  // A re-created inode starts over.
-  table.Forget(a, 1);
-  const uint64_t b = table.Ref("/a", false);
-  EXPECT_FALSE(table.RecordOpenVersion(b, "v2", &drop));
-  EXPECT_FALSE(drop);
+FileInfo File(std::string version, uint64_t size) {
+  FileInfo info;
+  info.name = "f";
+  info.version = std::move(version);
+  info.size = size;
+  info.mtime_ns = 1000;
+  return info;
 }
 
-// An open of the new version must not keep the kernel's cache while another thread is still
-// dropping the old version's pages from it (the drop runs after the epoch changed, outside
-// the reply gate): it would read old pages that are about to go. CI once saw a new open read
-// its first 256 KiB mixed.
-TEST(InodeTableTest, NoOpenKeepsTheCacheWhileADropIsInFlight) {
+TEST(InodeTableTest, EachVersionOfAFileGetsItsOwnNumber) {
   InodeTable table;
-  const uint64_t a = table.Ref("/a", false);
-  bool drop = false;
-  EXPECT_FALSE(table.RecordOpenVersion(a, "v1", &drop));
-  EXPECT_TRUE(table.RecordOpenVersion(a, "v1", &drop));
-  // A stat sees v2: new epoch, a drop starts (not finished yet).
-  EXPECT_TRUE(table.NoteStatVersion(a, "v2"));
-  EXPECT_FALSE(table.RecordOpenVersion(a, "v2", &drop));  // Tainted (and the drop in flight).
-  EXPECT_TRUE(drop);
-  EXPECT_FALSE(table.RecordOpenVersion(a, "v2", &drop));  // Both drops still in flight.
-  EXPECT_TRUE(drop);
-  table.InvalidationDone(a);                              // The stat's.
-  table.InvalidationDone(a);                              // The first open's.
-  EXPECT_FALSE(table.RecordOpenVersion(a, "v2", &drop));  // The second open's is in flight.
-  table.InvalidationDone(a);
-  table.InvalidationDone(a);
-  EXPECT_TRUE(table.RecordOpenVersion(a, "v2", &drop));
-  EXPECT_FALSE(drop);
-  // A read of an older epoch that replied after the change drops pages the same way.
-  table.BeginInvalidation(a);
-  EXPECT_FALSE(table.RecordOpenVersion(a, "v2", &drop));
-  table.InvalidationDone(a);
-  table.InvalidationDone(a);
-  EXPECT_TRUE(table.RecordOpenVersion(a, "v2", &drop));
+  const uint64_t v1 = table.RefFile("/f", File("v1", 100), /*writing=*/false);
+  EXPECT_EQ(table.RefFile("/f", File("v1", 100), false), v1);
+  EXPECT_EQ(table.LookupCount(v1), 2u);
+  const uint64_t v2 = table.RefFile("/f", File("v2", 300), false);
+  EXPECT_NE(v2, v1);
+  EXPECT_EQ(table.Find("/f"), v2);
+  // The old number still resolves to the path and keeps showing its own version: a getattr
+  // through it reports v1's size even though the path now holds v2.
+  ASSERT_TRUE(table.Get(v1).has_value());
+  EXPECT_EQ(table.Get(v1)->path, "/f");
+  EXPECT_EQ(table.Shown(v1, File("v2", 300), false).size, 100u);
+  EXPECT_EQ(table.Shown(v1, File("v2", 300), false).version, "v1");
+  EXPECT_EQ(table.Shown(v2, File("v2", 300), false).size, 300u);
+  // Forgetting the old number leaves the path to the new one.
+  table.Forget(v1, 2);
+  EXPECT_FALSE(table.Get(v1).has_value());
+  EXPECT_EQ(table.RefFile("/f", File("v2", 300), false), v2);
+}
+
+TEST(InodeTableTest, AnOpenOfAnotherVersionIsStaleAndCountsNothing) {
+  InodeTable table;
+  const uint64_t v1 = table.RefFile("/f", File("v1", 100), false);
+  InodeTable::ReaderOpen open = table.OpenReader(v1, File("v1", 100));
+  EXPECT_FALSE(open.stale);
+  EXPECT_TRUE(open.keep_cache);  // Its pages can only be v1's.
+  EXPECT_FALSE(open.must_invalidate);
+  EXPECT_TRUE(table.OpenReader(v1, File("v2", 300)).stale);
+  EXPECT_TRUE(table.OpenReader(999, File("v1", 100)).stale);  // Unknown number.
+  table.CloseReader(v1);
+  // Stale opens counted nothing: with no reader left a writer's unfixing is adoptable.
+  table.OpenWriter(v1);
+  table.CloseWriter(v1);
+  EXPECT_EQ(table.RefFile("/f", File("v3", 7), false), v1);
+}
+
+TEST(InodeTableTest, AWrittenFileKeepsItsNumberWhileWrittenAndIsFixedAfter) {
+  InodeTable table;
+  const uint64_t ino = table.RefNewFile("/ckpt");
+  table.OpenWriter(ino);
+  // While written here the number stays whatever a stat says (the source's older version).
+  EXPECT_EQ(table.RefFile("/ckpt", File("old", 5), /*writing=*/true), ino);
+  EXPECT_EQ(table.Shown(ino, File("old", 5), true).size, 5u);
+  table.CloseWriter(ino);
+  // The first stat after the writes fixes the committed version on the same number, and the
+  // next open drops the pages the writes left (unverified), without keeping the cache.
+  EXPECT_EQ(table.RefFile("/ckpt", File("committed", 64), false), ino);
+  InodeTable::ReaderOpen first = table.OpenReader(ino, File("committed", 64));
+  EXPECT_FALSE(first.stale);
+  EXPECT_TRUE(first.must_invalidate);
+  EXPECT_FALSE(first.keep_cache);
+  // Another open while that drop is in flight must not keep the cache either.
+  InodeTable::ReaderOpen during = table.OpenReader(ino, File("committed", 64));
+  EXPECT_FALSE(during.must_invalidate);
+  EXPECT_FALSE(during.keep_cache);
+  table.InvalidationDone(ino);
+  EXPECT_TRUE(table.OpenReader(ino, File("committed", 64)).keep_cache);
+  // A create always gets a new number: the old one may be open on a removed file.
+  EXPECT_NE(table.RefNewFile("/ckpt"), ino);
+}
+
+TEST(InodeTableTest, AnUnfixedNumberWithReadersIsNotAdopted) {
+  InodeTable table;
+  const uint64_t ino = table.RefFile("/log", File("v1", 10), false);
+  ASSERT_FALSE(table.OpenReader(ino, File("v1", 10)).stale);
+  table.OpenWriter(ino);  // Rewritten here while a reader pinned to v1 is open.
+  InodeTable::ReaderOpen while_written = table.OpenReader(ino, File("v1", 10));
+  EXPECT_FALSE(while_written.stale);
+  EXPECT_FALSE(while_written.keep_cache);
+  table.CloseWriter(ino);
+  // The readers pinned to v1 may still feed this number's pages: v2 needs a new number.
+  EXPECT_TRUE(table.OpenReader(ino, File("v2", 20)).stale);
+  EXPECT_EQ(table.Shown(ino, File("v2", 20), false).size, 20u);  // Reported as is, unfixed.
+  const uint64_t v2 = table.RefFile("/log", File("v2", 20), false);
+  EXPECT_NE(v2, ino);
+  table.CloseReader(ino);
+  table.CloseReader(ino);
+  EXPECT_FALSE(table.OpenReader(v2, File("v2", 20)).stale);
+}
+
+TEST(InodeTableTest, AnOpenReportsASizeTheKernelWasNotTold) {
+  InodeTable table;
+  const uint64_t ino = table.RefNewFile("/f");
+  table.RecordReportedSize(ino, 10);
+  InodeTable::ReaderOpen open = table.OpenReader(ino, File("v1", 12));  // Adopts v1.
+  EXPECT_FALSE(open.stale);
+  EXPECT_TRUE(open.size_changed);
+  EXPECT_TRUE(open.must_invalidate);
+  table.InvalidationDone(ino);
+  table.RecordReportedSize(ino, 12);
+  EXPECT_FALSE(table.OpenReader(ino, File("v1", 12)).size_changed);
 }
 
 TEST(InodeTableTest, ReportedSize) {
