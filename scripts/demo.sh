@@ -6,5 +6,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh --build-only
-scripts/build.sh release cairn
+scripts/build.sh release cairn cairn_python
+scripts/install-python.sh >/dev/null
 exec ./build/cairn demo "$@"

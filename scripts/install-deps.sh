@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 BUILD_PKGS=(cmake ninja-build g++ pkg-config git
   libfuse3-dev fuse3 libcurl4-openssl-dev libssl-dev libxxhash-dev nlohmann-json3-dev
   libcli11-dev libspdlog-dev libfmt-dev libpugixml-dev libgtest-dev libgmock-dev
-  libbenchmark-dev libboost-dev clang clang-format)
+  libbenchmark-dev libboost-dev clang clang-format pybind11-dev python3-dev)
 TEST_PKGS=(python3 python3-pytest python3-boto3 python3-fsspec python3-torch python3-numpy
   fio procps psmisc curl etcd-server etcd-client prometheus
   ceph-mon ceph-osd ceph-mgr radosgw ceph-common)

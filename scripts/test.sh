@@ -13,6 +13,7 @@ scripts/install-deps.sh
 build_start=$SECONDS
 scripts/build.sh release
 echo "<== release build took $((SECONDS - build_start)) s"
+scripts/install-python.sh
 
 status=0
 failed_steps=()

@@ -1,5 +1,8 @@
 // PageBuffer: whole pages fetched ahead of sequential readers (readahead), shared by every open
-// file of the client, bounded in bytes (least recently used pages go first).
+// file of the client, bounded in bytes (least recently used pages go first). A page is charged
+// what it costs in memory (Footprint), not its length: the last page of a 50-byte file still
+// takes an aligned 4 KiB allocation and a slot, and 10,000 such files charged 50 bytes each
+// held 80 MiB while the buffer believed it held 0.5 MiB.
 //
 // A slot is created empty when a fetch starts; readers that need that page meanwhile wait for
 // it instead of fetching it a second time. Pages are keyed by object id, version and page
@@ -93,10 +96,17 @@ class PageBuffer {
       : capacity_(capacity_bytes),
         memory_(std::make_shared<PageMemory>(page_size, kMaxFreePages)) {}
 
+  // What a page of `bytes` bytes is charged against the capacity: its allocation rounded up to
+  // the alignment, plus the alignment's slack and the slot's bookkeeping (one more unit).
+  static constexpr uint64_t Footprint(uint64_t bytes) {
+    return (bytes + kDirectIoAlignment - 1) / kDirectIoAlignment * kDirectIoAlignment +
+           kDirectIoAlignment;
+  }
+
   // The slot for a page, or null.
   std::shared_ptr<Slot> Find(const Hash128& id) EXCLUDES(mu_);
-  // Creates an empty slot for a page about to be fetched (reserving `bytes`); returns null if a
-  // slot exists already (someone else fetches it).
+  // Creates an empty slot for a page about to be fetched (reserving Footprint(`bytes`)); returns
+  // null if a slot exists already (someone else fetches it).
   std::shared_ptr<Slot> Create(const Hash128& id, uint64_t bytes) EXCLUDES(mu_);
   // Drops a slot (a failed fetch).
   void Erase(const Hash128& id) EXCLUDES(mu_);
@@ -104,7 +114,7 @@ class PageBuffer {
  private:
   struct Entry {
     std::shared_ptr<Slot> slot;
-    uint64_t bytes;
+    uint64_t charged;  // Footprint of the page's length.
     std::list<Hash128>::iterator lru;
   };
   // Evicted slots free their memory as fast as new ones take some; a few spares absorb bursts.

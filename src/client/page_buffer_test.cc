@@ -30,7 +30,7 @@ TEST(PageMemoryTest, RecyclesWholePagesOnlyAndKeepsAtMostTheCap) {
 }
 
 TEST(PageBufferTest, SlotMemoryReturnsWhenTheLastHolderLetsGo) {
-  PageBuffer buffer(/*capacity_bytes=*/8192, /*page_size=*/4096);
+  PageBuffer buffer(/*capacity_bytes=*/2 * PageBuffer::Footprint(4096), /*page_size=*/4096);
   std::shared_ptr<PageBuffer::Slot> first = buffer.Create(Hash128Of("p0"), 4096);
   ASSERT_NE(first, nullptr);
   std::span<char> bytes = first->Allocate(4096);
@@ -47,6 +47,26 @@ TEST(PageBufferTest, SlotMemoryReturnsWhenTheLastHolderLetsGo) {
   std::shared_ptr<PageBuffer::Slot> next = buffer.Create(Hash128Of("p3"), 4096);
   ASSERT_NE(next, nullptr);
   EXPECT_EQ(next->Allocate(4096).data(), first_bytes);
+}
+
+TEST(PageBufferTest, SmallPagesAreChargedWhatTheyCostInMemory) {
+  // The last pages of tiny files: 50 bytes each, but an aligned allocation and a slot apiece.
+  EXPECT_EQ(PageBuffer::Footprint(50), 2 * kDirectIoAlignment);
+  EXPECT_EQ(PageBuffer::Footprint(4096), 2 * kDirectIoAlignment);
+  EXPECT_EQ(PageBuffer::Footprint(4097), 3 * kDirectIoAlignment);
+  EXPECT_EQ(PageBuffer::Footprint(1 << 20), (1u << 20) + kDirectIoAlignment);
+  PageBuffer buffer(/*capacity_bytes=*/10 * PageBuffer::Footprint(50), /*page_size=*/1 << 20);
+  for (int i = 0; i < 30; ++i) {
+    std::string id = "tiny" + std::to_string(i);
+    ASSERT_NE(buffer.Create(Hash128Of(id), 50), nullptr);
+  }
+  int kept = 0;
+  for (int i = 0; i < 30; ++i) {
+    kept += buffer.Find(Hash128Of("tiny" + std::to_string(i))) != nullptr;
+  }
+  EXPECT_EQ(kept, 10);  // Charged 50 bytes each, all 30 would have stayed.
+  EXPECT_NE(buffer.Find(Hash128Of("tiny29")), nullptr);  // The newest ones.
+  EXPECT_EQ(buffer.Find(Hash128Of("tiny0")), nullptr);
 }
 
 }  // namespace
