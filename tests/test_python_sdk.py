@@ -651,3 +651,30 @@ def test_cache_aware_sampler_reads_cached_samples_first_and_prefetches_the_rest(
     before = sampler.stats["cached_first"]
     list(sampler)
     assert sampler.stats["cached_first"] - before == len(ds)
+
+
+# -- packaging ---------------------------------------------------------------------------------
+
+def test_pip_installs_the_package_offline(cairn_bin, tmp_path, dataset):
+    """`pip install ./python` with no index: setup.py builds the extension with the project's
+    CMake (here reusing the build tree the tests run from) and the dist-info carries the fsspec
+    entry point."""
+    target = tmp_path / "site"
+    repo = Path(__file__).resolve().parent.parent
+    env = dict(os.environ, CAIRN_BUILD_DIR=str(Path(cairn_bin).resolve().parent))
+    out = subprocess.run(
+        ["/usr/bin/python3", "-m", "pip", "install", "--no-build-isolation", "--no-index",
+         "--no-cache-dir", "--target", str(target), str(repo / "python")],
+        env=env, capture_output=True, timeout=300)
+    assert out.returncode == 0, out.stdout.decode()[-2000:] + out.stderr.decode()[-2000:]
+    script = (
+        "import cairn, fsspec.registry, importlib.metadata as md\n"
+        f"assert cairn.__file__.startswith({str(target)!r}), cairn.__file__\n"
+        "eps = [e for e in md.entry_points(group='fsspec.specs') if e.name == 'cairn']\n"
+        "assert eps and eps[0].value == 'cairn.filesystem:CairnFileSystem', eps\n"
+        f"c = cairn.connect(mounts={{'/d': 'file://{dataset.root}'}})\n"
+        "print(c.read_range('/d/one.bin').hex())\n")
+    run = subprocess.run(["/usr/bin/python3", "-c", script], capture_output=True, timeout=60,
+                         env=dict(os.environ, PYTHONPATH=str(target)), cwd=str(tmp_path))
+    assert run.returncode == 0, run.stderr.decode()
+    assert bytes.fromhex(run.stdout.decode().strip()) == dataset.bytes("one.bin")
