@@ -398,6 +398,31 @@ def test_a_forked_child_reads_with_its_own_connections(client, dataset):
     f.close()
 
 
+def test_a_file_being_written_stays_the_parents_across_fork(client, s3server):
+    f = client.open("/w/forked.bin", "wb")
+    f.write(b"parent-1 ")
+    f.flush()
+    pid = os.fork()
+    if pid == 0:  # The child may not write, commit or abort the parent's file.
+        code = 3
+        try:
+            f.raw.write(b"child")
+        except OSError as e:
+            code = 0 if e.errno == errno.EBADF else 4
+        except BaseException:
+            code = 5
+        try:
+            f.raw.close()  # Forsakes it: neither commits nor aborts.
+        except BaseException:
+            code = 6
+        os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    f.write(b"parent-2")
+    f.close()
+    assert _object(s3server, "sdk/forked.bin") == b"parent-1 parent-2"
+
+
 def test_clients_pickle_as_their_settings(client, dataset):
     copy = pickle.loads(pickle.dumps(client))
     try:

@@ -4,6 +4,7 @@ text layers like the built-in open()."""
 import errno
 import io
 import os
+import weakref
 
 __all__ = ["RawReader", "RawWriter", "open_file"]
 
@@ -21,6 +22,21 @@ _MODES = {
 }
 
 
+# Every file with a native handle, so a forked child drops the parent's handles before anything
+# else runs there (a handle destroyed in the child could release the parent's client, whose
+# threads the child does not have).
+_OPEN_FILES = weakref.WeakSet()
+
+
+def _after_fork_in_child():
+    for f in list(_OPEN_FILES):
+        f._forked()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 class RawReader(io.RawIOBase):
     """A file open for reading, pinned to the version seen at open (every byte it returns
     belongs to that version). Seekable; `readinto` fills the caller's buffer without a copy."""
@@ -33,6 +49,13 @@ class RawReader(io.RawIOBase):
         self._pid = os.getpid()
         self._info = self._native.info
         self._pos = 0
+        _OPEN_FILES.add(self)
+
+    def _forked(self):
+        old, self._native = self._native, None
+        if old is not None:
+            old.abandon()
+        self._pid = os.getpid()
 
     @property
     def size(self):
@@ -48,10 +71,7 @@ class RawReader(io.RawIOBase):
         if self._pid != os.getpid():
             # A forked child: the parent's reader must be neither used nor destroyed here; the
             # file is opened again through the child's own client, at the same version.
-            old, self._native = self._native, None
-            if old is not None:
-                old.abandon()
-            self._pid = os.getpid()
+            self._forked()
         if self._native is None:
             native = self._client._core().open(self.name)
             if native.info["version"] != self._info["version"]:
@@ -113,6 +133,7 @@ class RawReader(io.RawIOBase):
 
     def close(self):
         self._native = None
+        _OPEN_FILES.discard(self)
         super().close()
 
     def __repr__(self):
@@ -135,22 +156,31 @@ class RawWriter(io.RawIOBase):
         self._pos = self._native.size if append else 0
         self._append = append
         self._done = False
+        self._forsaken = False  # A forked child's copy of the parent's file.
+        _OPEN_FILES.add(self)
+
+    def _forked(self):
+        if self._native is not None:
+            self._forsake()
 
     def _writer(self):
-        if self.closed or self._done:
-            raise ValueError("I/O operation on closed file")
         if self._pid != os.getpid():
             self._forsake()
+        if self._forsaken:
             # The parent may still be writing this file: two processes writing one handle
             # would interleave blindly, and only the parent commits or aborts it.
             raise OSError(errno.EBADF, "a file opened for writing cannot be used after fork()",
                           self.name)
+        if self.closed or self._done:
+            raise ValueError("I/O operation on closed file")
         return self._native
 
     def _forsake(self):
         """In a forked child: drop the parent's writer without touching it."""
+        self._forsaken = True
         self._done = True
         native, self._native = self._native, None
+        _OPEN_FILES.discard(self)
         if native is not None:
             native.abandon()
 
@@ -218,6 +248,7 @@ class RawWriter(io.RawIOBase):
                 self._native.abort()
             finally:
                 self._native = None
+                _OPEN_FILES.discard(self)
         super().close()
 
     def close(self):
@@ -230,6 +261,7 @@ class RawWriter(io.RawIOBase):
             return
         self._done = True
         native, self._native = self._native, None
+        _OPEN_FILES.discard(self)
         try:
             self.committed = native.close()
         except BaseException:
