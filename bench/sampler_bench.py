@@ -11,10 +11,13 @@ following ones are the steady state. Per epoch: bytes the worker read from the s
 (cairn_worker_bytes_from_ufs_total, prefetches included) and wall time.
 
 Samplers: `shuffle` (a new random permutation per epoch, what RandomSampler does),
-`aware-W` (CacheAwareSampler, window W; `aware-all`: one window per epoch).
+`aware-W` (CacheAwareSampler, window W; `aware-all`: one window per epoch), `aware-W-noprefetch`
+(the same without loading ahead). Each DataLoader worker's client has a --client-buffer MiB
+page buffer: the default 256 MiB would hold most of this small dataset in the workers' own
+memory and hide the cache's behaviour.
 
     /usr/bin/python3 bench/sampler_bench.py [--files 384] [--file-kib 256] [--cache-size 48]
-        [--epochs 4] [--windows 64,all]
+        [--epochs 4] [--windows 64,all,64:off,all:off] [--client-buffer 4]
 
 A benchmark, not a test: it exits 1 only if a sample comes back with the wrong length or a
 command fails. docs/benchmarks.md ("Cache-aware sampler") has a recorded run.
@@ -48,7 +51,9 @@ def parse_args(argv):
     p.add_argument("--file-kib", type=int, default=256)
     p.add_argument("--cache-size", type=int, default=48, help="worker cache, MiB")
     p.add_argument("--epochs", type=int, default=4)
-    p.add_argument("--windows", default="64,all")
+    p.add_argument("--windows", default="64,all,64:off,all:off",
+                   help="CacheAwareSampler windows; W:off = without prefetching")
+    p.add_argument("--client-buffer", type=int, default=4, help="client page buffer, MiB")
     p.add_argument("--workdir", default=None)
     return p.parse_args(argv)
 
@@ -78,7 +83,7 @@ def start_s3(workdir, files, size):
     return s3
 
 
-def run_sampler(args, harness, s3, name, window):
+def run_sampler(args, harness, s3, name, window, prefetch):
     import cairn
     import torch.utils.data as tud
     from cairn.torch import CacheAwareSampler, CairnDataset
@@ -93,13 +98,15 @@ def run_sampler(args, harness, s3, name, window):
     w = harness.worker([], cache, cache_size=f"{args.cache_size}MiB", name=f"w-{name}",
                        extra=["--config", config_path])
     client = cairn.connect(config={"mounts": [mount],
-                                   "workers": [f"127.0.0.1:{w.listen_port}"]})
+                                   "workers": [f"127.0.0.1:{w.listen_port}"]},
+                           buffer_size=args.client_buffer * MIB)
     ds = CairnDataset("/lake", decode=len, client=client)
     want = args.file_kib << 10
     if window is None:
         sampler = tud.RandomSampler(ds, generator=None)
     else:
-        sampler = CacheAwareSampler(ds, window=len(ds) if window == "all" else int(window))
+        sampler = CacheAwareSampler(ds, window=len(ds) if window == "all" else int(window),
+                                    prefetch=prefetch)
     loader = tud.DataLoader(ds, batch_size=16, sampler=sampler, num_workers=2,
                             collate_fn=list, multiprocessing_context="fork",
                             persistent_workers=True)
@@ -120,7 +127,7 @@ def run_sampler(args, harness, s3, name, window):
             raise SystemExit(f"{name}: {n} samples in an epoch of {len(ds)}")
         source = w.metric("cairn_worker_bytes_from_ufs_total") - before
         epochs.append({"epoch": epoch + 1, "seconds": seconds, "source_mib": source / MIB})
-        print(f"  {name:10s} epoch {epoch + 1}: {seconds:6.2f} s, "
+        print(f"  {name:22s} epoch {epoch + 1}: {seconds:6.2f} s, "
               f"{source / MIB:7.1f} MiB from the source", flush=True)
     del loader
     client.close()
@@ -137,12 +144,16 @@ def main(argv):
         print(f"dataset {args.files} x {args.file_kib} KiB = {dataset_mib:.0f} MiB, cache "
               f"{args.cache_size} MiB, {args.epochs} epochs; work dir {workdir}", flush=True)
         s3 = start_s3(workdir, args.files, args.file_kib << 10)
-        samplers = [("shuffle", None)] + [(f"aware-{w}", w) for w in args.windows.split(",")]
+        samplers = [("shuffle", None, False)]
+        for spec in args.windows.split(","):
+            window, _, off = spec.partition(":")
+            name = f"aware-{window}" + ("-noprefetch" if off else "")
+            samplers.append((name, window, not off))
         results = {}
-        for name, window in samplers:
-            results[name] = run_sampler(args, harness, s3, name, window)
+        for name, window, prefetch in samplers:
+            results[name] = run_sampler(args, harness, s3, name, window, prefetch)
         print("\nsteady state (epochs 2..N, medians):")
-        print(f"{'sampler':12s} {'MiB from source':>16s} {'of dataset':>11s} {'epoch s':>8s} "
+        print(f"{'sampler':22s} {'MiB from source':>16s} {'of dataset':>11s} {'epoch s':>8s} "
               f"{'vs shuffle (bytes, time)':>26s}")
         base = None
         for name, epochs in results.items():
@@ -151,7 +162,7 @@ def main(argv):
             sec = statistics.median(e["seconds"] for e in rest)
             if base is None:
                 base = (mib, sec)
-            print(f"{name:12s} {mib:16.1f} {mib / dataset_mib:10.0%} {sec:8.2f} "
+            print(f"{name:22s} {mib:16.1f} {mib / dataset_mib:10.0%} {sec:8.2f} "
                   f"{mib / base[0] if base[0] else 0:12.2f}x {sec / base[1]:10.2f}x")
         print(json.dumps(results))
         s3.proc.stop()

@@ -238,13 +238,14 @@ class PyWriter {
 class PyClient {
  public:
   PyClient(const std::string& config_json, const std::string& token, bool short_circuit,
-           bool no_cache) {
+           bool no_cache, uint64_t buffer_bytes) {
     StatusOr<config::Config> config = config::ParseConfig(config_json);
     if (!config.ok()) RaiseValue("cairn.connect: " + config.status().message());
     ClientOptions options = config->client;
     options.token = token;
     options.short_circuit = short_circuit;
     options.no_cache = no_cache;
+    if (buffer_bytes != 0) options.buffer_bytes = buffer_bytes;
     StatusOr<std::unique_ptr<Client>> client = InvalidArgumentError("not created");
     {
       py::gil_scoped_release release;  // Cluster mode waits for etcd's first answer.
@@ -593,8 +594,9 @@ PYBIND11_MODULE(_cairn, m) {
       .def("abandon", &PyWriter::Abandon);
 
   py::class_<PyClient>(m, "Client")
-      .def(py::init<const std::string&, const std::string&, bool, bool>(), py::arg("config_json"),
-           py::arg("token") = "", py::arg("short_circuit") = true, py::arg("no_cache") = false)
+      .def(py::init<const std::string&, const std::string&, bool, bool, uint64_t>(),
+           py::arg("config_json"), py::arg("token") = "", py::arg("short_circuit") = true,
+           py::arg("no_cache") = false, py::arg("buffer_bytes") = 0)
       .def("stat", &PyClient::Stat, py::arg("path"))
       .def("list_dir", &PyClient::ListDir, py::arg("path"))
       .def("open", &PyClient::Open, py::arg("path"))

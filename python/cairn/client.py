@@ -118,7 +118,8 @@ def _etcd_urls(etcd):
 def _settings(config=None, etcd=None, workers=None, mounts=None, tls_ca=None, tls_cert=None,
               tls_key=None, token=None, token_file=None, etcd_ca=None, etcd_cert=None,
               etcd_key=None, etcd_insecure_plaintext=None, metadata_via_workers=None,
-              page_size=None, worker_timeout=None, short_circuit=True, no_cache=False):
+              page_size=None, worker_timeout=None, short_circuit=True, no_cache=False,
+              buffer_size=None):
     """The config document and the extra options of a client (see `connect`)."""
     config = config if config is not None else _env("CAIRN_CONFIG")
     if config is None:
@@ -184,14 +185,17 @@ def _settings(config=None, etcd=None, workers=None, mounts=None, tls_ca=None, tl
             token = f.read(64 << 10).decode("ascii", "replace").strip()
         if not token:
             raise ValueError(f"cairn.connect: token file {token_file} is empty")
+    if buffer_size is not None and (not isinstance(buffer_size, int) or buffer_size < 1):
+        raise ValueError("cairn.connect: buffer_size must be a positive number of bytes")
     return {"config": doc, "token": token or "", "short_circuit": bool(short_circuit),
-            "no_cache": bool(no_cache)}
+            "no_cache": bool(no_cache), "buffer_bytes": buffer_size or 0}
 
 
 def connect(etcd=None, *, workers=None, mounts=None, config=None, tls_ca=None, tls_cert=None,
             tls_key=None, token=None, token_file=None, etcd_ca=None, etcd_cert=None,
             etcd_key=None, etcd_insecure_plaintext=None, metadata_via_workers=None,
-            page_size=None, worker_timeout=None, short_circuit=True, no_cache=False):
+            page_size=None, worker_timeout=None, short_circuit=True, no_cache=False,
+            buffer_size=None):
     """Connects to a Cairn cluster or to a set of workers.
 
     etcd: cluster mode: etcd endpoints ("https://etcd-1:2379,https://etcd-2:2379" or a list);
@@ -207,7 +211,8 @@ def connect(etcd=None, *, workers=None, mounts=None, config=None, tls_ca=None, t
     metadata_via_workers: ask the workers for stat and listings (no source credentials here).
     page_size, worker_timeout (seconds or "5s"): must match the workers' / per-request
         deadline. short_circuit: read a local worker's page files directly. no_cache: this
-        client's misses are not cached (a one-pass scan).
+        client's misses are not cached (a one-pass scan). buffer_size: bytes of this
+        process's page buffer (readahead; default 256 MiB; each DataLoader worker has one).
 
     Without etcd, mounts or config, $CAIRN_ETCD is used. Raises ValueError for bad settings,
     OSError when etcd cannot be reached.
@@ -217,7 +222,8 @@ def connect(etcd=None, *, workers=None, mounts=None, config=None, tls_ca=None, t
         tls_cert=tls_cert, tls_key=tls_key, token=token, token_file=token_file, etcd_ca=etcd_ca,
         etcd_cert=etcd_cert, etcd_key=etcd_key, etcd_insecure_plaintext=etcd_insecure_plaintext,
         metadata_via_workers=metadata_via_workers, page_size=page_size,
-        worker_timeout=worker_timeout, short_circuit=short_circuit, no_cache=no_cache))
+        worker_timeout=worker_timeout, short_circuit=short_circuit, no_cache=no_cache,
+        buffer_size=buffer_size))
 
 
 # Every live client, so a forked child can reset their locks before anything runs there.
@@ -236,9 +242,9 @@ if hasattr(os, "register_at_fork"):
 class Client:
     """A connection to Cairn (thread-safe; usable in forked children). Use `connect()`."""
 
-    def __init__(self, config, token="", short_circuit=True, no_cache=False):
+    def __init__(self, config, token="", short_circuit=True, no_cache=False, buffer_bytes=0):
         self._settings = {"config": config, "token": token, "short_circuit": short_circuit,
-                          "no_cache": no_cache}
+                          "no_cache": no_cache, "buffer_bytes": buffer_bytes}
         self._lock = threading.Lock()
         self._native = self._make_native()
         self._pid = os.getpid()
@@ -248,7 +254,7 @@ class Client:
     def _make_native(self):
         s = self._settings
         return _cairn.Client(json.dumps(s["config"]), s["token"], s["short_circuit"],
-                             s["no_cache"])
+                             s["no_cache"], s["buffer_bytes"])
 
     def _forked(self):
         # In the child, right after fork: the parent's threads are gone, so the native client
@@ -276,7 +282,8 @@ class Client:
     # -- pickling: a client travels to spawned workers as its settings ------------------------
     def __reduce__(self):
         s = self._settings
-        return (Client, (s["config"], s["token"], s["short_circuit"], s["no_cache"]))
+        return (Client, (s["config"], s["token"], s["short_circuit"], s["no_cache"],
+                         s["buffer_bytes"]))
 
     # -- lifetime --------------------------------------------------------------------------
     def close(self):

@@ -140,31 +140,44 @@ class CacheAwareSampler(tud.Sampler):
 
     * the epoch's permutation (seeded by seed + epoch, the same on every rank) is dealt to the
       ranks (rank r takes every num_replicas-th index from r: disjoint, together complete);
-    * each rank's share is cut into windows of `window` indices; within a window the samples
-      already cached come first (each group keeps its random order), and the missing ones are
-      loaded into the cache in the background while the cached ones are read;
-    * while window k is read, window k+2 is loaded ahead ("the window after next"); window
-      k+1 was started during window k-1.
+    * each rank's share is cut into windows of `window` indices (default: one window, the
+      whole share); within a window the samples already cached come first and the missing
+      ones after, each group in its random order. Which samples are cached is asked of the
+      workers once per window (no bytes are read);
+    * the missing samples are loaded into the cache a little ahead of their turn:
+      `prefetch_depth` samples ahead of the sampler, starting when a window's cached samples
+      have all been handed out. Not earlier: in a full cache every load evicts a page, and
+      until the cached samples are read the pages evicted first are theirs (least recently
+      used: last read in the previous epoch), so loading ahead of them trades a hit for a miss
+      (docs/benchmarks.md, "Cache-aware sampler": loading the window after next while a window
+      was read made an epoch read 1.5x the bytes of plain shuffling).
 
-    Which samples are cached is asked of the workers once per window (no bytes read). The
-    randomness a model sees is the shuffle within each window plus the split cached/missing;
-    `window` trades that against how far the cache can help. `dataset` is a CairnDataset (or
-    anything with `paths` and `client`). Shares differ by at most one index between ranks (no
-    padding: nothing is repeated); give `drop_last=True` for equal shares (the few indices
-    dropped change with the epoch).
+    Measured with an LRU cache of half the dataset (docs/benchmarks.md): plain shuffling reads
+    about 80% of the dataset from the source per epoch; one window, about 50% (every byte the
+    cache holds at the start of an epoch is a hit). Small windows gain little over shuffling:
+    the misses of early windows evict the cached samples of later ones.
+
+    The order a model sees: uniformly random within the cached group and within the missing
+    group, and each epoch a new permutation; which samples are cached follows from the
+    previous epoch's order (its last-read samples). `dataset` is a CairnDataset (or anything
+    with `paths` and `client`). Shares differ by at most one index between ranks (no padding:
+    nothing is repeated); `drop_last=True` gives equal shares.
     """
 
-    def __init__(self, dataset, *, window=256, num_replicas=None, rank=None, seed=0,
-                 shuffle=True, prefetch=True, drop_last=False, load_parallelism=8,
-                 client=None):
-        if window < 1:
-            raise ValueError("window must be >= 1")
+    def __init__(self, dataset, *, window=None, num_replicas=None, rank=None, seed=0,
+                 shuffle=True, prefetch=True, prefetch_depth=64, drop_last=False,
+                 load_parallelism=8, client=None):
+        if window is not None and window < 1:
+            raise ValueError("window must be >= 1 (or None: the whole share)")
+        if prefetch_depth < 1:
+            raise ValueError("prefetch_depth must be >= 1")
         self.paths = list(dataset.paths)
         self.client = client if client is not None else dataset.client
         self.window = window
         self.num_replicas, self.rank = _distributed(num_replicas, rank)
         self.seed, self.epoch = seed, 0
         self.shuffle, self.prefetch, self.drop_last = shuffle, prefetch, drop_last
+        self.prefetch_depth = prefetch_depth
         self.load_parallelism = load_parallelism
         self.stats = {"windows": 0, "cached_first": 0, "missing": 0, "prefetched": 0}
 
@@ -187,57 +200,52 @@ class CacheAwareSampler(tud.Sampler):
 
     def __iter__(self):
         share = self._share()
-        windows = [share[i:i + self.window] for i in range(0, len(share), self.window)]
+        size = self.window or max(len(share), 1)
+        windows = [share[i:i + size] for i in range(0, len(share), size)]
         loader = _Prefetcher(self.client, self.load_parallelism) if self.prefetch else None
         try:
-            if loader is not None and len(windows) > 1:
-                loader.submit([self.paths[i] for i in windows[1]])
-            for k, indices in enumerate(windows):
+            for indices in windows:
                 cached = self.client.cached_many([self.paths[i] for i in indices])
                 first = [i for i, c in zip(indices, cached) if c >= 1.0]
                 later = [i for i, c in zip(indices, cached) if c < 1.0]
                 self.stats["windows"] += 1
                 self.stats["cached_first"] += len(first)
                 self.stats["missing"] += len(later)
-                if loader is not None:
-                    # This window's missing samples first (they are read last in it), then
-                    # the window after next.
-                    loader.submit([self.paths[i] for i in later], urgent=True)
-                    if k + 2 < len(windows):
-                        loader.submit([self.paths[i] for i in windows[k + 2]])
                 yield from first
-                yield from later
+                if loader is not None:
+                    loader.submit([self.paths[i] for i in later[:self.prefetch_depth]])
+                for j, index in enumerate(later):
+                    ahead = j + self.prefetch_depth
+                    if loader is not None and ahead < len(later):
+                        loader.submit([self.paths[later[ahead]]])
+                    yield index
         finally:
             if loader is not None:
                 self.stats["prefetched"] += loader.close()
 
 
 class _Prefetcher:
-    """Loads paths into the cache on background threads; urgent batches jump the queue."""
+    """Loads paths into the cache on background threads, in the order submitted."""
 
     def __init__(self, client, parallelism):
         self._client = client
         self._pool = ThreadPoolExecutor(max(1, parallelism), thread_name_prefix="cairn-prefetch")
         self._lock = threading.Lock()
-        self._urgent, self._later = collections.deque(), collections.deque()
-        self._closed = False
+        self._queue = collections.deque()
         self._loaded = 0
 
-    def submit(self, paths, urgent=False):
+    def submit(self, paths):
         with self._lock:
-            (self._urgent if urgent else self._later).extend(paths)
+            self._queue.extend(paths)
             jobs = len(paths)
         for _ in range(jobs):
             self._pool.submit(self._one)
 
     def _one(self):
         with self._lock:
-            if self._closed:
+            if not self._queue:
                 return
-            queue = self._urgent if self._urgent else self._later
-            if not queue:
-                return
-            path = queue.popleft()
+            path = self._queue.popleft()
         try:
             r = self._client.load(path, skip_cached=True, parallelism=4)
             with self._lock:
@@ -246,9 +254,7 @@ class _Prefetcher:
             pass  # Best effort: the read itself will fetch it (and fail loudly if it must).
 
     def close(self):
-        with self._lock:
-            self._closed = True
-            self._urgent.clear()
-            self._later.clear()
+        """Waits for the loads submitted (at most prefetch_depth beyond what was handed out:
+        the DataLoader may still be reading them); returns how many loaded anything."""
         self._pool.shutdown(wait=True)
         return self._loaded
