@@ -26,7 +26,6 @@ import argparse
 import json
 import os
 import random
-import socket
 import statistics
 import sys
 import tempfile
@@ -37,8 +36,7 @@ REPO = os.path.dirname(BENCH_DIR)
 sys.path.insert(0, os.path.join(REPO, "tests"))
 sys.path.insert(0, os.path.join(REPO, "build", "python"))
 
-from conftest import (S3_BUCKET, S3_KEY, S3_SECRET, S3RVER_JS, Harness, Proc,  # noqa: E402
-                      S3Server, free_port, wait_until)
+from conftest import S3_BUCKET, S3_KEY, S3_SECRET, Harness, start_s3server  # noqa: E402
 
 MIB = 1 << 20
 
@@ -59,24 +57,9 @@ def parse_args(argv):
 
 
 def start_s3(workdir, files, size):
-    port = free_port()
-    data = os.path.join(workdir, "s3rver")
-    os.makedirs(data)
-    env = dict(os.environ, NODE_OPTIONS="--openssl-legacy-provider")
-    proc = Proc("s3rver", ["node", S3RVER_JS, "-d", data, "-a", "127.0.0.1", "-p", port, "-s",
-                           "--no-vhost-buckets"], workdir, env=env)
-
-    def up():
-        if not proc.alive():
-            raise RuntimeError(f"s3rver exited: {proc.log_tail()}")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=1.0):
-                return True
-        except OSError:
-            return False
-    wait_until(up, 20, "s3rver")
-    s3 = S3Server(port, proc)
-    s3.client.create_bucket(Bucket=S3_BUCKET)
+    root = os.path.join(workdir, "s3rver")
+    os.makedirs(root)
+    s3 = start_s3server(root)
     rng = random.Random(1)
     for i in range(files):
         s3.put(f"samples/s{i:05d}.bin", rng.randbytes(size))

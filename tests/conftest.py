@@ -505,6 +505,16 @@ class S3Server:
     def put(self, key, data):
         self.client.put_object(Bucket=S3_BUCKET, Key=key, Body=data)
 
+    def object(self, key):
+        """The bytes of `key` in the bucket, or None if there is no such object."""
+        import botocore.exceptions
+        try:
+            return self.client.get_object(Bucket=S3_BUCKET, Key=key)["Body"].read()
+        except botocore.exceptions.ClientError as e:
+            if e.response["Error"]["Code"] in ("NoSuchKey", "404"):
+                return None
+            raise
+
     def upload_tree(self, root, prefix, threads=8):
         items = []
         for dirpath, _, files in os.walk(root):
@@ -519,12 +529,10 @@ class S3Server:
         return len(items)
 
 
-@pytest.fixture(scope="session")
-def s3server(tmp_path_factory):
-    if not S3RVER_JS.is_file():
-        pytest.exit(f"{S3RVER_JS} missing: run `npm install` in {REPO}", returncode=2)
-    root = tmp_path_factory.mktemp("s3rver")
-    data = root / "data"
+def start_s3server(root):
+    """Starts s3rver with its data under `root` (a folder that exists) and bucket S3_BUCKET;
+    returns the S3Server once it answers. The caller stops `server.proc`."""
+    data = Path(root) / "data"
     data.mkdir()
     port = free_port()
     env = dict(os.environ, NODE_OPTIONS="--openssl-legacy-provider")
@@ -546,8 +554,16 @@ def s3server(tmp_path_factory):
     except BaseException:
         proc.stop()
         raise
+    return server
+
+
+@pytest.fixture(scope="session")
+def s3server(tmp_path_factory):
+    if not S3RVER_JS.is_file():
+        pytest.exit(f"{S3RVER_JS} missing: run `npm install` in {REPO}", returncode=2)
+    server = start_s3server(tmp_path_factory.mktemp("s3rver"))
     yield server
-    proc.stop()
+    server.proc.stop()
 
 
 # ------------------------------------------------------------------------------------------

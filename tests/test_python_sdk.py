@@ -14,7 +14,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import botocore.exceptions
 import pytest
 
 from conftest import (KiB, MiB, S3_BUCKET, S3_KEY, S3_SECRET, SIZED_FILES, UNICODE_NAME,
@@ -59,15 +58,6 @@ def client(cairn, node):
     c = cairn.connect(config=node[1])
     yield c
     c.close()
-
-
-def _object(server, key):
-    try:
-        return server.client.get_object(Bucket=S3_BUCKET, Key=key)["Body"].read()
-    except botocore.exceptions.ClientError as e:
-        if e.response["Error"]["Code"] in ("NoSuchKey", "404"):
-            return None
-        raise
 
 
 # -- reads -----------------------------------------------------------------------------------
@@ -267,7 +257,7 @@ def test_write_read_back_and_in_the_bucket(client, s3server):
         assert f.writable()
         for i in range(0, len(data), 1000003):
             f.write(memoryview(data)[i:i + 1000003])
-    assert _object(s3server, "sdk/blob.bin") == data
+    assert s3server.object("sdk/blob.bin") == data
     assert client.read_range("/w/blob.bin") == data
     assert client.stat("/w/blob.bin").size == len(data)
 
@@ -281,17 +271,17 @@ def test_seek_back_to_patch_a_header_truncate_and_append(client, s3server):
         f.seek(end)
         f.write(b"tail")
     want = b"HEADER!!" + b"payload" * 1000 + b"tail"
-    assert _object(s3server, "sdk/patched.bin") == want
+    assert s3server.object("sdk/patched.bin") == want
     with client.open("/w/patched.bin", "ab") as f:
         f.write(b"+more")
-    assert _object(s3server, "sdk/patched.bin") == want + b"+more"
+    assert s3server.object("sdk/patched.bin") == want + b"+more"
     with client.open("/w/patched.bin", "wb", buffering=0) as f:
         f.write(b"0123456789")
         f.truncate(4)
-    assert _object(s3server, "sdk/patched.bin") == b"0123"
+    assert s3server.object("sdk/patched.bin") == b"0123"
     with client.open("/w/notes.txt", "w") as f:
         f.write("héllo\n")
-    assert _object(s3server, "sdk/notes.txt") == "héllo\n".encode()
+    assert s3server.object("sdk/notes.txt") == "héllo\n".encode()
 
 
 def test_an_exception_in_the_with_block_leaves_nothing(client, s3server):
@@ -299,7 +289,7 @@ def test_an_exception_in_the_with_block_leaves_nothing(client, s3server):
         with client.open("/w/never.bin", "wb") as f:
             f.write(b"x" * MiB)
             raise RuntimeError("training crashed")
-    assert _object(s3server, "sdk/never.bin") is None
+    assert s3server.object("sdk/never.bin") is None
     assert not client.exists("/w/never.bin")
 
 
@@ -307,9 +297,9 @@ def test_exclusive_create_sync_rename_mkdir_rm(client, s3server):
     with client.open("/w/ex.bin", "xb") as f:
         f.write(b"one")
         assert f.sync()["size"] == 3
-        assert _object(s3server, "sdk/ex.bin") == b"one"  # Durable before close.
+        assert s3server.object("sdk/ex.bin") == b"one"  # Durable before close.
         f.write(b"two")
-    assert _object(s3server, "sdk/ex.bin") == b"onetwo"
+    assert s3server.object("sdk/ex.bin") == b"onetwo"
     with pytest.raises(FileExistsError):
         client.open("/w/ex.bin", "xb")
     client.mkdir("/w/ckpt/run1", parents=True)
@@ -318,7 +308,7 @@ def test_exclusive_create_sync_rename_mkdir_rm(client, s3server):
         client.mkdir("/w/ckpt/run1")
     assert client.isdir("/w/ckpt/run1")
     client.rename("/w/ex.bin", "/w/ckpt/run1/final.bin")
-    assert _object(s3server, "sdk/ex.bin") is None
+    assert s3server.object("sdk/ex.bin") is None
     assert client.read_range("/w/ckpt/run1/final.bin") == b"onetwo"
     with client.open("/w/other.bin", "wb") as f:
         f.write(b"other")
@@ -420,7 +410,7 @@ def test_a_file_being_written_stays_the_parents_across_fork(client, s3server):
     assert os.waitstatus_to_exitcode(status) == 0
     f.write(b"parent-2")
     f.close()
-    assert _object(s3server, "sdk/forked.bin") == b"parent-1 parent-2"
+    assert s3server.object("sdk/forked.bin") == b"parent-1 parent-2"
 
 
 def test_clients_pickle_as_their_settings(client, dataset):
@@ -532,12 +522,12 @@ def test_fsspec_metadata_and_ranged_reads(fs, dataset):
 
 def test_fsspec_writes_put_get_copy_move_rm(fs, s3server, tmp_path):
     fs.pipe_file("/w/fs/a.bin", b"alpha")
-    assert _object(s3server, "sdk/fs/a.bin") == b"alpha"
+    assert s3server.object("sdk/fs/a.bin") == b"alpha"
     local = tmp_path / "up.bin"
     payload = random.Random(5).randbytes(3 * MiB + 5)
     local.write_bytes(payload)
     fs.put_file(str(local), "/w/fs/up.bin")
-    assert _object(s3server, "sdk/fs/up.bin") == payload
+    assert s3server.object("sdk/fs/up.bin") == payload
     fs.get_file("/w/fs/up.bin", str(tmp_path / "down.bin"))
     assert (tmp_path / "down.bin").read_bytes() == payload
     fs.cp_file("/w/fs/a.bin", "/w/fs/b.bin")

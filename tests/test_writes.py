@@ -8,7 +8,6 @@ import random
 import signal
 import subprocess
 
-import botocore.exceptions
 import pytest
 
 from conftest import (MiB, S3_BUCKET, S3_KEY, S3_SECRET, http_get, parse_metrics, wait_until)
@@ -38,15 +37,6 @@ def setup(module_harness, s3server):
     assert w.stop() == 0
 
 
-def _object(server, key):
-    try:
-        return server.client.get_object(Bucket=S3_BUCKET, Key=key)["Body"].read()
-    except botocore.exceptions.ClientError as e:
-        if e.response["Error"]["Code"] in ("NoSuchKey", "404"):
-            return None
-        raise
-
-
 def _ok(out):
     assert out.returncode == 0, out.stderr.decode()
     return out.stdout
@@ -59,7 +49,7 @@ def test_a_put_reaches_the_bucket_whole_and_reads_back_through_the_worker(setup,
     local.write_bytes(data)
     info = json.loads(_ok(run("put", local, "/w/ckpt/model.pt", timeout=120)))
     assert info["size"] == len(data) and info["path"] == "/w/ckpt/model.pt" and info["version"]
-    assert _object(server, "writes/ckpt/model.pt") == data
+    assert server.object("writes/ckpt/model.pt") == data
     assert _ok(run("cat", "/w/ckpt/model.pt", timeout=60)) == data
     stat = json.loads(_ok(run("stat", "/w/ckpt/model.pt")))
     assert stat["version"] == info["version"]
@@ -74,7 +64,7 @@ def test_a_put_from_stdin_replaces_a_file(setup):
     run, _, server, _ = setup
     _ok(run("put", "-", "/w/notes.txt", input=b"first"))
     _ok(run("put", "-", "/w/notes.txt", input=b"second, longer"))
-    assert _object(server, "writes/notes.txt") == b"second, longer"
+    assert server.object("writes/notes.txt") == b"second, longer"
 
 
 def test_no_clobber_refuses_an_existing_file_and_keeps_it(setup):
@@ -83,7 +73,7 @@ def test_no_clobber_refuses_an_existing_file_and_keeps_it(setup):
     out = run("put", "-", "/w/keep.txt", "--no-clobber", input=b"intruder")
     assert out.returncode != 0
     assert out.stderr.decode().startswith("cairn: error: ") and "exists" in out.stderr.decode()
-    assert _object(server, "writes/keep.txt") == b"original"
+    assert server.object("writes/keep.txt") == b"original"
 
 
 def test_a_read_only_mount_refuses_writes_and_removes(setup):
@@ -92,15 +82,15 @@ def test_a_read_only_mount_refuses_writes_and_removes(setup):
     for out in (run("put", "-", "/ro/new.txt", input=b"x"), run("rm", "/ro/file.txt")):
         assert out.returncode != 0
         assert "read-only" in out.stderr.decode()
-    assert _object(server, "ro/new.txt") is None
-    assert _object(server, "ro/file.txt") == b"precious"
+    assert server.object("ro/new.txt") is None
+    assert server.object("ro/file.txt") == b"precious"
 
 
 def test_rm_removes_a_file_and_says_when_there_is_none(setup):
     run, _, server, _ = setup
     _ok(run("put", "-", "/w/old.bin", input=b"old"))
     _ok(run("rm", "/w/old.bin"))
-    assert _object(server, "writes/old.bin") is None
+    assert server.object("writes/old.bin") is None
     out = run("rm", "/w/old.bin")
     assert out.returncode != 0 and "old.bin" in out.stderr.decode()
 
@@ -128,8 +118,8 @@ def test_a_put_killed_half_way_leaves_nothing_in_the_bucket(setup, module_harnes
     wait_until(writing, 20, "the worker to receive the first bytes")
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    assert _object(server, "writes/partial.bin") is None
+    assert server.object("writes/partial.bin") is None
     # The worker keeps the file open until its idle timeout (then aborts it); nothing appears.
     _, body = http_get(w.metrics_port, "/metrics")
     assert parse_metrics(body)["cairn_worker_write_files_open"] >= 1
-    assert _object(server, "writes/partial.bin") is None
+    assert server.object("writes/partial.bin") is None

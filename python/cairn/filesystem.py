@@ -24,6 +24,17 @@ __all__ = ["CairnFileSystem"]
 _COPY_CHUNK = 8 << 20
 
 
+def _copy(src, dst, callback=None):
+    """Copies file object `src` to `dst` in _COPY_CHUNK pieces, reporting to `callback`."""
+    while True:
+        chunk = src.read(_COPY_CHUNK)
+        if not chunk:
+            return
+        dst.write(chunk)
+        if callback is not None:
+            callback.relative_update(len(chunk))
+
+
 def _entry(info: FileInfo):
     return {"name": info.path, "size": info.size,
             "type": "directory" if info.is_dir else "file", "version": info.version,
@@ -143,13 +154,7 @@ class CairnFileSystem(AbstractFileSystem):
                 callback.set_size(src.size)
             target = outfile if outfile is not None else open(lpath, "wb")
             try:
-                while True:
-                    chunk = src.read(_COPY_CHUNK)
-                    if not chunk:
-                        break
-                    target.write(chunk)
-                    if callback is not None:
-                        callback.relative_update(len(chunk))
+                _copy(src, target, callback)
             finally:
                 if outfile is None:
                     target.close()
@@ -167,13 +172,7 @@ class CairnFileSystem(AbstractFileSystem):
         with open(lpath, "rb") as src, self.client.open(rpath, "wb", buffering=0) as dst:
             if callback is not None:
                 callback.set_size(os.fstat(src.fileno()).st_size)
-            while True:
-                chunk = src.read(_COPY_CHUNK)
-                if not chunk:
-                    break
-                dst.write(chunk)
-                if callback is not None:
-                    callback.relative_update(len(chunk))
+            _copy(src, dst, callback)
 
     def cp_file(self, path1, path2, **kwargs):
         path1, path2 = self._strip_protocol(path1), self._strip_protocol(path2)
@@ -182,11 +181,7 @@ class CairnFileSystem(AbstractFileSystem):
             return
         with self.client.open(path1, "rb", buffering=0) as src, \
                 self.client.open(path2, "wb", buffering=0) as dst:
-            while True:
-                chunk = src.read(_COPY_CHUNK)
-                if not chunk:
-                    break
-                dst.write(chunk)
+            _copy(src, dst)
 
     def mv(self, path1, path2, recursive=False, maxdepth=None, **kwargs):
         if isinstance(path1, str) and isinstance(path2, str) and not self.isdir(path1):

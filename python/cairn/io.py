@@ -37,6 +37,21 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
+def _seek_target(f, offset, whence, size):
+    """The position seek(offset, whence) moves `f` to; `size()` gives the file's size."""
+    if whence == io.SEEK_SET:
+        pos = offset
+    elif whence == io.SEEK_CUR:
+        pos = f._pos + offset
+    elif whence == io.SEEK_END:
+        pos = size() + offset
+    else:
+        raise ValueError(f"invalid whence ({whence})")
+    if pos < 0:
+        raise OSError(errno.EINVAL, "negative seek position", f.name)
+    return pos
+
+
 class RawReader(io.RawIOBase):
     """A file open for reading, pinned to the version seen at open (every byte it returns
     belongs to that version). Seekable; `readinto` fills the caller's buffer without a copy."""
@@ -113,18 +128,8 @@ class RawReader(io.RawIOBase):
     def seek(self, offset, whence=io.SEEK_SET):
         if self.closed:
             raise ValueError("I/O operation on closed file")
-        if whence == io.SEEK_SET:
-            pos = offset
-        elif whence == io.SEEK_CUR:
-            pos = self._pos + offset
-        elif whence == io.SEEK_END:
-            pos = self.size + offset
-        else:
-            raise ValueError(f"invalid whence ({whence})")
-        if pos < 0:
-            raise OSError(errno.EINVAL, "negative seek position", self.name)
-        self._pos = pos
-        return pos
+        self._pos = _seek_target(self, offset, whence, lambda: self.size)
+        return self._pos
 
     def tell(self):
         if self.closed:
@@ -205,18 +210,8 @@ class RawWriter(io.RawIOBase):
 
     def seek(self, offset, whence=io.SEEK_SET):
         writer = self._writer()
-        if whence == io.SEEK_SET:
-            pos = offset
-        elif whence == io.SEEK_CUR:
-            pos = self._pos + offset
-        elif whence == io.SEEK_END:
-            pos = writer.size + offset
-        else:
-            raise ValueError(f"invalid whence ({whence})")
-        if pos < 0:
-            raise OSError(errno.EINVAL, "negative seek position", self.name)
-        self._pos = pos
-        return pos
+        self._pos = _seek_target(self, offset, whence, lambda: writer.size)
+        return self._pos
 
     def tell(self):
         self._writer()
