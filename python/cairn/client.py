@@ -115,6 +115,18 @@ def _etcd_urls(etcd):
     return ",".join(urls)
 
 
+def _set_files(doc, section, **fields):
+    """doc[section][field] = the argument, else its environment variable, for each
+    field=(argument, variable) given either way; the config's own values stay otherwise."""
+    values = dict(doc.get(section, {}))
+    for field, (value, env) in fields.items():
+        value = value if value is not None else _env(env)
+        if value is not None:
+            values[field] = os.fspath(value)
+    if values:
+        doc[section] = values
+
+
 def _settings(config=None, etcd=None, workers=None, mounts=None, tls_ca=None, tls_cert=None,
               tls_key=None, token=None, token_file=None, etcd_ca=None, etcd_cert=None,
               etcd_key=None, etcd_insecure_plaintext=None, metadata_via_workers=None,
@@ -147,24 +159,10 @@ def _settings(config=None, etcd=None, workers=None, mounts=None, tls_ca=None, tl
     if not doc.get("mounts") and "etcd" not in doc:
         raise ValueError("cairn.connect: no mounts: give etcd=..., mounts=..., config=..., or "
                          "set CAIRN_ETCD or CAIRN_CONFIG")
-    tls = dict(doc.get("tls", {}))
-    for key, value, env in (("ca_file", tls_ca, "CAIRN_TLS_CA"),
-                            ("cert_file", tls_cert, "CAIRN_TLS_CERT"),
-                            ("key_file", tls_key, "CAIRN_TLS_KEY")):
-        value = value if value is not None else _env(env)
-        if value is not None:
-            tls[key] = os.fspath(value)
-    if tls:
-        doc["tls"] = tls
-    etcd_tls = dict(doc.get("etcd_tls", {}))
-    for key, value, env in (("ca_file", etcd_ca, "CAIRN_ETCD_CA"),
-                            ("cert_file", etcd_cert, "CAIRN_ETCD_CERT"),
-                            ("key_file", etcd_key, "CAIRN_ETCD_KEY")):
-        value = value if value is not None else _env(env)
-        if value is not None:
-            etcd_tls[key] = os.fspath(value)
-    if etcd_tls:
-        doc["etcd_tls"] = etcd_tls
+    _set_files(doc, "tls", ca_file=(tls_ca, "CAIRN_TLS_CA"), cert_file=(tls_cert, "CAIRN_TLS_CERT"),
+               key_file=(tls_key, "CAIRN_TLS_KEY"))
+    _set_files(doc, "etcd_tls", ca_file=(etcd_ca, "CAIRN_ETCD_CA"),
+               cert_file=(etcd_cert, "CAIRN_ETCD_CERT"), key_file=(etcd_key, "CAIRN_ETCD_KEY"))
     plaintext = (etcd_insecure_plaintext if etcd_insecure_plaintext is not None
                  else _env("CAIRN_ETCD_INSECURE_PLAINTEXT"))
     if plaintext is not None:
@@ -349,32 +347,32 @@ class Client:
 
     def ls(self, path="/", detail=False):
         """The entries of a directory, sorted by name: full paths, or FileInfo with
-        detail=True. A file lists as itself. NotADirectoryError never: ls of a file gives it."""
+        detail=True. A file lists as itself."""
         path = _normalize(path)
-        info = self.stat(path)
-        if not info.is_dir:
+        try:
+            entries = self._list(path)
+        except NotADirectoryError:
+            info = self.stat(path)
             return [info] if detail else [path]
+        return entries if detail else [e.path for e in entries]
+
+    def _list(self, path):
+        """FileInfo of each entry of the directory `path` (NotADirectoryError for a file)."""
         base = "" if path == "/" else path
-        entries = self._core().list_dir(path)
-        if detail:
-            return [FileInfo._of(f"{base}/{e['name']}", e) for e in entries]
-        return [f"{base}/{e['name']}" for e in entries]
+        return [FileInfo._of(f"{base}/{e['name']}", e) for e in self._core().list_dir(path)]
 
     def walk(self, path="/"):
-        """Like os.walk (top-down): yields (dirpath, dirnames, filenames)."""
-        path = _normalize(path)
-        pending = [path]
+        """Like os.walk (top-down): yields (dirpath, dirnames, filenames); nothing for a file
+        or a missing path."""
+        pending = [_normalize(path)]
         while pending:
             top = pending.pop()
             try:
-                entries = self.ls(top, detail=True)
-            except FileNotFoundError:
+                entries = self._list(top)
+            except (FileNotFoundError, NotADirectoryError):
                 continue
-            if len(entries) == 1 and entries[0].path == top and not entries[0].is_dir:
-                continue  # `top` is a file.
             dirs = [e.name for e in entries if e.is_dir]
-            files = [e.name for e in entries if not e.is_dir]
-            yield top, dirs, files
+            yield top, dirs, [e.name for e in entries if not e.is_dir]
             base = "" if top == "/" else top
             pending.extend(f"{base}/{d}" for d in reversed(dirs))
 

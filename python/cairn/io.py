@@ -37,6 +37,14 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
+def _byte_view(buffer):
+    """`buffer` as a flat memoryview of bytes (a numpy array of uint32 included)."""
+    view = memoryview(buffer)
+    if view.ndim != 1 or view.format not in ("B", "b", "c"):
+        view = view.cast("B")
+    return view
+
+
 def _seek_target(f, offset, whence, size):
     """The position seek(offset, whence) moves `f` to; `size()` gives the file's size."""
     if whence == io.SEEK_SET:
@@ -103,9 +111,7 @@ class RawReader(io.RawIOBase):
 
     def readinto(self, buffer):
         reader = self._reader()
-        view = memoryview(buffer)
-        if view.ndim != 1 or view.format not in ("B", "b", "c"):
-            view = view.cast("B")
+        view = _byte_view(buffer)
         if not view.nbytes:
             return 0
         n = reader.readinto(self._pos, view)
@@ -197,9 +203,7 @@ class RawWriter(io.RawIOBase):
 
     def write(self, data):
         writer = self._writer()
-        view = memoryview(data)
-        if view.ndim != 1 or view.format not in ("B", "b", "c"):
-            view = view.cast("B")
+        view = _byte_view(data)
         n = view.nbytes
         if n:
             if self._append:
