@@ -127,8 +127,11 @@ void RemoteFileWriter::Finished(const std::shared_ptr<Chunk>& chunk, const Statu
             status.WithContext("write of " + path_ + " at offset " + std::to_string(chunk->offset));
       }
     }
+    // Notified under mu_: once mu_ is released a waiter (Close, then the writer's owner) may
+    // destroy this writer, condition variable included, so nothing here may touch it after.
+    // (TSan caught the notify racing ~RemoteFileWriter when it came after the unlock.)
+    changed_.NotifyAll();
   }
-  changed_.NotifyAll();
 }
 
 void RemoteFileWriter::ResendFailed() {
