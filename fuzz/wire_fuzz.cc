@@ -75,13 +75,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (const auto* open = std::get_if<OpenWriteRequest>(&*write)) path = &open->path;
     if (const auto* remove = std::get_if<RemovePathRequest>(&*write)) path = &remove->path;
     if (const auto* make_dir = std::get_if<MakeDirRequest>(&*write)) path = &make_dir->path;
+    if (const auto* sync = std::get_if<SyncPathRequest>(&*write)) path = &sync->path;
     if (const auto* rename = std::get_if<RenameRequest>(&*write)) {
       if (rename->to.empty() || rename->to[0] != '/') std::abort();
       path = &rename->from;
     }
     if (path != nullptr && (path->empty() || (*path)[0] != '/')) std::abort();
     bool has_handle = type != MessageType::kOpenWrite && type != MessageType::kRemovePath &&
-                      type != MessageType::kMakeDir && type != MessageType::kRename;
+                      type != MessageType::kMakeDir && type != MessageType::kRename &&
+                      type != MessageType::kSyncPath;
     if (has_handle != (HandleOf(*write) != 0)) std::abort();
   }
   auto write_reply = DecodeWriteReply(bytes);

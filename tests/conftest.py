@@ -529,12 +529,13 @@ class S3Server:
         return len(items)
 
 
-def start_s3server(root):
-    """Starts s3rver with its data under `root` (a folder that exists) and bucket S3_BUCKET;
-    returns the S3Server once it answers. The caller stops `server.proc`."""
+def start_s3server(root, port=None):
+    """Starts s3rver with its data under `root` (a folder that exists) and bucket S3_BUCKET,
+    on `port` (default: a free one); returns the S3Server once it answers. The caller stops
+    `server.proc`."""
     data = Path(root) / "data"
-    data.mkdir()
-    port = free_port()
+    data.mkdir(exist_ok=True)
+    port = port or free_port()
     env = dict(os.environ, NODE_OPTIONS="--openssl-legacy-provider")
     proc = Proc("s3rver", ["node", S3RVER_JS, "-d", data, "-a", "127.0.0.1", "-p", port, "-s",
                            "--no-vhost-buckets"], root, env=env)
@@ -550,7 +551,8 @@ def start_s3server(root):
     try:
         wait_until(ready, START_TIMEOUT, "s3rver")
         server = S3Server(port, proc)
-        server.client.create_bucket(Bucket=S3_BUCKET)
+        if not (data / S3_BUCKET).exists():
+            server.client.create_bucket(Bucket=S3_BUCKET)
     except BaseException:
         proc.stop()
         raise

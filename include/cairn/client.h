@@ -294,6 +294,13 @@ class Client {
   virtual Status RemoveDir(std::string_view path) {
     return UnimplementedError("this client cannot remove directories");
   }
+  // Waits until every file closed under `path` (a file or folder; "/" for everything) on a
+  // write-back mount is in its source, on every worker this client knows (`cairn sync`). OK at
+  // once where nothing waits; DeadlineExceeded (naming what still waits and why) after
+  // `timeout`; Unavailable when a worker cannot be asked (its files are then unknown).
+  virtual Status SyncWrites(std::string_view path, std::chrono::milliseconds timeout) {
+    return UnimplementedError("this client cannot sync writes");
+  }
   // Drops cached metadata for a path (and below), so the next Stat/Open asks the source.
   virtual void InvalidateMetadata(std::string_view path) = 0;
 

@@ -22,8 +22,12 @@ struct MountSpec {
   // the first `replicas` workers the ring names for a page, and a page filled on one of them is
   // also loaded on the others, so losing a worker loses no cached data. 1..8.
   int replicas = 1;
-  // Only read-only mounts exist today: writes through the mount are answered with EROFS.
+  // Read-only (the default): writes through the mount are answered with EROFS. Otherwise
+  // writes go through the path's worker (docs/write-path.md): write-through (close returns
+  // once the object is in the source) unless write_back, where close returns once the file is
+  // durable in the worker's journal and the upload continues in the background.
   bool read_only = true;
+  bool write_back = false;  // Only with read_only false.
 };
 
 }  // namespace cairn

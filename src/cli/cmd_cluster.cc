@@ -133,6 +133,8 @@ struct WorkerStatus {
   std::string state = "up";  // up | no-metrics | unreachable
   std::string error;
   double capacity = 0, used = 0, pages = 0, hits = 0, misses = 0;
+  // Write-back: closed files not yet in their sources, and the age of the oldest.
+  double pending_files = 0, pending_bytes = 0, oldest_pending_s = 0, failing = 0;
 };
 
 WorkerStatus ProbeWorker(const membership::WorkerRecord& record, const TlsSettings& tls) {
@@ -154,6 +156,10 @@ WorkerStatus ProbeWorker(const membership::WorkerRecord& record, const TlsSettin
   w.pages = SumMetric(*text, "cairn_cache_pages");
   w.hits = SumMetric(*text, "cairn_worker_cache_hits_total");
   w.misses = SumMetric(*text, "cairn_worker_cache_misses_total");
+  w.pending_files = SumMetric(*text, "cairn_worker_write_back_pending_files");
+  w.pending_bytes = SumMetric(*text, "cairn_worker_write_back_pending_bytes");
+  w.oldest_pending_s = SumMetric(*text, "cairn_worker_write_back_oldest_pending_seconds");
+  w.failing = SumMetric(*text, "cairn_worker_write_back_failing_files");
   return w;
 }
 
@@ -200,6 +206,10 @@ int RunStatus(const StatusFlags& f) {
                           {"hits", static_cast<uint64_t>(w.hits)},
                           {"misses", static_cast<uint64_t>(w.misses)},
                           {"hit_ratio", ratio(w)},
+                          {"write_back_pending_files", static_cast<uint64_t>(w.pending_files)},
+                          {"write_back_pending_bytes", static_cast<uint64_t>(w.pending_bytes)},
+                          {"write_back_oldest_pending_seconds", w.oldest_pending_s},
+                          {"write_back_failing_files", static_cast<uint64_t>(w.failing)},
                           {"start_time_unix_ms", w.record.start_time_unix_ms}};
       if (!w.error.empty()) j["error"] = w.error;
       out["workers"].push_back(j);
@@ -210,13 +220,15 @@ int RunStatus(const StatusFlags& f) {
     return kExitOk;
   }
   std::printf("WORKERS (%zu)\n", workers.size());
-  std::printf("%-20s %-22s %-12s %10s %10s %10s %6s\n", "ID", "ADDRESS", "STATE", "CAPACITY",
-              "USED", "PAGES", "HIT%");
+  std::printf("%-20s %-22s %-12s %10s %10s %10s %6s %12s %8s\n", "ID", "ADDRESS", "STATE",
+              "CAPACITY", "USED", "PAGES", "HIT%", "UNUPLOADED", "OLDEST");
   for (const WorkerStatus& w : workers) {
-    std::printf("%-20s %-22s %-12s %10s %10s %10.0f %5.1f%%\n", w.record.id.c_str(),
+    std::printf("%-20s %-22s %-12s %10s %10s %10.0f %5.1f%% %12s %7.0fs%s\n", w.record.id.c_str(),
                 w.record.address.c_str(), w.state.c_str(),
                 FormatBytes(static_cast<uint64_t>(w.capacity)).c_str(),
-                FormatBytes(static_cast<uint64_t>(w.used)).c_str(), w.pages, 100 * ratio(w));
+                FormatBytes(static_cast<uint64_t>(w.used)).c_str(), w.pages, 100 * ratio(w),
+                FormatBytes(static_cast<uint64_t>(w.pending_bytes)).c_str(), w.oldest_pending_s,
+                w.failing > 0 ? "  (uploads failing)" : "");
   }
   std::printf("\nMOUNTS (%zu)\n", mounts->size());
   PrintMountTable(*mounts);
@@ -247,8 +259,9 @@ void RegisterClusterCommands(CLI::App* app, std::vector<std::pair<CLI::App*, Run
   add->add_option("--replicas", add_flags->replicas, "Workers caching each page (default 1)")
       ->check(CLI::Range(1, 8));
   add->add_option("--write-mode", add_flags->write_mode,
-                  "read-only (default) or through: writes reach the source before close "
-                  "returns (docs/write-path.md)");
+                  "read-only (default), through (writes reach the source before close returns) "
+                  "or back (close returns once the file is in the worker's journal; "
+                  "docs/write-path.md)");
   add->add_flag("--replace", add_flags->replace, "Replace an existing mount at PATH");
   out->push_back({add, [add_flags] { return RunMountAdd(*add_flags); }});
 

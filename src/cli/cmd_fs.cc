@@ -13,6 +13,7 @@
 #include "cairn/client.h"
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "common/units.h"
 
 namespace cairn::cli {
 namespace {
@@ -24,6 +25,7 @@ struct FsFlags {
   bool long_format = false;
   std::string local;        // put: the file to upload ("-": stdin).
   bool no_clobber = false;  // put: fail if PATH exists.
+  std::string timeout = "1h";  // sync: how long to wait.
 };
 
 StatusOr<std::unique_ptr<Client>> MakeClient(const FsFlags& f) {
@@ -161,6 +163,20 @@ int RunRm(const FsFlags& f) {
   return kExitOk;
 }
 
+// Exit 0 once every file closed under PATH on a write-back mount is in its source; 1 (with what
+// still waits) when the timeout passes first.
+int RunSync(const FsFlags& f) {
+  auto timeout = ParseDuration(f.timeout);
+  if (!timeout.ok()) return Fail(timeout.status().WithContext("--timeout"));
+  auto client = MakeClient(f);
+  if (!client.ok()) return Fail(client.status());
+  Status synced = (*client)->SyncWrites(
+      f.path.empty() ? "/" : f.path,
+      std::chrono::duration_cast<std::chrono::milliseconds>(*timeout));
+  if (!synced.ok()) return Fail(synced);
+  return kExitOk;
+}
+
 }  // namespace
 
 void RegisterFsCommands(CLI::App* app, std::vector<std::pair<CLI::App*, Runner>>* out) {
@@ -175,6 +191,8 @@ void RegisterFsCommands(CLI::App* app, std::vector<std::pair<CLI::App*, Runner>>
       {"cat", "Write a file's bytes to stdout", RunCat},
       {"rm", "Remove a file (of a write-through mount, through its worker)", RunRm},
       {"put", "Write a local file (or stdin: -) to PATH through its worker", RunPut},
+      {"sync", "Wait until the files closed under PATH (default /) on write-back mounts are in "
+               "their sources", RunSync},
   };
   for (const Spec& spec : specs) {
     auto f = std::make_shared<FsFlags>();
@@ -183,7 +201,12 @@ void RegisterFsCommands(CLI::App* app, std::vector<std::pair<CLI::App*, Runner>>
       cmd->add_option("LOCAL", f->local, "Local file to upload, or - for stdin")->required();
       cmd->add_flag("--no-clobber", f->no_clobber, "Fail if PATH exists (exclusive create)");
     }
-    cmd->add_option("PATH", f->path, "Namespace path, e.g. /lake/train/0001.tar")->required();
+    if (std::string(spec.name) == "sync") {
+      cmd->add_option("PATH", f->path, "Namespace path (a file or a folder; default /)");
+      cmd->add_option("--timeout", f->timeout, "How long to wait (default 1h), e.g. 90s, 10m");
+    } else {
+      cmd->add_option("PATH", f->path, "Namespace path, e.g. /lake/train/0001.tar")->required();
+    }
     AddSourceFlags(cmd, &f->source, /*with_workers=*/true);
     AddEtcdFlag(cmd, &f->source.etcd);
     if (std::string(spec.name) == "ls") {

@@ -24,6 +24,7 @@ struct WorkerFlags {
   int lease_ttl_s = 5;
   int ufs_max_concurrency = 0;
   std::string ufs_max_bandwidth;
+  std::string write_back_budget;
   bool no_peer_fill = false;
   std::string source_read_size;
   std::string insecure_plaintext;
@@ -72,6 +73,12 @@ Status BuildWorkerOptions(const WorkerFlags& f, worker::WorkerOptions* out) {
     if (!bw.ok()) return bw.status().WithContext("--ufs-max-bandwidth (bytes per second)");
     w.ufs_max_bytes_per_second = *bw;
   }
+  if (!f.write_back_budget.empty()) {
+    auto budget = ParseBytes(f.write_back_budget);
+    if (!budget.ok()) return budget.status().WithContext("--write-back-budget");
+    if (*budget == 0) return InvalidArgumentError("--write-back-budget must be greater than 0");
+    w.write_back_max_pending_bytes = *budget;
+  }
   out->config = w;
   out->mounts = cfg.client.mounts;
   out->etcd_endpoints = cfg.client.etcd_endpoints;
@@ -116,6 +123,9 @@ Runner RegisterWorker(CLI::App* app) {
                   "Cap on this worker's source requests in flight, all mounts together "
                   "(default: none; see docs/ufs.md)")
       ->check(CLI::Range(0, 100000));
+  cmd->add_option("--write-back-budget", f->write_back_budget,
+                  "Bytes of closed files of write-back mounts that may wait for upload before "
+                  "closes wait, then fail with ENOSPC (default: a quarter of the cache)");
   cmd->add_option("--ufs-max-bandwidth", f->ufs_max_bandwidth,
                   "Cap on bytes per second this worker reads from the sources, e.g. 500MiB");
   cmd->add_option("--lease-ttl", f->lease_ttl_s,

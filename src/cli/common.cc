@@ -20,8 +20,9 @@ void AddSourceFlags(CLI::App* app, SourceFlags* f, bool with_workers) {
   app->add_option("--config", f->config_path, "JSON config file (see docs/configuration.md)");
   app->add_option("--mount", f->mounts, "Mount PATH=URI, e.g. /lake=s3://bucket/prefix (repeat)");
   app->add_option("--write-mode", f->write_mode,
-                  "Write mode of the --mount mounts: read-only (default) or through (writes "
-                  "reach the source before close returns); a config file sets it per mount");
+                  "Write mode of the --mount mounts: read-only (default), through (writes "
+                  "reach the source before close returns) or back (close returns once the "
+                  "file is in the worker's journal); a config file sets it per mount");
   if (with_workers) {
     app->add_option("--worker", f->workers, "Cache worker host:port (repeat)");
     app->add_option("--worker-timeout", f->worker_timeout,

@@ -449,8 +449,16 @@ Status ClientImpl::MakeDir(std::string_view raw_path) {
 Status ClientImpl::Rename(std::string_view raw_from, std::string_view raw_to, bool no_replace) {
   CAIRN_ASSIGN_OR_RETURN(std::string from, mount::NormalizePath(raw_from));
   CAIRN_ASSIGN_OR_RETURN(std::string to, mount::NormalizePath(raw_to));
-  CAIRN_RETURN_IF_ERROR(WritableMount(from).status());
+  CAIRN_ASSIGN_OR_RETURN(std::shared_ptr<const mount::Mount> from_mount, WritableMount(from));
   CAIRN_RETURN_IF_ERROR(WritableMount(to).status());
+  if (from_mount->spec.write_back) {
+    // The source renames what it holds: a closed file of `from` still waiting for its upload
+    // (on the worker that owns `from`, maybe not the one that owns `to`) must get there first.
+    protocol::SyncPathRequest sync;
+    sync.deadline_ms = static_cast<uint32_t>(options_.write_commit_timeout.count());
+    sync.path = from;
+    CAIRN_RETURN_IF_ERROR(AskOwners(from, sync).status().WithContext("rename of " + from));
+  }
   protocol::RenameRequest request;
   // A server-side copy of a large object takes a while: the write commit's deadline.
   request.deadline_ms = static_cast<uint32_t>(options_.write_commit_timeout.count());
@@ -463,6 +471,36 @@ Status ClientImpl::Rename(std::string_view raw_from, std::string_view raw_to, bo
     ForgetWritten(to);
   }
   return moved;
+}
+
+Status ClientImpl::SyncWrites(std::string_view raw_path, std::chrono::milliseconds timeout) {
+  CAIRN_ASSIGN_OR_RETURN(std::string path, mount::NormalizePath(raw_path));
+  const auto workers = fetcher_->AllWorkers();
+  if (workers.empty()) return UnavailableError("no worker is known: nothing can be synced");
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (const auto& [id, channel] : workers) {
+    // Each worker waits for its own files; the later ones have had the time the earlier took.
+    // A worker answers one request within 10 minutes: a longer wait takes several.
+    constexpr int64_t kPerRequestMs = 10 * 60 * 1000;
+    for (;;) {
+      const int64_t left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                               deadline - std::chrono::steady_clock::now())
+                               .count();
+      protocol::SyncPathRequest request;
+      request.path = path;
+      request.deadline_ms = static_cast<uint32_t>(std::clamp<int64_t>(left, 1, kPerRequestMs));
+      std::promise<StatusOr<protocol::WriteReply>> promise;
+      auto future = promise.get_future();
+      channel->CallWrite(request, [&promise](StatusOr<protocol::WriteReply> reply) {
+        promise.set_value(std::move(reply));
+      });
+      Status st = future.get().status();
+      if (st.ok()) break;
+      if (st.code() == StatusCode::kDeadlineExceeded && left > kPerRequestMs) continue;
+      return st.WithContext("worker " + id);
+    }
+  }
+  return Status::Ok();
 }
 
 void ClientImpl::InvalidateMetadata(std::string_view raw_path) {

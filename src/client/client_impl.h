@@ -33,6 +33,7 @@ class ClientImpl : public Client {
   Status Remove(std::string_view path) override;
   Status Rename(std::string_view from, std::string_view to, bool no_replace) override;
   Status MakeDir(std::string_view path) override;
+  Status SyncWrites(std::string_view path, std::chrono::milliseconds timeout) override;
   Status RemoveDir(std::string_view path) override;
   bool Writable(std::string_view path) override;
   void InvalidateMetadata(std::string_view path) override;

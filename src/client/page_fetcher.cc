@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cstring>
 #include <future>
 #include <random>
@@ -153,6 +154,15 @@ std::vector<std::shared_ptr<protocol::PageChannel>> PageFetcher::OwnersOf(
     if (it != placement->channels.end()) owners.push_back(it->second);
   }
   return owners;
+}
+
+std::vector<std::pair<std::string, std::shared_ptr<protocol::PageChannel>>>
+PageFetcher::AllWorkers() const {
+  std::shared_ptr<const Placement> placement = Current();
+  std::vector<std::pair<std::string, std::shared_ptr<protocol::PageChannel>>> all(
+      placement->channels.begin(), placement->channels.end());
+  std::sort(all.begin(), all.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  return all;
 }
 
 StatusOr<protocol::PageSource> PageFetcher::TryChannel(protocol::PageChannel* channel,

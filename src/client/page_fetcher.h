@@ -108,6 +108,9 @@ class PageFetcher {
   // path's hash, as for metadata), at most max_worker_attempts. Empty when none is known.
   std::vector<std::shared_ptr<protocol::PageChannel>> OwnersOf(const std::string& path) const;
 
+  // Every worker this fetcher knows (cairn sync asks them all). Thread-safe.
+  std::vector<std::pair<std::string, std::shared_ptr<protocol::PageChannel>>> AllWorkers() const;
+
   uint32_t page_size() const { return page_size_; }
   // Reads as one-pass scans: workers serve misses without caching them (ReadPage no_cache).
   // Call before the first read.

@@ -223,20 +223,23 @@ StatusOr<MountSpec> ParseMountFlag(std::string_view flag) {
 Status ApplyWriteMode(std::string_view mode, MountSpec* spec) {
   if (mode == "read-only") {
     spec->read_only = true;
+    spec->write_back = false;
   } else if (mode == "through") {
     spec->read_only = false;
+    spec->write_back = false;
   } else if (mode == "back") {
-    return InvalidArgumentError(
-        "write mode 'back' is not built yet (docs/write-path.md, step 4): use 'through'");
+    spec->read_only = false;
+    spec->write_back = true;
   } else {
-    return InvalidArgumentError("write mode must be read-only or through, not '" +
+    return InvalidArgumentError("write mode must be read-only, through or back, not '" +
                                 std::string(mode) + "'");
   }
   return Status::Ok();
 }
 
 std::string_view WriteModeName(const MountSpec& spec) {
-  return spec.read_only ? "read-only" : "through";
+  if (spec.read_only) return "read-only";
+  return spec.write_back ? "back" : "through";
 }
 
 StatusOr<CacheDir> ParseCacheDirFlag(std::string_view flag, uint64_t default_capacity) {

@@ -58,6 +58,9 @@ struct WorkerConfig {
   // Caps on all of this worker's source requests together (0 = none): docs/ufs.md.
   int ufs_max_concurrency = 0;
   uint64_t ufs_max_bytes_per_second = 0;
+  // Closed files of write-back mounts waiting for upload, all together, before closes wait and
+  // then fail with ENOSPC (docs/write-path.md). 0: a quarter of the cache capacity.
+  uint64_t write_back_max_pending_bytes = 0;
 };
 
 struct Config {
@@ -72,9 +75,9 @@ StatusOr<Config> LoadConfigFile(const std::string& path);
 
 // "PATH=URI" (as given to --mount) -> MountSpec; InvalidArgument otherwise.
 StatusOr<MountSpec> ParseMountFlag(std::string_view flag);
-// A mount's write mode: "read-only" (the default) or "through" (writes reach the source before
-// close returns; docs/write-path.md). Sets spec->read_only. InvalidArgument for anything else
-// (and for "back": write-back is not built yet).
+// A mount's write mode: "read-only" (the default), "through" (writes reach the source before
+// close returns) or "back" (close returns once the file is in the worker's journal;
+// docs/write-path.md). Sets spec->read_only and spec->write_back. InvalidArgument otherwise.
 Status ApplyWriteMode(std::string_view mode, MountSpec* spec);
 std::string_view WriteModeName(const MountSpec& spec);
 // "DIR" or "DIR:SIZE" (as given to --cache-dir); `default_capacity` when no size is given.

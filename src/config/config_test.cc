@@ -42,15 +42,19 @@ TEST(ConfigTest, AMountIsReadOnlyUnlessItsWriteModeSaysThrough) {
   auto c = ParseConfig(R"({"mounts": [{"path": "/a", "uri": "s3://b/a"},
                                       {"path": "/b", "uri": "s3://b/b", "write_mode": "through"},
                                       {"path": "/c", "uri": "s3://b/c",
-                                       "write_mode": "read-only"}]})");
+                                       "write_mode": "read-only"},
+                                      {"path": "/d", "uri": "s3://b/d", "write_mode": "back"}]})");
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_TRUE(c->client.mounts[0].read_only);
   EXPECT_FALSE(c->client.mounts[1].read_only);
   EXPECT_TRUE(c->client.mounts[2].read_only);
+  EXPECT_FALSE(c->client.mounts[3].read_only);
+  EXPECT_TRUE(c->client.mounts[3].write_back);
+  EXPECT_FALSE(c->client.mounts[1].write_back);
   EXPECT_EQ(WriteModeName(c->client.mounts[1]), "through");
+  EXPECT_EQ(WriteModeName(c->client.mounts[3]), "back");
   for (const char* bad_config :
-       {R"({"mounts": [{"path": "/a", "uri": "s3://b/a", "write_mode": "back"}]})",
-        R"({"mounts": [{"path": "/a", "uri": "s3://b/a", "write_mode": "rw"}]})",
+       {R"({"mounts": [{"path": "/a", "uri": "s3://b/a", "write_mode": "rw"}]})",
         R"({"mounts": [{"path": "/a", "uri": "s3://b/a", "write_mode": true}]})"}) {
     auto bad = ParseConfig(bad_config);
     EXPECT_NE(bad.status().message().find("write_mode"), std::string::npos) << bad_config;

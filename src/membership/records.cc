@@ -71,6 +71,11 @@ StatusOr<MountSpec> DecodeMount(const json& m, const std::string& where) {
   spec.replicas = static_cast<int>(replicas);
   CAIRN_ASSIGN_OR_RETURN(std::optional<bool> read_only, JsonBool(m, "read_only", where));
   if (read_only) spec.read_only = *read_only;
+  CAIRN_ASSIGN_OR_RETURN(std::optional<bool> write_back, JsonBool(m, "write_back", where));
+  if (write_back) spec.write_back = *write_back;
+  if (spec.read_only && spec.write_back) {
+    return InvalidArgumentError(where + ": a read-only mount cannot be 'write_back'");
+  }
   return spec;
 }
 
@@ -196,7 +201,8 @@ std::string EncodeMountTable(const std::vector<MountSpec>& mounts) {
                     {"metadata_ttl_ms",
                      std::chrono::duration_cast<std::chrono::milliseconds>(m.metadata_ttl).count()},
                     {"replicas", m.replicas},
-                    {"read_only", m.read_only}});
+                    {"read_only", m.read_only},
+                    {"write_back", m.write_back}});
   }
   return Dump(json{{"version", kMountTableVersion}, {"mounts", std::move(list)}});
 }

@@ -128,6 +128,7 @@ void ExpectSameMount(const MountSpec& a, const MountSpec& b) {
   EXPECT_EQ(a.metadata_ttl, b.metadata_ttl);
   EXPECT_EQ(a.replicas, b.replicas);
   EXPECT_EQ(a.read_only, b.read_only);
+  EXPECT_EQ(a.write_back, b.write_back);
 }
 
 TEST(MountTableCodecTest, RoundTripsInOrder) {
@@ -135,6 +136,8 @@ TEST(MountTableCodecTest, RoundTripsInOrder) {
   second.path = "/local";
   second.uri = "file:///data/lake";
   second.metadata_ttl = std::chrono::microseconds(0);
+  second.read_only = false;
+  second.write_back = true;
   std::vector<MountSpec> mounts = {SampleMount(), second};
   const std::string doc = EncodeMountTable(mounts);
   EXPECT_NE(doc.find("\"version\":1"), std::string::npos) << doc;
@@ -189,6 +192,8 @@ TEST(MountTableCodecTest, DecodeRejectsMalformedDocuments) {
       R"({"version":1,"mounts":[{"path":"/a","uri":"file:///a","metadata_ttl_ms":1e3}]})",
       R"({"version":1,"mounts":[{"path":"/a","uri":"file:///a","replicas":4294967296}]})",
       R"({"version":1,"mounts":[{"path":"/a","uri":"file:///a","read_only":"true"}]})",
+      R"({"version":1,"mounts":[{"path":"/a","uri":"file:///a","write_back":1}]})",
+      R"({"version":1,"mounts":[{"path":"/a","uri":"file:///a","write_back":true}]})",
   };
   for (const char* text : bad) {
     EXPECT_EQ(DecodeMountTable(text).status().code(), StatusCode::kInvalidArgument) << text;

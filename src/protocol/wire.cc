@@ -17,8 +17,8 @@ uint32_t HeaderCheck(const char* header20) {
   return static_cast<uint32_t>(Hash64(std::string_view(header20, 20)));
 }
 
-// Every type from kHello to kRename is in use (v5 took 15 and 19..25, v7 26 and 27).
-bool KnownType(uint8_t t) { return t >= 1 && t <= static_cast<uint8_t>(MessageType::kRename); }
+// Every type from kHello to kSyncPath is in use (v5 took 15 and 19..25, v7 26 and 27, v8 28).
+bool KnownType(uint8_t t) { return t >= 1 && t <= static_cast<uint8_t>(MessageType::kSyncPath); }
 
 // ReadPage option bits (the only bit field left, and local to that one message).
 constexpr uint8_t kReadRefetch = 1u << 0;
@@ -494,7 +494,8 @@ namespace {
 constexpr MessageType kWriteTypes[] = {
     MessageType::kOpenWrite,  MessageType::kWritePage,  MessageType::kTruncateWrite,
     MessageType::kSyncWrite,  MessageType::kCloseWrite, MessageType::kAbortWrite,
-    MessageType::kRemovePath, MessageType::kMakeDir,    MessageType::kRename};
+    MessageType::kRemovePath, MessageType::kMakeDir,    MessageType::kRename,
+    MessageType::kSyncPath};
 
 // OpenWrite flag bits.
 constexpr uint8_t kOpenCreate = 1u << 0;
@@ -540,6 +541,10 @@ struct WriteEncoder {
     w.U8(q.directory ? 1 : 0);
   }
   void operator()(const MakeDirRequest& q) {
+    w.U32(q.deadline_ms);
+    w.Str(q.path);
+  }
+  void operator()(const SyncPathRequest& q) {
     w.U32(q.deadline_ms);
     w.Str(q.path);
   }
@@ -607,6 +612,7 @@ struct WriteValidator {
   Status operator()(const AbortWriteRequest& q) const { return CheckHandle(q.handle); }
   Status operator()(const RemovePathRequest& q) const { return ValidateMetadataPath(q.path); }
   Status operator()(const MakeDirRequest& q) const { return ValidateMetadataPath(q.path); }
+  Status operator()(const SyncPathRequest& q) const { return ValidateMetadataPath(q.path); }
   Status operator()(const RenameRequest& q) const {
     CAIRN_RETURN_IF_ERROR(ValidateMetadataPath(q.from));
     return ValidateMetadataPath(q.to);
@@ -709,6 +715,12 @@ StatusOr<WriteRequest> DecodeWriteRequest(MessageType type, std::span<const char
     }
     case MessageType::kMakeDir: {
       MakeDirRequest q;
+      ok = r.U32(&q.deadline_ms) && r.Str(&q.path);
+      out = std::move(q);
+      break;
+    }
+    case MessageType::kSyncPath: {
+      SyncPathRequest q;
       ok = r.U32(&q.deadline_ms) && r.Str(&q.path);
       out = std::move(q);
       break;

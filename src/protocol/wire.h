@@ -28,9 +28,10 @@ inline constexpr uint32_t kMagic = 0x4E524143;  // "CARN" in little-endian byte 
 // written through the worker that owns the path, docs/write-path.md). v6: checksums cover 4 KiB
 // chunks (kChecksumChunkSize), not 64 KiB: a v5 peer would check the wrong chunks, so it is
 // refused. v7: MakeDir and Rename, and RemovePath of directories (a v6 worker would not know
-// the types). Older peers get a kVersionMismatch naming both.
-inline constexpr uint8_t kVersion = 7;
-inline constexpr uint8_t kMinVersion = 7;  // Oldest version this build still speaks.
+// the types). v8: SyncPath (waits for the write-back uploads under a path). Older peers get a
+// kVersionMismatch naming both.
+inline constexpr uint8_t kVersion = 8;
+inline constexpr uint8_t kMinVersion = 8;  // Oldest version this build still speaks.
 inline constexpr size_t kFrameHeaderSize = 24;
 // Largest payload accepted (a page of at most 16 MiB plus metadata); bigger frames are rejected.
 inline constexpr uint32_t kMaxPayload = (16u << 20) + (64u << 10);
@@ -64,6 +65,7 @@ enum class MessageType : uint8_t {
   kRemovePath = 25,       // -> kWriteReply (v5; directories v7).
   kMakeDir = 26,          // -> kWriteReply (v7).
   kRename = 27,           // -> kWriteReply with the object under its new name (v7).
+  kSyncPath = 28,         // -> kWriteReply once the path's write-back files are uploaded (v8).
 };
 
 struct FrameHeader {
@@ -272,9 +274,11 @@ StatusOr<MetadataReply> DecodeMetadataReply(std::span<const char> payload);
 // requests (validated on decode the same way).
 inline constexpr uint32_t kMaxWriteData = 4u << 20;      // Bytes of one WritePage.
 inline constexpr uint64_t kMaxWriteOffset = 1ull << 50;  // Offset + length of a write (1 PiB).
+// What the client expects; the worker applies its mount's write mode (MountSpec::write_back),
+// which clients learn from the same mount table.
 enum class WriteMode : uint8_t {
   kThrough = 0,  // Close and sync return once the object is in the source.
-  kBack = 1,     // Close returns once the data is in the worker's journal (not built yet).
+  kBack = 1,     // Close returns once the data is in the worker's journal.
 };
 struct OpenWriteRequest {
   uint32_t deadline_ms = 0;
@@ -329,13 +333,21 @@ struct RenameRequest {
   std::string to;
   bool no_replace = false;
 };
+// Waits until every closed file of a write-back mount under `path` (a file or a folder; "/" for
+// all) that this worker holds is in its source (v8; `cairn sync`). DeadlineExceeded when the
+// deadline passes first; OK at once on a worker with nothing pending.
+struct SyncPathRequest {
+  uint32_t deadline_ms = 0;
+  std::string path;
+};
 using WriteRequest = std::variant<OpenWriteRequest, WritePageRequest, TruncateWriteRequest,
                                   SyncWriteRequest, CloseWriteRequest, AbortWriteRequest,
-                                  RemovePathRequest, MakeDirRequest, RenameRequest>;
+                                  RemovePathRequest, MakeDirRequest, RenameRequest,
+                                  SyncPathRequest>;
 
 MessageType TypeOf(const WriteRequest& request);
 bool IsWriteRequest(MessageType type);
-// The handle a request names (0 for OpenWrite, RemovePath, MakeDir and Rename).
+// The handle a request names (0 for OpenWrite, RemovePath, MakeDir, Rename and SyncPath).
 uint64_t HandleOf(const WriteRequest& request);
 // The deadline (WritePage has none: 0).
 uint32_t DeadlineOf(const WriteRequest& request);

@@ -47,14 +47,15 @@ std::array<char, kFrameHeaderSize> HeaderOfType(uint8_t type) {
   return buf;
 }
 
-// v5 took type 15 (kept for WritePage) and 19..25; v7 26 (MakeDir) and 27 (Rename).
-TEST(WireTest, FrameHeadersAcceptEveryV7TypeAndNothingElse) {
-  for (int type = 1; type <= 27; ++type) {
+// v5 took type 15 (kept for WritePage) and 19..25; v7 26 (MakeDir) and 27 (Rename); v8 28
+// (SyncPath).
+TEST(WireTest, FrameHeadersAcceptEveryV8TypeAndNothingElse) {
+  for (int type = 1; type <= 28; ++type) {
     auto d = DecodeFrameHeader(HeaderOfType(static_cast<uint8_t>(type)));
     ASSERT_TRUE(d.ok()) << type << ": " << d.status().ToString();
     EXPECT_EQ(static_cast<int>(d->type), type);
   }
-  for (int type : {0, 28, 29, 255}) {
+  for (int type : {0, 29, 30, 255}) {
     EXPECT_EQ(DecodeFrameHeader(HeaderOfType(static_cast<uint8_t>(type))).status().code(),
               StatusCode::kCorruption)
         << type;
@@ -67,7 +68,7 @@ TEST(WireTest, OtherVersionsAreAMismatchNotCorruption) {
   std::array<char, kFrameHeaderSize> buf;
   EncodeFrameHeader({MessageType::kHello, 0, 1, 0}, buf.data());
   for (uint8_t version : {uint8_t{1}, uint8_t{2}, uint8_t{3}, uint8_t{4}, uint8_t{5}, uint8_t{6},
-                          uint8_t{8}, uint8_t{200}}) {
+                          uint8_t{7}, uint8_t{9}, uint8_t{200}}) {
     auto copy = buf;
     copy[4] = static_cast<char>(version);
     // Re-seal the header checksum over the changed version byte.
@@ -488,6 +489,14 @@ TEST(WireTest, EveryWriteRequestRoundTripsAndTruncationsAreRejected) {
       std::get<RenameRequest>(*DecodeWriteRequest(MessageType::kRename, EncodeWriteRequest(rename)))
           .no_replace);
 
+  SyncPathRequest sync_path{60000, "/lake/run"};
+  auto sp = std::get<SyncPathRequest>(
+      *DecodeWriteRequest(MessageType::kSyncPath, EncodeWriteRequest(sync_path)));
+  EXPECT_EQ(sp.path, "/lake/run");
+  EXPECT_EQ(sp.deadline_ms, 60000u);
+  EXPECT_EQ(TypeOf(sync_path), MessageType::kSyncPath);
+  EXPECT_EQ(HandleOf(sync_path), 0u);
+
   EXPECT_EQ(HandleOf(open_write), 0u);
   EXPECT_EQ(HandleOf(rename), 0u);
   EXPECT_EQ(HandleOf(remove_path), 0u);
@@ -500,7 +509,7 @@ TEST(WireTest, OnlyWriteTypesAreWriteRequests) {
   std::string bytes = EncodeWriteRequest(SyncWriteRequest{0, 1});
   for (int t = 0; t <= 29; ++t) {
     auto type = static_cast<MessageType>(t);
-    bool write = t == 15 || (t >= 19 && t <= 27 && t != 20);
+    bool write = t == 15 || (t >= 19 && t <= 28 && t != 20);
     EXPECT_EQ(IsWriteRequest(type), write) << t;
     if (!write) {
       EXPECT_EQ(DecodeWriteRequest(type, bytes).status().code(), StatusCode::kCorruption) << t;
@@ -588,6 +597,7 @@ TEST(WireTest, WriteRequestsThatMakeNoSenseAreInvalidArguments) {
     EXPECT_EQ(WriteCode(OpenWriteRequest{0, path, true}), StatusCode::kInvalidArgument) << path;
     EXPECT_EQ(WriteCode(RemovePathRequest{0, path, false}), StatusCode::kInvalidArgument) << path;
     EXPECT_EQ(WriteCode(MakeDirRequest{0, path}), StatusCode::kInvalidArgument) << path;
+    EXPECT_EQ(WriteCode(SyncPathRequest{0, path}), StatusCode::kInvalidArgument) << path;
     EXPECT_EQ(WriteCode(RenameRequest{0, path, "/a/b"}), StatusCode::kInvalidArgument) << path;
     EXPECT_EQ(WriteCode(RenameRequest{0, "/a/b", path}), StatusCode::kInvalidArgument) << path;
   }

@@ -58,6 +58,7 @@ struct WriteCondition {
   Kind kind = Kind::kNone;
   std::string version;  // kVersion: the version the writer last saw.
 
+  bool operator==(const WriteCondition&) const = default;
   static WriteCondition None() { return {}; }
   // Exclusive create: fails with AlreadyExists if the key holds an object.
   static WriteCondition Absent() { return {Kind::kAbsent, {}}; }

@@ -364,6 +364,10 @@ class WorkerServer::Connection : public std::enable_shared_from_this<Connection>
       path = mkdir->path;
       op = "mkdir";
     }
+    if (const auto* sync = std::get_if<protocol::SyncPathRequest>(&*request)) {
+      path = sync->path;
+      op = "sync";
+    }
     if (const auto* mv = std::get_if<protocol::RenameRequest>(&*request)) {
       path = mv->from;
       second_path = mv->to;

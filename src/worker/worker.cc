@@ -252,6 +252,15 @@ Status Worker::Init(WorkerOptions options) {
   WriteServiceOptions wo;
   for (const auto& d : cfg.cache_dirs) wo.spool_dirs.push_back(d.path + "/spool");
   wo.registry = registry_.get();
+  if (!cfg.cache_dirs.empty()) {
+    // One journal per worker, next to the first cache folder's spool files (docs/write-path.md).
+    wo.write_back.journal_path = cfg.cache_dirs.front().path + "/spool/journal";
+    uint64_t capacity = 0;
+    for (const auto& d : cfg.cache_dirs) capacity += d.capacity_bytes;
+    wo.write_back.max_pending_bytes = cfg.write_back_max_pending_bytes != 0
+                                          ? cfg.write_back_max_pending_bytes
+                                          : std::max<uint64_t>(capacity / 4, 64 << 20);
+  }
   WrittenPagesOptions wpo;
   wpo.registry = registry_.get();
   written_pages_ = std::make_unique<WrittenPages>(service_.get(), wpo);

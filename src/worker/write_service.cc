@@ -8,9 +8,11 @@
 #include <filesystem>
 #include <optional>
 #include <random>
+#include <set>
 #include <system_error>
 
 #include "common/checksum.h"
+#include "common/crash_point.h"
 
 namespace cairn::worker {
 
@@ -27,13 +29,23 @@ struct WriteService::OpenFile {
   std::string key;
   std::string spool_dir;
   bool exclusive = false;  // An exclusive create stays one: another writer's commit fails it.
+  bool write_back = false;  // The mount's mode when the file was opened.
   std::atomic<int64_t> last_used_us{0};
   std::atomic<int> busy{0};  // Requests being served now (the reaper leaves the file alone).
 
   Mutex mu;
   std::unique_ptr<write::WriteSession> session GUARDED_BY(mu);
   // Set by a commit; cleared by the next write (which starts a new session seeded from it).
+  // Write-back: the version is empty (the file is journaled, not yet in the source).
   std::optional<ufs::ObjectInfo> committed GUARDED_BY(mu);
+  // Write-back: a descriptor of the spool file handed to the queue at the last sync, from which
+  // a later write continues (the queue removes the file once it is uploaded).
+  int sealed_fd GUARDED_BY(mu) = -1;
+
+  ~OpenFile() {
+    MutexLock l(&mu);
+    if (sealed_fd >= 0) ::close(sealed_fd);
+  }
 };
 
 struct WriteService::Metrics {
@@ -77,8 +89,9 @@ uint64_t RandomHandle() {
   return h;
 }
 
-// Creates `dir` and removes what a previous process left in it.
-Status PrepareSpoolDir(const std::string& dir) {
+// Creates `dir` and removes what a previous process left in it, but for the files of `keep`
+// (named by the write-back journal).
+Status PrepareSpoolDir(const std::string& dir, const std::set<std::string>& keep) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) return IoError("cannot create spool folder " + dir + ": " + ec.message());
@@ -87,7 +100,8 @@ Status PrepareSpoolDir(const std::string& dir) {
                                std::filesystem::perm_options::replace, ec);
   if (ec) return IoError("cannot restrict spool folder " + dir + ": " + ec.message());
   for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
-    if (entry.path().filename().string().rfind("write-", 0) == 0) {
+    if (entry.path().filename().string().rfind("write-", 0) == 0 &&
+        keep.count(entry.path().string()) == 0) {
       std::filesystem::remove(entry.path(), ec);
       if (!ec)
         spdlog::info("removed the spool file {} of an unfinished write", entry.path().string());
@@ -120,12 +134,33 @@ StatusOr<std::unique_ptr<WriteService>> WriteService::Create(PageService* pages,
   if (options.max_uploads_in_flight < 1 || options.upload_threads < 1) {
     return InvalidArgumentError("write uploads need at least one thread");
   }
-  for (const std::string& dir : options.spool_dirs) CAIRN_RETURN_IF_ERROR(PrepareSpoolDir(dir));
-  return std::unique_ptr<WriteService>(new WriteService(pages, std::move(options)));
+  std::unique_ptr<WriteBack> write_back;
+  std::set<std::string> keep;
+  if (!options.write_back.journal_path.empty()) {
+    std::error_code ec;
+    const auto folder = std::filesystem::path(options.write_back.journal_path).parent_path();
+    if (!folder.empty()) std::filesystem::create_directories(folder, ec);
+    if (ec) return IoError("cannot create the folder of " + options.write_back.journal_path);
+    if (options.write_back.clock == nullptr) options.write_back.clock = options.clock;
+    if (options.write_back.registry == nullptr) options.write_back.registry = options.registry;
+    CAIRN_ASSIGN_OR_RETURN(write_back, WriteBack::Open(options.write_back));
+    for (std::string& file : write_back->SpoolFiles()) keep.insert(std::move(file));
+  }
+  for (const std::string& dir : options.spool_dirs) {
+    CAIRN_RETURN_IF_ERROR(PrepareSpoolDir(dir, keep));
+  }
+  std::unique_ptr<WriteService> service(
+      new WriteService(pages, std::move(options), std::move(write_back)));
+  if (service->write_back_ != nullptr) {
+    WriteService* self = service.get();
+    service->write_back_->Start([self](PendingWrite& write) { return self->CommitPending(write); });
+  }
+  return service;
 }
 
-WriteService::WriteService(PageService* pages, WriteServiceOptions options)
-    : pages_(pages), options_(std::move(options)) {
+WriteService::WriteService(PageService* pages, WriteServiceOptions options,
+                           std::unique_ptr<WriteBack> write_back)
+    : pages_(pages), options_(std::move(options)), write_back_(std::move(write_back)) {
   metrics::Registry* registry = options_.registry;
   std::unique_ptr<metrics::Registry> owned;
   if (registry == nullptr) {
@@ -149,7 +184,13 @@ WriteService::~WriteService() {
   if (reaper_.joinable()) reaper_.join();
   if (!left.empty()) spdlog::info("discarding {} file(s) still open for writing", left.size());
   left.clear();  // Each session's destructor aborts its upload and removes its spool file.
+  write_back_.reset();  // Its threads commit through this service: stop them first.
   uploads_.reset();
+}
+
+Status WriteService::SyncPath(const std::string& prefix, std::chrono::milliseconds timeout) {
+  if (write_back_ == nullptr) return Status::Ok();
+  return write_back_->Sync(prefix, timeout);
 }
 
 size_t WriteService::open_files() const {
@@ -174,6 +215,17 @@ StatusOr<WriteReply> WriteService::Serve(const std::string& principal,
     return MakeDir(*make_dir);
   }
   if (const auto* rename = std::get_if<protocol::RenameRequest>(&request)) return Rename(*rename);
+  if (const auto* sync = std::get_if<protocol::SyncPathRequest>(&request)) {
+    CAIRN_RETURN_IF_ERROR(CheckNormalised(sync->path));
+    // Answered before the caller's deadline (a reply after it is a worker that "did not answer
+    // in time"), and one request holds a pool thread at most 10 minutes: `cairn sync` asks again.
+    const int64_t deadline = sync->deadline_ms;
+    const auto wait = std::min<std::chrono::milliseconds>(
+        std::chrono::milliseconds(deadline - std::min<int64_t>(1000, deadline / 4)),
+        std::chrono::minutes(10));
+    CAIRN_RETURN_IF_ERROR(SyncPath(sync->path, wait));
+    return Reply(0, 0);
+  }
   const uint64_t handle = protocol::HandleOf(request);
   if (std::holds_alternative<protocol::AbortWriteRequest>(request)) {
     CAIRN_RETURN_IF_ERROR(Find(principal, handle).status());
@@ -210,9 +262,6 @@ StatusOr<WriteReply> WriteService::Serve(const std::string& principal,
 
 StatusOr<WriteReply> WriteService::Open(const std::string& principal,
                                         const protocol::OpenWriteRequest& request) {
-  if (request.mode != protocol::WriteMode::kThrough) {
-    return UnimplementedError("write-back is not built yet (docs/write-path.md, step 4)");
-  }
   CAIRN_RETURN_IF_ERROR(CheckNormalised(request.path));
   CAIRN_ASSIGN_OR_RETURN(PageService::PathAt at, pages_->ResolvePath(request.path, true));
   const mount::Mount* mount = at.resolved.mount;
@@ -224,6 +273,10 @@ StatusOr<WriteReply> WriteService::Open(const std::string& principal,
     return FailedPreconditionError("mount " + mount->spec.path + " is read-only");
   }
   if (at.resolved.key.empty()) return InvalidArgumentError(request.path + " is a mount's root");
+  if (mount->spec.write_back && write_back_ == nullptr) {
+    return FailedPreconditionError("mount " + mount->spec.path +
+                                   " is write-back, and this worker has no write-back journal");
+  }
   // Before any work (a stat, a spool file, reading the object for an open without truncate);
   // checked again when the file is entered.
   CAIRN_RETURN_IF_ERROR(CheckRoom(principal));
@@ -236,11 +289,28 @@ StatusOr<WriteReply> WriteService::Open(const std::string& principal,
   file->ufs = mount->ufs;
   file->key = at.resolved.key;
   file->exclusive = request.exclusive;
+  file->write_back = mount->spec.write_back;
   file->spool_dir = options_.spool_dirs[next_spool_.fetch_add(1) % options_.spool_dirs.size()];
 
   StatusOr<ufs::ObjectInfo> current = file->ufs->Stat(file->key);
-  if (!current.ok() && current.status().code() != StatusCode::kNotFound) return current.status();
-  const bool exists = current.ok();
+  // Write-back keeps working while the source is unreachable for a file that replaces whatever
+  // is there (create + truncate, as torch.save opens): its commit is then unconditional.
+  const bool blind = file->write_back && request.create && request.truncate &&
+                     !request.exclusive && !current.ok() &&
+                     current.status().code() != StatusCode::kNotFound;
+  if (!current.ok() && current.status().code() != StatusCode::kNotFound && !blind) {
+    return current.status();
+  }
+  // A write-back file closed but not yet uploaded is the file's current content.
+  std::optional<WriteBack::Latest> pending;
+  if (file->write_back) pending = write_back_->LatestFor(file->path);
+  struct FdCloser {
+    std::optional<WriteBack::Latest>& p;
+    ~FdCloser() {
+      if (p) ::close(p->fd);
+    }
+  } closer{pending};
+  const bool exists = current.ok() || pending.has_value();
   if (exists && request.exclusive) {
     return AlreadyExistsError(request.path + " exists (exclusive create)");
   }
@@ -249,13 +319,19 @@ StatusOr<WriteReply> WriteService::Open(const std::string& principal,
   write::WriteSessionOptions session_options;
   session_options.part_size = options_.part_size;
   session_options.max_uploads_in_flight = options_.max_uploads_in_flight;
-  session_options.condition =
-      exists ? ufs::WriteCondition::Version(current->version) : ufs::WriteCondition::Absent();
+  session_options.condition = current.ok() ? ufs::WriteCondition::Version(current->version)
+                              : blind      ? ufs::WriteCondition::None()
+                                           : ufs::WriteCondition::Absent();
   CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<write::WriteSession> session,
                          write::WriteSession::Create(file->ufs, file->key, file->spool_dir,
                                                      session_options, uploads_.get()));
+  // The queue's commit of the pending file sets this file's condition (AdoptCommit).
+  if (pending && !request.truncate) {
+    CAIRN_ASSIGN_OR_RETURN(session, SessionFromFd(*file, pending->fd, pending->size,
+                                                  session_options.condition));
+  }
   // Without truncate the file starts as the object is now (a partial rewrite keeps the rest).
-  if (exists && !request.truncate && current->size > 0) {
+  if (!pending && exists && !request.truncate && current->size > 0) {
     std::vector<char> chunk(std::min<uint64_t>(kCopyChunk, current->size));
     for (uint64_t done = 0; done < current->size;) {
       const size_t want =
@@ -311,9 +387,7 @@ StatusOr<WriteReply> WriteService::Write(OpenFile& file,
   }
   MutexLock l(&file.mu);
   if (file.committed) {
-    CAIRN_ASSIGN_OR_RETURN(file.session,
-                           SessionFor(file, file.session->spool_path(), file.committed->size,
-                                      ufs::WriteCondition::Version(file.committed->version)));
+    CAIRN_ASSIGN_OR_RETURN(file.session, Continue(file));
     file.committed.reset();
   }
   CAIRN_RETURN_IF_ERROR(file.session->Write(request.offset, request.data));
@@ -325,9 +399,7 @@ StatusOr<WriteReply> WriteService::Truncate(OpenFile& file, uint64_t size) {
   MutexLock l(&file.mu);
   if (file.committed) {
     if (file.committed->size == size) return Reply(file.handle, size);
-    CAIRN_ASSIGN_OR_RETURN(file.session,
-                           SessionFor(file, file.session->spool_path(), file.committed->size,
-                                      ufs::WriteCondition::Version(file.committed->version)));
+    CAIRN_ASSIGN_OR_RETURN(file.session, Continue(file));
     file.committed.reset();
   }
   CAIRN_RETURN_IF_ERROR(file.session->Truncate(size));
@@ -341,11 +413,23 @@ StatusOr<std::unique_ptr<write::WriteSession>> WriteService::SessionFor(
   session_options.part_size = options_.part_size;
   session_options.max_uploads_in_flight = options_.max_uploads_in_flight;
   session_options.condition = std::move(condition);
+  const int fd = ::open(from_spool.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return ErrnoToStatus(errno, "reopen spool file of " + file.path);
+  StatusOr<std::unique_ptr<write::WriteSession>> next =
+      SessionFromFd(file, fd, size, session_options.condition);
+  ::close(fd);
+  return next;
+}
+
+StatusOr<std::unique_ptr<write::WriteSession>> WriteService::SessionFromFd(
+    const OpenFile& file, int fd, uint64_t size, ufs::WriteCondition condition) {
+  write::WriteSessionOptions session_options;
+  session_options.part_size = options_.part_size;
+  session_options.max_uploads_in_flight = options_.max_uploads_in_flight;
+  session_options.condition = std::move(condition);
   CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<write::WriteSession> next,
                          write::WriteSession::Create(file.ufs, file.key, file.spool_dir,
                                                      session_options, uploads_.get()));
-  const int fd = ::open(from_spool.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return ErrnoToStatus(errno, "reopen spool file of " + file.path);
   std::vector<char> chunk(std::min<uint64_t>(kCopyChunk, std::max<uint64_t>(size, 1)));
   Status copied;
   for (uint64_t done = 0; done < size && copied.ok();) {
@@ -362,13 +446,37 @@ StatusOr<std::unique_ptr<write::WriteSession>> WriteService::SessionFor(
       done += static_cast<uint64_t>(n);
     }
   }
-  ::close(fd);
   CAIRN_RETURN_IF_ERROR(copied);
   if (next->size() != size) CAIRN_RETURN_IF_ERROR(next->Truncate(size));
   return next;
 }
 
+StatusOr<std::unique_ptr<write::WriteSession>> WriteService::Continue(OpenFile& file) {
+  if (!file.write_back) {
+    return SessionFor(file, file.session->spool_path(), file.committed->size,
+                      ufs::WriteCondition::Version(file.committed->version));
+  }
+  return SessionFromFd(file, file.sealed_fd, file.committed->size, ConditionAfterSync(file));
+}
+
+ufs::WriteCondition WriteService::ConditionAfterSync(const OpenFile& file) {
+  // Set by AdoptCommit when a queued file of this path was committed since the sync.
+  if (!file.committed->version.empty()) {
+    return ufs::WriteCondition::Version(file.committed->version);
+  }
+  // Still queued: its commit will set this session's condition to the version it makes.
+  if (write_back_->HasPending(file.path)) return ufs::WriteCondition::None();
+  StatusOr<ufs::ObjectInfo> now = file.ufs->Stat(file.key);
+  if (now.ok()) return ufs::WriteCondition::Version(now->version);
+  return ufs::WriteCondition::Absent();
+}
+
 StatusOr<WriteReply> WriteService::Commit(OpenFile& file, const RecheckFn& recheck) {
+  if (file.write_back) {
+    MutexLock l(&file.mu);
+    if (!file.committed && recheck) CAIRN_RETURN_IF_ERROR(recheck(file.path));
+    return CommitBack(file);
+  }
   // The path's commit lock first (see the lock order in the header).
   MutexLock commit(&CommitLockOf(file.path));
   MutexLock l(&file.mu);
@@ -380,7 +488,7 @@ StatusOr<WriteReply> WriteService::Commit(OpenFile& file, const RecheckFn& reche
   }
   if (recheck) CAIRN_RETURN_IF_ERROR(recheck(file.path));
   StatusOr<ufs::ObjectInfo> info = file.session->Commit();
-  if (info.ok()) AdoptCommit(file, info->version);
+  if (info.ok()) AdoptCommit(&file, file.path, info->version);
   if (!info.ok()) {
     metrics_->commit_failures->Increment();
     return info.status().WithContext("commit of " + file.path);
@@ -393,35 +501,189 @@ StatusOr<WriteReply> WriteService::Commit(OpenFile& file, const RecheckFn& reche
   return reply;
 }
 
-// At close, not at every sync: a log synced after each line would be cached over and over.
-void WriteService::CacheClosed(OpenFile& file) {
+// Not under the path's commit lock: the queue's commit of this path's earlier file may hold it
+// while it waits for this file's lock (AdoptCommit), and the journal needs neither.
+StatusOr<WriteReply> WriteService::CommitBack(OpenFile& file) {
+  if (file.committed) return Reply(file.handle, file.committed->size);
+  CAIRN_RETURN_IF_ERROR(file.session->Seal().WithContext("close of " + file.path));
+  const int sealed_fd = ::open(file.session->spool_path().c_str(), O_RDONLY | O_CLOEXEC);
+  if (sealed_fd < 0) return ErrnoToStatus(errno, "reopen spool file of " + file.path);
+  PendingWrite pending;
+  pending.record.path = file.path;
+  pending.record.principal = file.principal;
+  pending.record.spool_path = file.session->spool_path();
+  pending.record.size = file.session->size();
+  pending.record.condition = file.session->condition();
+  pending.record.closed_at_ms = clock().WallNanos() / 1'000'000;
+  const uint64_t size = pending.record.size;
+  pending.session = std::move(file.session);
+  StatusOr<uint64_t> id = write_back_->Add(pending);
+  if (!id.ok()) {
+    // Nothing was promised; the sealed session stays with the handle (a close may be retried).
+    file.session = std::move(pending.session);
+    ::close(sealed_fd);
+    metrics_->commit_failures->Increment();
+    return id.status().WithContext("close of " + file.path);
+  }
+  metrics_->commits->Increment();
+  if (file.sealed_fd >= 0) ::close(file.sealed_fd);
+  file.sealed_fd = sealed_fd;
+  ufs::ObjectInfo info;
+  info.size = size;
+  info.mtime_ns = clock().WallNanos();
+  file.committed = info;
+  WriteReply reply = Reply(file.handle, size);
+  reply.mtime_ns = info.mtime_ns;
+  return reply;
+}
+
+CommitResult WriteService::CommitPending(PendingWrite& write) {
+  const write::JournalRecord& record = write.record;
+  auto retry = [](const Status& why) {
+    return CommitResult{CommitResult::Outcome::kRetry, why.ToString()};
+  };
+  // Resolved now, not at close: after a restart the mount table may still be loading (then
+  // this is retried), and a mount replaced meanwhile is where the file goes now.
+  StatusOr<PageService::PathAt> at = pages_->ResolvePath(record.path, true);
+  if (!at.ok()) return retry(at.status());
+  const mount::Mount* mount = at->resolved.mount;
+  if (mount == nullptr || at->resolved.key.empty() || mount->spec.read_only) {
+    return retry(FailedPreconditionError("no writable mount holds " + record.path + " now"));
+  }
+  const std::string& key = at->resolved.key;
+  MutexLock commit(&CommitLockOf(record.path));
+  if (write_back_->Cancelled(record.id)) {
+    return CommitResult{CommitResult::Outcome::kRemoved, "removed before its upload"};
+  }
+  const bool replayed = write.session == nullptr;
+  if (replayed) {
+    write::WriteSessionOptions session_options;
+    session_options.part_size = options_.part_size;
+    session_options.max_uploads_in_flight = options_.max_uploads_in_flight;
+    session_options.condition = record.condition;
+    StatusOr<std::unique_ptr<write::WriteSession>> adopted = write::WriteSession::Adopt(
+        mount->ufs, key, record.spool_path, record.size, session_options, uploads_.get());
+    if (!adopted.ok() && adopted.status().code() == StatusCode::kCorruption) {
+      spdlog::error("write-back: {} cannot be uploaded: {}", record.path,
+                    adopted.status().ToString());
+      return CommitResult{CommitResult::Outcome::kConflict, adopted.status().ToString()};
+    }
+    if (!adopted.ok()) return retry(adopted.status());
+    write.session = std::move(*adopted);
+  }
+  StatusOr<ufs::ObjectInfo> info = InternalError("not committed");
+  // A file replayed after a restart may have been committed just before it (its end never
+  // journaled): if the source holds these very bytes, nothing is uploaded again. (A
+  // conditional commit would find out by failing; an unconditional one would not.)
+  std::optional<ufs::ObjectInfo> already;
+  if (replayed) already = SourceHolds(*mount->ufs, key, record.spool_path, record.size);
+  if (already) {
+    spdlog::info("write-back: {} is already in its source (version {})", record.path,
+                 already->version);
+    info = *already;
+  } else {
+    CrashPoint("write-back-uploading");
+    info = write.session->Commit();
+  }
+  if (!info.ok() && (info.status().code() == StatusCode::kAlreadyExists ||
+                     info.status().code() == StatusCode::kFailedPrecondition)) {
+    // Our own commit before a crash (its end never journaled) looks like this too.
+    std::optional<ufs::ObjectInfo> same =
+        SourceHolds(*mount->ufs, key, record.spool_path, record.size);
+    if (!same) {
+      const std::string kept = SetAside(write);
+      spdlog::error("write-back: {} changed in its source since it was opened ({}); the closed "
+                    "file was not uploaded and is kept at {}",
+                    record.path, info.status().ToString(), kept);
+      return CommitResult{CommitResult::Outcome::kConflict,
+                          info.status().ToString() + "; kept at " + kept};
+    }
+    spdlog::info("write-back: {} is already in its source (version {})", record.path,
+                 same->version);
+    info = *same;
+  }
+  if (!info.ok()) return retry(info.status());
+  CrashPoint("write-back-committed");
+  AdoptCommit(nullptr, record.path, info->version);
+  write_back_->AdoptCommit(record.path, info->version);
+  CacheWritten(at->table, mount, key, *info, write.session->spool_path());
+  return CommitResult{CommitResult::Outcome::kCommitted, info->version};
+}
+
+std::optional<ufs::ObjectInfo> WriteService::SourceHolds(ufs::UnderStorage& ufs,
+                                                         const std::string& key,
+                                                         const std::string& spool_path,
+                                                         uint64_t size) {
+  StatusOr<ufs::ObjectInfo> now = ufs.Stat(key);
+  if (!now.ok() || now->is_dir || now->size != size) return std::nullopt;
+  const int fd = ::open(spool_path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  std::vector<char> ours(std::min<uint64_t>(kCopyChunk, std::max<uint64_t>(size, 1)));
+  std::vector<char> theirs(ours.size());
+  bool same = true;
+  for (uint64_t done = 0; done < size && same;) {
+    const size_t want = static_cast<size_t>(std::min<uint64_t>(ours.size(), size - done));
+    StatusOr<size_t> got =
+        ufs.Read(key, now->version, done, std::span<char>(theirs.data(), want));
+    const ssize_t n = ::pread(fd, ours.data(), want, static_cast<off_t>(done));
+    same = got.ok() && *got == want && n == static_cast<ssize_t>(want) &&
+           std::equal(ours.begin(), ours.begin() + static_cast<ptrdiff_t>(want), theirs.begin());
+    done += want;
+  }
+  ::close(fd);
+  if (!same) return std::nullopt;
+  return *now;
+}
+
+std::string WriteService::SetAside(const PendingWrite& write) {
+  const std::filesystem::path spool(write.record.spool_path);
+  const std::filesystem::path folder = spool.parent_path() / "conflicts";
+  std::error_code ec;
+  std::filesystem::create_directories(folder, ec);
+  std::string name = write.record.path;
+  std::replace(name.begin(), name.end(), '/', '_');
+  const std::filesystem::path kept =
+      folder / (std::to_string(write.record.id) + "-" + name.substr(0, 200));
+  std::filesystem::rename(spool, kept, ec);
+  if (ec) return spool.string() + " (could not be moved: " + ec.message() + ")";
+  if (write.session != nullptr) write.session->KeepSpoolFile();
+  return kept.string();
+}
+
+void WriteService::CacheWritten(std::shared_ptr<const mount::MountTable> table,
+                                const mount::Mount* mount, const std::string& key,
+                                const ufs::ObjectInfo& info, const std::string& spool_path) {
   if (options_.written_pages == nullptr) return;
-  MutexLock l(&file.mu);
-  if (file.session == nullptr || !file.committed) return;
-  const ufs::ObjectInfo& info = *file.committed;
-  // A descriptor, not the name: the session removes its spool file when it goes, and a later
-  // write on this handle starts a new spool; this one is never written again.
-  const int fd = ::open(file.session->spool_path().c_str(), O_RDONLY | O_CLOEXEC);
+  const int fd = ::open(spool_path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
-    spdlog::warn("the written file {} does not enter the cache: {}", file.path,
+    spdlog::warn("the written file {} does not enter the cache: {}", key,
                  ErrnoToStatus(errno, "reopen its spool").ToString());
     return;
   }
   WrittenFile written;
-  written.table = file.table;
-  written.mount = file.mount;
-  written.key = file.key;
+  written.table = std::move(table);
+  written.mount = mount;
+  written.key = key;
   written.version = info.version;
   written.size = info.size;
   options_.written_pages->Admit(std::move(written), fd);  // Not cached is not an error.
 }
 
-void WriteService::AdoptCommit(const OpenFile& committer, const std::string& version) {
+// At close, not at every sync: a log synced after each line would be cached over and over.
+void WriteService::CacheClosed(OpenFile& file) {
+  if (options_.written_pages == nullptr || file.write_back) return;
+  MutexLock l(&file.mu);
+  if (file.session == nullptr || !file.committed) return;
+  CacheWritten(file.table, file.mount, file.key, *file.committed, file.session->spool_path());
+}
+
+void WriteService::AdoptCommit(const OpenFile* committer, const std::string& path,
+                               const std::string& version) {
   std::vector<std::shared_ptr<OpenFile>> siblings;
   {
     MutexLock l(&open_mu_);
     for (const auto& [handle, file] : open_) {
-      if (file.get() != &committer && file->path == committer.path && !file->exclusive) {
+      if (file.get() != committer && file->path == path && !file->exclusive) {
         siblings.push_back(file);
       }
     }
@@ -432,6 +694,8 @@ void WriteService::AdoptCommit(const OpenFile& committer, const std::string& ver
     MutexLock l(&file->mu);
     if (file->session != nullptr && !file->committed) {
       file->session->SetCondition(ufs::WriteCondition::Version(version));
+    } else if (file->write_back && file->committed && file->committed->version.empty()) {
+      file->committed->version = version;  // ConditionAfterSync: what a later write replaces.
     }
   }
 }
@@ -457,7 +721,10 @@ StatusOr<WriteReply> WriteService::Remove(const protocol::RemovePathRequest& req
     metrics_->directories->Increment();
     return Reply(0, 0);
   }
-  CAIRN_RETURN_IF_ERROR(at.resolved.mount->ufs->Delete(at.resolved.key));
+  const bool pending = write_back_ != nullptr && write_back_->HasPending(request.path);
+  if (pending) write_back_->CancelPath(request.path);  // Never committed after the removal.
+  Status deleted = at.resolved.mount->ufs->Delete(at.resolved.key);
+  if (!(pending && deleted.code() == StatusCode::kNotFound)) CAIRN_RETURN_IF_ERROR(deleted);
   metrics_->removes->Increment();
   return Reply(0, 0);
 }
@@ -476,6 +743,14 @@ StatusOr<WriteReply> WriteService::MakeDir(const protocol::MakeDirRequest& reque
 StatusOr<WriteReply> WriteService::Rename(const protocol::RenameRequest& request) {
   CAIRN_ASSIGN_OR_RETURN(PageService::PathAt from, ChangeablePath(request.from));
   CAIRN_ASSIGN_OR_RETURN(PageService::PathAt to, ChangeablePath(request.to));
+  if (write_back_ != nullptr) {
+    // The source renames what it holds: the closed files of both names must be there first (a
+    // file of `to` committed after the rename would replace what was renamed onto it).
+    CAIRN_RETURN_IF_ERROR(write_back_->Sync(request.from, options_.rename_wait)
+                              .WithContext("rename waits for the upload of " + request.from));
+    CAIRN_RETURN_IF_ERROR(write_back_->Sync(request.to, options_.rename_wait)
+                              .WithContext("rename waits for the upload of " + request.to));
+  }
   if (from.resolved.mount->spec.path != to.resolved.mount->spec.path) {
     return UnimplementedError("rename from mount " + from.resolved.mount->spec.path + " to " +
                               to.resolved.mount->spec.path + ": a rename stays in one mount");

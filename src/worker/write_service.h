@@ -53,6 +53,7 @@
 #include "metrics/registry.h"
 #include "protocol/wire.h"
 #include "worker/page_service.h"
+#include "worker/write_back.h"
 #include "worker/written_pages.h"
 #include "write/write_session.h"
 
@@ -74,6 +75,10 @@ struct WriteServiceOptions {
   // Takes each committed file into the cache (a restore is a hit). Not owned; must outlive the
   // service; null: written files enter the cache only when they are read.
   WrittenPages* written_pages = nullptr;
+  // Write-back (empty journal_path: no write-back; opens on write-back mounts then fail with
+  // FailedPrecondition). The journal lives next to the first spool folder by default.
+  WriteBackOptions write_back;
+  std::chrono::milliseconds rename_wait{10 * 60 * 1000};
 };
 
 class WriteService {
@@ -104,10 +109,17 @@ class WriteService {
   size_t AbortIdle() EXCLUDES(open_mu_);
   size_t open_files() const EXCLUDES(open_mu_);
 
+  // Waits until the write-back files under `prefix` are in their sources (`cairn sync`). OK at
+  // once without write-back; DeadlineExceeded after `timeout`.
+  Status SyncPath(const std::string& prefix, std::chrono::milliseconds timeout);
+  // Null without write-back.
+  WriteBack* write_back() { return write_back_.get(); }
+
  private:
   struct OpenFile;
   struct Metrics;
-  WriteService(PageService* pages, WriteServiceOptions options);
+  WriteService(PageService* pages, WriteServiceOptions options,
+               std::unique_ptr<WriteBack> write_back);
   Clock& clock() const { return options_.clock != nullptr ? *options_.clock : *Clock::Real(); }
 
   StatusOr<protocol::WriteReply> Open(const std::string& principal,
@@ -115,6 +127,19 @@ class WriteService {
   StatusOr<protocol::WriteReply> Write(OpenFile& file, const protocol::WritePageRequest& request);
   StatusOr<protocol::WriteReply> Truncate(OpenFile& file, uint64_t size);
   StatusOr<protocol::WriteReply> Commit(OpenFile& file, const RecheckFn& recheck);
+  // Commit of a write-back file: seal, journal, answer (file.mu held).
+  StatusOr<protocol::WriteReply> CommitBack(OpenFile& file) REQUIRES(file.mu);
+  // The write-back queue's commit of one closed file (runs on its threads).
+  CommitResult CommitPending(PendingWrite& write);
+  // After a commit refused by its condition: whether the source now holds exactly the bytes of
+  // `spool_path` (our own commit whose record was lost to a crash, or the same bytes written
+  // twice); its info if so.
+  std::optional<ufs::ObjectInfo> SourceHolds(ufs::UnderStorage& ufs, const std::string& key,
+                                             const std::string& spool_path, uint64_t size);
+  // Moves a conflicting spool file to `<its folder>/conflicts/`; returns where.
+  std::string SetAside(const PendingWrite& write);
+  // The condition of a write that continues a file after a sync (its content is the synced one).
+  ufs::WriteCondition ConditionAfterSync(const OpenFile& file);
   StatusOr<protocol::WriteReply> Remove(const protocol::RemovePathRequest& request);
   StatusOr<protocol::WriteReply> MakeDir(const protocol::MakeDirRequest& request);
   StatusOr<protocol::WriteReply> Rename(const protocol::RenameRequest& request);
@@ -135,10 +160,21 @@ class WriteService {
                                                             const std::string& from_spool,
                                                             uint64_t size,
                                                             ufs::WriteCondition condition);
+  // The session a write after a commit continues in: seeded from the committed content.
+  StatusOr<std::unique_ptr<write::WriteSession>> Continue(OpenFile& file);
+  // The same from an open descriptor (not closed here).
+  StatusOr<std::unique_ptr<write::WriteSession>> SessionFromFd(const OpenFile& file, int fd,
+                                                               uint64_t size,
+                                                               ufs::WriteCondition condition);
   // Hands a closed `file` (its spool, as committed) to options_.written_pages.
   void CacheClosed(OpenFile& file);
-  // After `committer` committed `version`, the other open files of its path expect it.
-  void AdoptCommit(const OpenFile& committer, const std::string& version) EXCLUDES(open_mu_);
+  void CacheWritten(std::shared_ptr<const mount::MountTable> table, const mount::Mount* mount,
+                    const std::string& key, const ufs::ObjectInfo& info,
+                    const std::string& spool_path);
+  // After `committer` (null: the write-back queue) committed `version` of `path`, the other open
+  // files of the path expect it.
+  void AdoptCommit(const OpenFile* committer, const std::string& path, const std::string& version)
+      EXCLUDES(open_mu_);
   Mutex& CommitLockOf(const std::string& path);
   void ReapLoop() EXCLUDES(open_mu_);
 
@@ -146,6 +182,7 @@ class WriteService {
   const WriteServiceOptions options_;
   std::unique_ptr<Metrics> metrics_;
   std::unique_ptr<ThreadPool> uploads_;
+  std::unique_ptr<WriteBack> write_back_;  // Null without write-back.
   std::atomic<uint64_t> next_spool_{0};
   // Commits of one path run one at a time (striped by path hash: unrelated paths rarely meet).
   std::array<Mutex, 64> commit_locks_;

@@ -166,11 +166,6 @@ TEST_F(WriteServiceTest, WhereNoFileCanBeWrittenTheOpenSaysWhy) {
   ASSERT_TRUE(memory_->Write("there", std::span<const char>("abc", 3)).ok());
   EXPECT_EQ(Open("/lake/there", true, /*exclusive=*/true).status().code(),
             StatusCode::kAlreadyExists);
-  protocol::OpenWriteRequest back;
-  back.path = "/lake/y";
-  back.create = true;
-  back.mode = protocol::WriteMode::kBack;
-  EXPECT_EQ(writes_->Serve("team-a", back).status().code(), StatusCode::kUnimplemented);
   EXPECT_EQ(writes_->open_files(), 0u);
   EXPECT_EQ(SpoolFiles(), 0u);
 }

@@ -1,6 +1,7 @@
 #include "write/write_session.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
@@ -32,6 +33,46 @@ StatusOr<std::unique_ptr<WriteSession>> WriteSession::Create(std::shared_ptr<ufs
                        std::move(options), uploads, std::move(writer)));
 }
 
+StatusOr<std::unique_ptr<WriteSession>> WriteSession::Adopt(std::shared_ptr<ufs::UnderStorage> ufs,
+                                                            std::string key,
+                                                            std::string spool_path, uint64_t size,
+                                                            WriteSessionOptions options,
+                                                            ThreadPool* uploads) {
+  if (options.max_uploads_in_flight < 1) {
+    return InvalidArgumentError("max_uploads_in_flight must be at least 1");
+  }
+  CAIRN_ASSIGN_OR_RETURN(ufs::PartLayout layout, ufs::PartLayout::Create(options.part_size));
+  if (size > layout.MaxSize()) {
+    return CorruptionError("spool file " + spool_path + " claims " + std::to_string(size) +
+                           " bytes, past the largest object");
+  }
+  const int fd = ::open(spool_path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) return ErrnoToStatus(errno, "open spool file " + spool_path);
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || static_cast<uint64_t>(st.st_size) < size) {
+    ::close(fd);
+    return CorruptionError("spool file " + spool_path + " is shorter than the " +
+                           std::to_string(size) + " bytes made durable");
+  }
+  ufs::WriterOptions writer_options;
+  writer_options.part_size = options.part_size;
+  writer_options.condition = options.condition;
+  StatusOr<std::unique_ptr<ufs::ObjectWriter>> writer = ufs->StartWrite(key, writer_options);
+  if (!writer.ok()) {
+    ::close(fd);
+    return writer.status();
+  }
+  std::unique_ptr<WriteSession> session(new WriteSession(std::move(ufs), std::move(key),
+                                                         std::move(spool_path), fd, layout,
+                                                         std::move(options), uploads,
+                                                         std::move(*writer)));
+  MutexLock lock(&session->mu_);
+  if (size > 0) CAIRN_RETURN_IF_ERROR(session->written_.Add(0, size));
+  session->size_ = size;
+  session->closing_ = true;  // Sealed: the bytes are what was made durable.
+  return session;
+}
+
 WriteSession::WriteSession(std::shared_ptr<ufs::UnderStorage> ufs, std::string key,
                            std::string spool_path, int spool_fd, ufs::PartLayout layout,
                            WriteSessionOptions options, ThreadPool* uploads,
@@ -59,7 +100,7 @@ WriteSession::~WriteSession() {
     writer_.reset();
   }
   ::close(spool_fd_);
-  ::unlink(spool_path_.c_str());
+  if (!keep_spool_) ::unlink(spool_path_.c_str());
 }
 
 Status WriteSession::CheckOpen() const {
@@ -133,6 +174,14 @@ Status WriteSession::Truncate(uint64_t size) {
   if (hi > lo) TouchParts(*layout_.PartOf(lo), *layout_.PartOf(hi - 1));
   Pump();
   return recorded;
+}
+
+Status WriteSession::Seal() {
+  MutexLock lock(&mu_);
+  if (aborted_) return FailedPreconditionError("write of '" + key_ + "' was aborted");
+  closing_ = true;
+  if (::fdatasync(spool_fd_) != 0) return ErrnoToStatus(errno, "sync spool file of '" + key_ + "'");
+  return Status::Ok();
 }
 
 uint64_t WriteSession::size() const {
@@ -279,6 +328,11 @@ void WriteSession::SetCondition(ufs::WriteCondition condition) {
   MutexLock lock(&mu_);
   condition_ = condition;
   writer_->SetCondition(std::move(condition));
+}
+
+ufs::WriteCondition WriteSession::condition() const {
+  MutexLock lock(&mu_);
+  return condition_;
 }
 
 WriteSessionStats WriteSession::stats() const {

@@ -25,6 +25,7 @@
 #ifndef CAIRN_WRITE_WRITE_SESSION_H_
 #define CAIRN_WRITE_WRITE_SESSION_H_
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -66,6 +67,15 @@ class WriteSession {
                                                         const std::string& spool_dir,
                                                         WriteSessionOptions options,
                                                         ThreadPool* uploads);
+  // Takes over a spool file left by a write-back close before a restart (docs/write-path.md,
+  // decision 6): the first `size` bytes of `spool_path` are the file, all written, none sent.
+  // The session owns the file from now on (removes it when it goes). Corruption when the file
+  // is shorter than `size` (its content is not what was made durable); IoError if it cannot be
+  // opened. The session is sealed: only Commit and Abort are left.
+  static StatusOr<std::unique_ptr<WriteSession>> Adopt(std::shared_ptr<ufs::UnderStorage> ufs,
+                                                       std::string key, std::string spool_path,
+                                                       uint64_t size, WriteSessionOptions options,
+                                                       ThreadPool* uploads);
   ~WriteSession();
   WriteSession(const WriteSession&) = delete;
   WriteSession& operator=(const WriteSession&) = delete;
@@ -78,6 +88,11 @@ class WriteSession {
   Status Truncate(uint64_t size) EXCLUDES(mu_);
   uint64_t size() const EXCLUDES(mu_);
 
+  // Refuses writes from now on and makes the spool file durable (fdatasync): after it returns
+  // OK, the file survives a crash of the process or the machine (write-back's close). Early
+  // uploads carry on. IoError if the disk cannot sync; idempotent.
+  Status Seal() EXCLUDES(mu_);
+
   // Sends every part not yet in the source and commits the object (see above). Returns the new
   // object's info. The errors of ObjectWriter::Commit, or the first failed upload's.
   StatusOr<ufs::ObjectInfo> Commit() EXCLUDES(mu_);
@@ -86,6 +101,10 @@ class WriteSession {
   // Replaces the condition Commit checks (options.condition until then): the worker's other
   // writer of the same key committed, and this one now replaces that version.
   void SetCondition(ufs::WriteCondition condition) EXCLUDES(mu_);
+  ufs::WriteCondition condition() const EXCLUDES(mu_);
+
+  // The spool file outlives the session (a write-back journal still names it).
+  void KeepSpoolFile() { keep_spool_ = true; }
 
   WriteSessionStats stats() const EXCLUDES(mu_);
   const std::string& key() const { return key_; }
@@ -122,6 +141,7 @@ class WriteSession {
   const ufs::PartLayout layout_;
   const WriteSessionOptions options_;
   ThreadPool* const uploads_;
+  std::atomic<bool> keep_spool_{false};
 
   mutable Mutex mu_;
   CondVar uploads_done_;

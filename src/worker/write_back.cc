@@ -1,0 +1,375 @@
+#include "worker/write_back.h"
+
+#include <fcntl.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "common/crash_point.h"
+
+namespace cairn::worker {
+
+using write::JournalRecord;
+
+struct WriteBack::Metrics {
+  explicit Metrics(metrics::Registry* r)
+      : files(r->AddGauge("cairn_worker_write_back_pending_files",
+                          "Closed files of write-back mounts not yet in their source")),
+        bytes(r->AddGauge("cairn_worker_write_back_pending_bytes",
+                          "Bytes of closed files of write-back mounts not yet in their source")),
+        oldest(r->AddGauge("cairn_worker_write_back_oldest_pending_seconds",
+                           "Age of the oldest closed file not yet in its source (0: none)")),
+        failing(r->AddGauge("cairn_worker_write_back_failing_files",
+                            "Pending files whose last upload attempt failed (being retried)")),
+        commits(r->AddCounter("cairn_worker_write_back_commits_total",
+                              "Write-back files committed to their source")),
+        retries(r->AddCounter("cairn_worker_write_back_retries_total",
+                              "Write-back commit attempts that failed and will be retried")),
+        conflicts(r->AddCounter("cairn_worker_write_back_conflicts_total",
+                                "Write-back files set aside: the source changed under them")),
+        removed(r->AddCounter("cairn_worker_write_back_removed_total",
+                              "Write-back files not uploaded: removed before their upload")),
+        full_waits(r->AddCounter("cairn_worker_write_back_full_waits_total",
+                                 "Closes that waited for room in the write-back budget")),
+        full_refusals(r->AddCounter("cairn_worker_write_back_full_refusals_total",
+                                    "Closes refused: no room came in time (ENOSPC)")) {}
+  std::unique_ptr<metrics::Registry> owned;
+  metrics::Gauge* files;
+  metrics::Gauge* bytes;
+  metrics::Gauge* oldest;
+  metrics::Gauge* failing;
+  metrics::Counter* commits;
+  metrics::Counter* retries;
+  metrics::Counter* conflicts;
+  metrics::Counter* removed;
+  metrics::Counter* full_waits;
+  metrics::Counter* full_refusals;
+};
+
+bool PathUnder(const std::string& path, const std::string& prefix) {
+  if (prefix.empty() || prefix == "/") return true;
+  if (path.size() < prefix.size() || path.compare(0, prefix.size(), prefix) != 0) return false;
+  return path.size() == prefix.size() || path[prefix.size()] == '/' || prefix.back() == '/';
+}
+
+StatusOr<std::unique_ptr<WriteBack>> WriteBack::Open(WriteBackOptions options) {
+  if (options.journal_path.empty()) return InvalidArgumentError("write-back needs a journal");
+  if (options.threads < 1) return InvalidArgumentError("write-back needs at least one thread");
+  if (options.retry_min.count() <= 0 || options.retry_max < options.retry_min) {
+    return InvalidArgumentError("write-back retry backoff must be positive, min <= max");
+  }
+  std::vector<JournalRecord> replayed;
+  CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<write::WriteJournal> journal,
+                         write::WriteJournal::Open(options.journal_path, &replayed));
+  if (!replayed.empty()) {
+    spdlog::info("write-back journal {}: {} closed file(s) still to upload", options.journal_path,
+                 replayed.size());
+  }
+  return std::unique_ptr<WriteBack>(
+      new WriteBack(std::move(options), std::move(journal), std::move(replayed)));
+}
+
+WriteBack::WriteBack(WriteBackOptions options, std::unique_ptr<write::WriteJournal> journal,
+                     std::vector<JournalRecord> replayed)
+    : options_(std::move(options)), journal_(std::move(journal)) {
+  metrics::Registry* registry = options_.registry;
+  std::unique_ptr<metrics::Registry> owned;
+  if (registry == nullptr) {
+    owned = std::make_unique<metrics::Registry>();
+    registry = owned.get();
+  }
+  metrics_ = std::make_unique<Metrics>(registry);
+  metrics_->owned = std::move(owned);
+  MutexLock l(&mu_);
+  next_id_ = journal_->max_id_at_open() + 1;
+  for (JournalRecord& record : replayed) {
+    next_id_ = std::max(next_id_, record.id + 1);
+    bytes_ += record.size;
+    const uint64_t id = record.id;
+    Item item;
+    item.write.record = std::move(record);
+    items_.emplace(id, std::move(item));
+  }
+  UpdateGauges();
+}
+
+WriteBack::~WriteBack() {
+  {
+    MutexLock l(&mu_);
+    stopping_ = true;
+  }
+  changed_.NotifyAll();
+  for (std::thread& t : threads_) t.join();
+  MutexLock l(&mu_);
+  if (!items_.empty()) {
+    spdlog::info("write-back: {} file(s) ({} bytes) left in the journal for the next start",
+                 items_.size(), bytes_);
+  }
+  // The sessions' destructors abort their uploads and would remove their spool files: the
+  // journal still needs those. Release the files from the sessions first.
+  for (auto& [id, item] : items_) {
+    if (item.write.session != nullptr) item.write.session->KeepSpoolFile();
+  }
+}
+
+std::vector<std::string> WriteBack::SpoolFiles() const {
+  MutexLock l(&mu_);
+  std::vector<std::string> files;
+  for (const auto& [id, item] : items_) files.push_back(item.write.record.spool_path);
+  return files;
+}
+
+void WriteBack::Start(CommitFn commit) {
+  commit_ = std::move(commit);
+  for (int i = 0; i < options_.threads; ++i) threads_.emplace_back([this] { Loop(); });
+}
+
+StatusOr<uint64_t> WriteBack::Add(PendingWrite& write) {
+  MutexLock l(&mu_);
+  const uint64_t size = write.record.size;
+  auto has_room = [&]() REQUIRES(mu_) {
+    return stopping_ || items_.empty() || bytes_ + size <= options_.max_pending_bytes;
+  };
+  if (!has_room()) {
+    metrics_->full_waits->Increment();
+    if (!changed_.WaitFor(&mu_, options_.full_wait, has_room)) {
+      metrics_->full_refusals->Increment();
+      return ResourceExhaustedError(
+          "the write-back budget is full (" + std::to_string(bytes_) + " bytes of " +
+          std::to_string(items_.size()) + " file(s) wait for upload; the source is slow or " +
+          "unreachable): the file was not kept");
+    }
+  }
+  if (stopping_) return UnavailableError("the worker is stopping");
+  const uint64_t id = next_id_++;
+  write.record.type = JournalRecord::Type::kPending;
+  write.record.id = id;
+  // The condition as of now: a commit of this path since the close updated the session.
+  if (write.session != nullptr) write.record.condition = write.session->condition();
+  CAIRN_RETURN_IF_ERROR(journal_->Append(write.record));
+  CrashPoint("write-back-journaled");
+  bytes_ += size;
+  Item item;
+  item.write = std::move(write);
+  items_.emplace(id, std::move(item));
+  UpdateGauges();
+  ++generation_;
+  changed_.NotifyAll();
+  return id;
+}
+
+void WriteBack::CancelPath(const std::string& path) {
+  std::vector<std::unique_ptr<write::WriteSession>> gone;  // Destroyed after mu_ is released.
+  MutexLock l(&mu_);
+  std::vector<uint64_t> idle;
+  for (auto& [id, item] : items_) {
+    if (item.write.record.path != path) continue;
+    item.cancelled = true;
+    if (!item.running) idle.push_back(id);
+  }
+  for (uint64_t id : idle) {
+    metrics_->removed->Increment();
+    gone.push_back(Finish(id, JournalRecord::Outcome::kRemoved, "removed"));
+  }
+}
+
+bool WriteBack::Cancelled(uint64_t id) const {
+  MutexLock l(&mu_);
+  auto it = items_.find(id);
+  return it != items_.end() && it->second.cancelled;
+}
+
+void WriteBack::AdoptCommit(const std::string& path, const std::string& version) {
+  MutexLock l(&mu_);
+  for (auto& [id, item] : items_) {
+    if (item.running || item.write.record.path != path) continue;
+    item.write.record.condition = ufs::WriteCondition::Version(version);
+    if (item.write.session != nullptr) {
+      item.write.session->SetCondition(ufs::WriteCondition::Version(version));
+    }
+  }
+}
+
+Status WriteBack::Sync(const std::string& prefix, std::chrono::milliseconds timeout) {
+  MutexLock l(&mu_);
+  auto waiting = [&]() REQUIRES(mu_) {
+    size_t n = 0;
+    for (const auto& [id, item] : items_) n += PathUnder(item.write.record.path, prefix) ? 1 : 0;
+    return n;
+  };
+  if (changed_.WaitFor(&mu_, timeout, [&]() REQUIRES(mu_) { return waiting() == 0; })) {
+    return Status::Ok();
+  }
+  std::string why;
+  for (const auto& [id, item] : items_) {
+    if (PathUnder(item.write.record.path, prefix) && !item.last_error.empty()) {
+      why = " (" + item.write.record.path + ": " + item.last_error + ")";
+      break;
+    }
+  }
+  return DeadlineExceededError(std::to_string(waiting()) + " file(s) under " + prefix +
+                               " still wait for upload" + why);
+}
+
+bool WriteBack::HasPending(const std::string& path) const {
+  MutexLock l(&mu_);
+  return std::any_of(items_.begin(), items_.end(),
+                     [&](const auto& e) { return e.second.write.record.path == path; });
+}
+
+std::optional<WriteBack::Latest> WriteBack::LatestFor(const std::string& path) const {
+  MutexLock l(&mu_);
+  for (auto it = items_.rbegin(); it != items_.rend(); ++it) {
+    const JournalRecord& record = it->second.write.record;
+    if (record.path != path || it->second.cancelled) continue;
+    // Under mu_: the item (and so its spool file) cannot go while the file is opened.
+    const int fd = ::open(record.spool_path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return std::nullopt;
+    return Latest{record.size, fd};
+  }
+  return std::nullopt;
+}
+
+WriteBackStats WriteBack::stats() const {
+  MutexLock l(&mu_);
+  WriteBackStats s;
+  s.files = items_.size();
+  s.bytes = bytes_;
+  for (const auto& [id, item] : items_) {
+    const int64_t closed = item.write.record.closed_at_ms;
+    if (s.oldest_closed_at_ms == 0 || closed < s.oldest_closed_at_ms) {
+      s.oldest_closed_at_ms = closed;
+    }
+    if (!item.last_error.empty()) {
+      if (s.failing++ == 0) s.last_error = item.write.record.path + ": " + item.last_error;
+    }
+  }
+  return s;
+}
+
+void WriteBack::UpdateGauges() {
+  metrics_->files->Set(static_cast<double>(items_.size()));
+  metrics_->bytes->Set(static_cast<double>(bytes_));
+  int64_t oldest = 0;
+  size_t failing = 0;
+  for (const auto& [id, item] : items_) {
+    const int64_t closed = item.write.record.closed_at_ms;
+    if (oldest == 0 || closed < oldest) oldest = closed;
+    failing += item.last_error.empty() ? 0 : 1;
+  }
+  const int64_t now_ms = clock().WallNanos() / 1'000'000;
+  metrics_->oldest->Set(oldest == 0 ? 0.0 : std::max<double>(0, (now_ms - oldest) / 1000.0));
+  metrics_->failing->Set(static_cast<double>(failing));
+}
+
+WriteBack::Item* WriteBack::NextReady(int64_t now_us, int64_t* wake_us) {
+  std::vector<const std::string*> blocked;  // Paths with an earlier file still waiting.
+  for (auto& [id, item] : items_) {
+    const std::string& path = item.write.record.path;
+    const bool behind = std::any_of(blocked.begin(), blocked.end(),
+                                    [&](const std::string* p) { return *p == path; });
+    blocked.push_back(&path);
+    if (behind || item.running) continue;
+    if (item.next_try_us > now_us) {
+      *wake_us = std::min(*wake_us, item.next_try_us);
+      continue;
+    }
+    return &item;
+  }
+  return nullptr;
+}
+
+std::unique_ptr<write::WriteSession> WriteBack::Finish(uint64_t id, JournalRecord::Outcome outcome,
+                                                      const std::string& detail) {
+  auto it = items_.find(id);
+  if (it == items_.end()) return nullptr;
+  JournalRecord done;
+  done.type = JournalRecord::Type::kDone;
+  done.id = id;
+  done.outcome = outcome;
+  done.detail = detail;
+  Status journaled = journal_->Append(done);
+  if (!journaled.ok()) {
+    // The file is in its end state; only the journal does not know. A replay redoes the
+    // commit, which recognises an object with the same bytes (nothing is uploaded twice).
+    spdlog::error("write-back: cannot journal the end of {}: {}", it->second.write.record.path,
+                  journaled.ToString());
+  }
+  bytes_ -= std::min(bytes_, it->second.write.record.size);
+  std::unique_ptr<write::WriteSession> session = std::move(it->second.write.session);
+  const std::string spool = it->second.write.record.spool_path;
+  items_.erase(it);
+  UpdateGauges();
+  ++generation_;
+  changed_.NotifyAll();
+  // A replayed file removed before its turn has no session to remove its spool file.
+  if (session == nullptr && outcome != JournalRecord::Outcome::kConflict) ::unlink(spool.c_str());
+  return session;  // The caller destroys it without mu_ (it may abort an upload).
+}
+
+void WriteBack::Loop() {
+  MutexLock l(&mu_);
+  while (!stopping_) {
+    const int64_t now = clock().NowMicros();
+    int64_t wake = now + 1'000'000;  // The oldest-pending gauge moves on by itself.
+    Item* item = NextReady(now, &wake);
+    if (item == nullptr) {
+      UpdateGauges();
+      const uint64_t seen = generation_;
+      changed_.WaitFor(&mu_, std::chrono::microseconds(std::max<int64_t>(wake - now, 1000)),
+                       [&]() REQUIRES(mu_) { return stopping_ || generation_ != seen; });
+      continue;
+    }
+    const uint64_t id = item->write.record.id;
+    item->running = true;
+    PendingWrite* write = &item->write;  // Stable: std::map, and only this thread erases it.
+    mu_.Unlock();
+    CommitResult result = commit_(*write);
+    mu_.Lock();
+    auto it = items_.find(id);
+    if (it == items_.end()) continue;
+    Item& done = it->second;
+    done.running = false;
+    std::unique_ptr<write::WriteSession> finished;
+    switch (result.outcome) {
+      case CommitResult::Outcome::kCommitted:
+        metrics_->commits->Increment();
+        finished = Finish(id, JournalRecord::Outcome::kCommitted, result.detail);
+        break;
+      case CommitResult::Outcome::kRemoved:
+        metrics_->removed->Increment();
+        finished = Finish(id, JournalRecord::Outcome::kRemoved, result.detail);
+        break;
+      case CommitResult::Outcome::kConflict:
+        metrics_->conflicts->Increment();
+        finished = Finish(id, JournalRecord::Outcome::kConflict, result.detail);
+        break;
+      case CommitResult::Outcome::kRetry: {
+        metrics_->retries->Increment();
+        ++done.attempts;
+        const int shift = std::min(done.attempts - 1, 20);
+        const int64_t backoff_us =
+            std::min<int64_t>(options_.retry_min.count() * 1000 << shift,
+                              options_.retry_max.count() * 1000);
+        done.next_try_us = clock().NowMicros() + backoff_us;
+        done.last_error = result.detail;
+        if (done.attempts == 1 || done.attempts % 10 == 0) {
+          spdlog::warn("write-back: upload of {} failed (attempt {}; retried in {} ms): {}",
+                       done.write.record.path, done.attempts, backoff_us / 1000, result.detail);
+        }
+        UpdateGauges();
+        ++generation_;
+        changed_.NotifyAll();
+        break;
+      }
+    }
+    if (finished != nullptr) {
+      mu_.Unlock();
+      finished.reset();
+      mu_.Lock();
+    }
+  }
+}
+
+}  // namespace cairn::worker

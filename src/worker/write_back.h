@@ -1,0 +1,156 @@
+// WriteBack: the closed files of write-back mounts waiting for their upload (docs/write-path.md,
+// decision 6). A close hands over its sealed (fdatasync'ed) session; Add journals it (the
+// record is durable before Add returns, so the client may be told the file is safe) and a few
+// threads commit the files to their sources in the background, retrying failures with backoff
+// until they succeed. After a crash, Open replays the journal: what was pending is pending
+// again (its spool file adopted by the commit function), nothing acknowledged is lost.
+//
+// Order: files of one path are committed one at a time, in the order they were closed (a later
+// close of a path never lands before an earlier one). A commit function decides what a file
+// becomes (CommitResult): committed, removed (the path was removed meanwhile), a conflict (the
+// source changed under it: the spool file is set aside for an operator, never dropped), or
+// retry later.
+//
+// Room: at most max_pending_bytes of closed files wait; a close past that waits up to
+// full_wait for room, then fails ResourceExhausted (ENOSPC through FUSE): nothing is ever
+// dropped silently. One file larger than the whole budget is taken when nothing else waits.
+//
+// Thread-safety: thread-safe. Lock order: the caller's locks (a path's commit lock) before mu_;
+// mu_ before the journal's. The commit function runs without mu_.
+#ifndef CAIRN_WORKER_WRITE_BACK_H_
+#define CAIRN_WORKER_WRITE_BACK_H_
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/status.h"
+#include "common/thread_annotations.h"
+#include "metrics/registry.h"
+#include "write/journal.h"
+#include "write/write_session.h"
+
+namespace cairn::worker {
+
+struct WriteBackOptions {
+  std::string journal_path;                   // Required; its folder must exist.
+  uint64_t max_pending_bytes = 64ull << 30;   // Closed files waiting for upload, all together.
+  std::chrono::milliseconds full_wait{60'000};  // How long a close waits for room.
+  int threads = 4;                            // Files committed at once.
+  std::chrono::milliseconds retry_min{500};   // Backoff after a failed commit, doubling...
+  std::chrono::milliseconds retry_max{60'000};  // ...up to this.
+  Clock* clock = nullptr;                 // Not owned; null: Clock::Real().
+  metrics::Registry* registry = nullptr;  // Not owned; may be null.
+};
+
+// One closed file waiting for its upload.
+struct PendingWrite {
+  write::JournalRecord record;                   // kPending.
+  std::unique_ptr<write::WriteSession> session;  // Sealed; null after a restart.
+};
+
+struct CommitResult {
+  enum class Outcome { kCommitted, kRemoved, kConflict, kRetry };
+  Outcome outcome = Outcome::kRetry;
+  std::string detail;  // kCommitted: the version; kConflict: why; kRetry: the error.
+};
+
+struct WriteBackStats {
+  size_t files = 0;
+  uint64_t bytes = 0;
+  int64_t oldest_closed_at_ms = 0;  // 0 when nothing waits.
+  size_t failing = 0;               // Files whose last attempt failed.
+  std::string last_error;           // Of the oldest failing file.
+};
+
+class WriteBack {
+ public:
+  using CommitFn = std::function<CommitResult(PendingWrite& write)>;
+
+  // Opens the journal and replays it (the pending files are not committed until Start).
+  // Errors of WriteJournal::Open: a damaged journal stops the worker rather than lose writes.
+  static StatusOr<std::unique_ptr<WriteBack>> Open(WriteBackOptions options);
+  ~WriteBack();  // Stops the threads (a commit in progress finishes first).
+
+  // The spool files the journal still needs (a worker's start must keep them).
+  std::vector<std::string> SpoolFiles() const EXCLUDES(mu_);
+  // Starts the commit threads. Call once.
+  void Start(CommitFn commit) EXCLUDES(mu_);
+
+  // Takes a closed file (moves from `write` only on success): waits for room (see above),
+  // journals it, queues it. Returns its id. ResourceExhausted when no room came in time;
+  // IoError when the journal cannot be written (then nothing was promised: the caller reports
+  // the error to its client).
+  StatusOr<uint64_t> Add(PendingWrite& write) EXCLUDES(mu_);
+
+  // The path was removed: its pending files must not be committed after the removal. Files not
+  // being committed now end as removed at once; one being committed ends so when its commit
+  // function asks Cancelled. Call with the path's commit lock held.
+  void CancelPath(const std::string& path) EXCLUDES(mu_);
+  bool Cancelled(uint64_t id) const EXCLUDES(mu_);
+  // After `version` of `path` was committed: later files of the path replace it.
+  void AdoptCommit(const std::string& path, const std::string& version) EXCLUDES(mu_);
+
+  // Waits until no file under `prefix` (a namespace path; "/" for all) waits. DeadlineExceeded
+  // (naming how many still wait, and the last error) at `timeout`.
+  Status Sync(const std::string& prefix, std::chrono::milliseconds timeout) EXCLUDES(mu_);
+  bool HasPending(const std::string& path) const EXCLUDES(mu_);
+  // The newest pending content of `path`: its size and a read-only descriptor of its spool
+  // file (the caller closes it), for an open that continues from it.
+  struct Latest {
+    uint64_t size = 0;
+    int fd = -1;
+  };
+  std::optional<Latest> LatestFor(const std::string& path) const EXCLUDES(mu_);
+  WriteBackStats stats() const EXCLUDES(mu_);
+
+ private:
+  struct Item {
+    PendingWrite write;
+    bool running = false;
+    bool cancelled = false;
+    int attempts = 0;
+    int64_t next_try_us = 0;
+    std::string last_error;
+  };
+  struct Metrics;
+
+  WriteBack(WriteBackOptions options, std::unique_ptr<write::WriteJournal> journal,
+            std::vector<write::JournalRecord> replayed);
+  Clock& clock() const { return options_.clock != nullptr ? *options_.clock : *Clock::Real(); }
+  void Loop() EXCLUDES(mu_);
+  // The next file a thread may commit now; null if none (`wake_us`: when one may be ready).
+  Item* NextReady(int64_t now_us, int64_t* wake_us) REQUIRES(mu_);
+  // Journals the end of `id` and forgets it; returns its session for the caller to destroy
+  // after releasing mu_.
+  std::unique_ptr<write::WriteSession> Finish(uint64_t id, write::JournalRecord::Outcome outcome,
+                                              const std::string& detail) REQUIRES(mu_);
+  void UpdateGauges() REQUIRES(mu_);
+
+  const WriteBackOptions options_;
+  std::unique_ptr<Metrics> metrics_;
+  const std::unique_ptr<write::WriteJournal> journal_;
+
+  mutable Mutex mu_;
+  CondVar changed_;
+  std::map<uint64_t, Item> items_ GUARDED_BY(mu_);  // By id: the order of closing.
+  uint64_t next_id_ GUARDED_BY(mu_) = 1;
+  uint64_t bytes_ GUARDED_BY(mu_) = 0;
+  uint64_t generation_ GUARDED_BY(mu_) = 0;  // Bumped by every change (wakes idle threads).
+  bool stopping_ GUARDED_BY(mu_) = false;
+  CommitFn commit_;  // Set once by Start, before the threads.
+  std::vector<std::thread> threads_;
+};
+
+// Whether `path` is `prefix` or under it ("/" holds everything; "/data" does not hold "/data2").
+bool PathUnder(const std::string& path, const std::string& prefix);
+
+}  // namespace cairn::worker
+
+#endif  // CAIRN_WORKER_WRITE_BACK_H_

@@ -1,0 +1,305 @@
+// Write-back through the WriteService (docs/write-path.md, decision 6): close answers before the
+// upload, the journal survives a restart of the service, failures are retried, files of one path
+// land in order, removes cancel, conflicts are set aside, the budget refuses after a wait.
+#include "worker/write_back.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "common/checksum.h"
+#include "testing/test_util.h"
+#include "ufs/fault_injecting_ufs.h"
+#include "ufs/memory_ufs.h"
+#include "worker/write_service.h"
+
+namespace cairn::worker {
+namespace {
+
+constexpr uint32_t kPage = 256 * 1024;
+constexpr uint64_t kPart = 64 << 10;
+
+class WriteBackTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    memory_ = std::make_shared<ufs::MemoryUnderStorage>("mem://lake");
+    faults_ = std::make_shared<ufs::FaultInjectingUnderStorage>(memory_, /*seed=*/3);
+    MountSpec lake;
+    lake.path = "/lake";
+    lake.uri = "mem://lake";
+    lake.read_only = false;
+    lake.write_back = true;
+    mounts_ = *mount::MountTable::CreateWith({lake}, {faults_});
+    pagestore::PageStoreOptions so;
+    so.dirs.push_back({(dir_.path() / "cache").string(), 64ull << 20});
+    so.page_size = kPage;
+    store_ = std::move(pagestore::PageStore::Create(so)).value();
+    PageServiceOptions po;
+    po.page_size = kPage;
+    pages_ = std::make_unique<PageService>(mounts_, store_.get(), &pages_registry_, po);
+    Start();
+  }
+
+  void Start(uint64_t max_pending = 1ull << 30) {
+    writes_.reset();
+    registry_ = std::make_unique<metrics::Registry>();
+    WriteServiceOptions wo;
+    wo.spool_dirs = {spool()};
+    wo.part_size = kPart;
+    wo.registry = registry_.get();
+    wo.write_back.journal_path = (dir_.path() / "journal").string();
+    wo.write_back.retry_min = std::chrono::milliseconds(5);
+    wo.write_back.retry_max = std::chrono::milliseconds(20);
+    wo.write_back.max_pending_bytes = max_pending;
+    wo.write_back.full_wait = std::chrono::milliseconds(200);
+    auto created = WriteService::Create(pages_.get(), wo);
+    ASSERT_TRUE(created.ok()) << created.status().ToString();
+    writes_ = std::move(*created);
+  }
+  // Uploads fail (stat and reads still work: opens see the source).
+  void SourceDown(bool down) {
+    ufs::FaultSpec spec;
+    spec.failure_probability = down ? 1.0 : 0.0;
+    faults_->SetFault(ufs::UfsOp::kWrite, spec);
+  }
+  // Nothing works, not even a stat.
+  void SourceUnreachable(bool down) {
+    ufs::FaultSpec spec;
+    spec.failure_probability = down ? 1.0 : 0.0;
+    faults_->SetFaultAll(spec);
+  }
+
+  std::string spool() const { return (dir_.path() / "spool").string(); }
+
+  StatusOr<protocol::WriteReply> Open(const std::string& path, bool truncate = true) {
+    protocol::OpenWriteRequest r;
+    r.path = path;
+    r.create = true;
+    r.truncate = truncate;
+    return writes_->Serve("team-a", r);
+  }
+  Status Write(uint64_t handle, uint64_t offset, std::string_view data) {
+    protocol::WritePageRequest r;
+    r.handle = handle;
+    r.offset = offset;
+    r.data = std::span<const char>(data.data(), data.size());
+    r.checksums = ChunkChecksums(r.data);
+    return writes_->Serve("team-a", r).status();
+  }
+  StatusOr<protocol::WriteReply> Close(uint64_t handle) {
+    return writes_->Serve("team-a", protocol::CloseWriteRequest{0, handle});
+  }
+  // Open, write `data`, close: the close's reply.
+  StatusOr<protocol::WriteReply> WriteFile(const std::string& path, const std::string& data) {
+    CAIRN_ASSIGN_OR_RETURN(protocol::WriteReply opened, Open(path));
+    CAIRN_RETURN_IF_ERROR(Write(opened.handle, 0, data));
+    return Close(opened.handle);
+  }
+  Status Remove(const std::string& path) {
+    protocol::RemovePathRequest r;
+    r.path = path;
+    return writes_->Serve("team-a", r).status();
+  }
+  Status SyncAll() { return writes_->SyncPath("/", std::chrono::seconds(20)); }
+  double Metric(const std::string& name) {
+    const std::string text = registry_->ExposeText();
+    const size_t at = text.find("\n" + name + " ");
+    if (at == std::string::npos) return -1;
+    return std::stod(text.substr(at + name.size() + 2));
+  }
+  std::string Content(const std::string& key) {
+    auto info = memory_->Stat(key);
+    if (!info.ok()) return "<" + info.status().ToString() + ">";
+    std::string out(info->size, '\0');
+    auto n = memory_->Read(key, "", 0, std::span<char>(out.data(), out.size()));
+    EXPECT_TRUE(n.ok());
+    return out;
+  }
+  bool InSource(const std::string& key) { return memory_->Stat(key).ok(); }
+
+  testing::TempDir dir_{"write-back"};
+  std::unique_ptr<metrics::Registry> registry_ = std::make_unique<metrics::Registry>();
+  metrics::Registry pages_registry_;
+  std::shared_ptr<ufs::MemoryUnderStorage> memory_;
+  std::shared_ptr<ufs::FaultInjectingUnderStorage> faults_;
+  std::shared_ptr<const mount::MountTable> mounts_;
+  std::unique_ptr<pagestore::PageStore> store_;
+  std::unique_ptr<PageService> pages_;
+  std::unique_ptr<WriteService> writes_;
+};
+
+TEST_F(WriteBackTest, CloseAnswersBeforeTheUploadAndTheFileArrives) {
+  SourceUnreachable(true);  // Neither open (create + truncate) nor close needs the source.
+  const std::string content = testing::RandomBytes(3 * kPart + 77, 1);
+  auto closed = WriteFile("/lake/ckpt/a.pt", content);
+  ASSERT_TRUE(closed.ok()) << closed.status().ToString();
+  EXPECT_TRUE(closed->version.empty());  // Not in the source yet.
+  EXPECT_EQ(closed->size, content.size());
+  EXPECT_FALSE(InSource("ckpt/a.pt"));
+  EXPECT_EQ(Metric("cairn_worker_write_back_pending_files"), 1);
+  EXPECT_EQ(writes_->SyncPath("/lake", std::chrono::milliseconds(50)).code(),
+            StatusCode::kDeadlineExceeded);
+  SourceUnreachable(false);
+  ASSERT_TRUE(SyncAll().ok());
+  EXPECT_EQ(Content("ckpt/a.pt"), content);
+  EXPECT_EQ(Metric("cairn_worker_write_back_pending_files"), 0);
+  EXPECT_EQ(Metric("cairn_worker_write_back_commits_total"), 1);
+  EXPECT_GE(Metric("cairn_worker_write_back_retries_total"), 1);
+}
+
+TEST_F(WriteBackTest, WhatWasClosedSurvivesARestartAndIsUploadedOnce) {
+  SourceDown(true);
+  const std::string big = testing::RandomBytes(5 * kPart + 1, 2);
+  const std::string small = "a small log line\n";
+  ASSERT_TRUE(WriteFile("/lake/big.bin", big).ok());
+  ASSERT_TRUE(WriteFile("/lake/logs/small.txt", small).ok());
+  auto open = Open("/lake/never-closed.bin");  // Not closed: nothing was promised.
+  ASSERT_TRUE(open.ok());
+  ASSERT_TRUE(Write(open->handle, 0, "partial").ok());
+  writes_.reset();  // The process goes (a restart; the crash tests kill it for real).
+  SourceDown(false);
+  Start();
+  ASSERT_TRUE(SyncAll().ok());
+  EXPECT_EQ(Content("big.bin"), big);
+  EXPECT_EQ(Content("logs/small.txt"), small);
+  EXPECT_FALSE(InSource("never-closed.bin"));
+  EXPECT_EQ(Metric("cairn_worker_write_back_commits_total"), 2);
+  // The spool empties (uploaded files are trimmed just after the queue lets go of them; the
+  // unclosed one was dropped at the restart).
+  EXPECT_TRUE(testing::WaitUntil([&] {
+    size_t left = 0;
+    for (const auto& e : std::filesystem::directory_iterator(spool())) left += e.is_regular_file();
+    return left == 0;
+  }));
+}
+
+TEST_F(WriteBackTest, NewClosesAfterARestartDoNotReuseFinishedIds) {
+  ASSERT_TRUE(WriteFile("/lake/one.txt", "1").ok());
+  ASSERT_TRUE(SyncAll().ok());
+  for (int restart = 0; restart < 2; ++restart) {
+    writes_.reset();
+    Start();  // The journal holds only finished records.
+    ASSERT_TRUE(WriteFile("/lake/two.txt", std::to_string(restart)).ok());
+    ASSERT_TRUE(SyncAll().ok());
+  }
+  EXPECT_EQ(Content("two.txt"), "1");
+}
+
+TEST_F(WriteBackTest, AFileCommittedBeforeItsRecordWasTrimmedIsNotWrittenAgain) {
+  SourceDown(true);
+  const std::string content = testing::RandomBytes(2 * kPart + 5, 3);
+  ASSERT_TRUE(WriteFile("/lake/x.bin", content).ok());
+  writes_.reset();
+  // As if the commit landed and the process died before journaling it.
+  const std::string version = memory_->Put("x.bin", content);
+  SourceDown(false);
+  Start();
+  ASSERT_TRUE(SyncAll().ok());
+  EXPECT_EQ(memory_->Stat("x.bin")->version, version);  // Not replaced.
+  EXPECT_EQ(Metric("cairn_worker_write_back_conflicts_total"), 0);
+  EXPECT_EQ(Metric("cairn_worker_write_back_commits_total"), 1);
+}
+
+TEST_F(WriteBackTest, ASourceChangedUnderAClosedFileSetsItAside) {
+  SourceDown(true);
+  ASSERT_TRUE(WriteFile("/lake/shared.txt", "ours").ok());
+  memory_->Put("shared.txt", "someone else's");  // Written to the bucket directly meanwhile.
+  SourceDown(false);
+  ASSERT_TRUE(SyncAll().ok());
+  EXPECT_EQ(Content("shared.txt"), "someone else's");
+  EXPECT_EQ(Metric("cairn_worker_write_back_conflicts_total"), 1);
+  size_t kept = 0;
+  for (const auto& e : std::filesystem::directory_iterator(spool() + "/conflicts")) {
+    ++kept;
+    EXPECT_EQ(std::filesystem::file_size(e.path()), 4u);
+  }
+  EXPECT_EQ(kept, 1u);
+}
+
+TEST_F(WriteBackTest, ClosesOfOnePathLandInOrderAndTheLastWins) {
+  SourceDown(true);
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_TRUE(WriteFile("/lake/latest.txt", "version " + std::to_string(i)).ok());
+  }
+  SourceDown(false);
+  ASSERT_TRUE(SyncAll().ok());
+  EXPECT_EQ(Content("latest.txt"), "version 4");
+  EXPECT_EQ(Metric("cairn_worker_write_back_conflicts_total"), 0);
+  EXPECT_EQ(Metric("cairn_worker_write_back_commits_total"), 5);
+}
+
+TEST_F(WriteBackTest, AnOpenContinuesFromTheNewestPendingContent) {
+  SourceDown(true);
+  ASSERT_TRUE(WriteFile("/lake/log.txt", "line 1\n").ok());
+  auto again = Open("/lake/log.txt", /*truncate=*/false);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(again->size, 7u);
+  ASSERT_TRUE(Write(again->handle, 7, "line 2\n").ok());
+  ASSERT_TRUE(Close(again->handle).ok());
+  SourceDown(false);
+  ASSERT_TRUE(SyncAll().ok());
+  EXPECT_EQ(Content("log.txt"), "line 1\nline 2\n");
+}
+
+TEST_F(WriteBackTest, WritesAfterASyncContinueTheFile) {
+  auto opened = Open("/lake/grow.bin");
+  ASSERT_TRUE(opened.ok());
+  ASSERT_TRUE(Write(opened->handle, 0, "first,").ok());
+  ASSERT_TRUE(writes_->Serve("team-a", protocol::SyncWriteRequest{0, opened->handle}).ok());
+  ASSERT_TRUE(Write(opened->handle, 6, "second").ok());
+  ASSERT_TRUE(Close(opened->handle).ok());
+  ASSERT_TRUE(SyncAll().ok());
+  EXPECT_EQ(Content("grow.bin"), "first,second");
+  EXPECT_EQ(Metric("cairn_worker_write_back_conflicts_total"), 0);
+}
+
+TEST_F(WriteBackTest, ARemoveCancelsThePendingUpload) {
+  SourceDown(true);
+  ASSERT_TRUE(WriteFile("/lake/tmp.bin", "scratch").ok());
+  SourceDown(false);
+  // The queue may be retrying right now: the remove still wins.
+  ASSERT_TRUE(Remove("/lake/tmp.bin").ok());
+  ASSERT_TRUE(SyncAll().ok());
+  EXPECT_FALSE(InSource("tmp.bin"));
+}
+
+TEST_F(WriteBackTest, AFullBudgetRefusesACloseAfterWaitingAndTheCloseCanBeRetried) {
+  Start(/*max_pending=*/100 << 10);
+  SourceDown(true);
+  const std::string chunk = testing::RandomBytes(80 << 10, 4);
+  ASSERT_TRUE(WriteFile("/lake/one.bin", chunk).ok());
+  auto second = Open("/lake/two.bin");
+  ASSERT_TRUE(second.ok());
+  ASSERT_TRUE(Write(second->handle, 0, chunk).ok());
+  auto refused = Close(second->handle);
+  EXPECT_EQ(refused.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(refused.status().message().find("write-back budget is full"), std::string::npos);
+  EXPECT_EQ(Metric("cairn_worker_write_back_full_refusals_total"), 1);
+  SourceDown(false);
+  ASSERT_TRUE(Close(second->handle).ok());  // Room comes once the first is uploaded.
+  ASSERT_TRUE(SyncAll().ok());
+  EXPECT_EQ(Content("two.bin"), chunk);
+}
+
+TEST_F(WriteBackTest, ARenameWaitsForTheUploadOfBothNames) {
+  SourceDown(true);
+  ASSERT_TRUE(WriteFile("/lake/ckpt.tmp", "weights").ok());
+  SourceDown(false);
+  protocol::RenameRequest r;
+  r.from = "/lake/ckpt.tmp";
+  r.to = "/lake/ckpt.pt";
+  ASSERT_TRUE(writes_->Serve("team-a", r).ok());
+  EXPECT_EQ(Content("ckpt.pt"), "weights");
+  EXPECT_FALSE(InSource("ckpt.tmp"));
+}
+
+TEST(PathUnderTest, PrefixesAreWholeComponents) {
+  EXPECT_TRUE(PathUnder("/data/a", "/"));
+  EXPECT_TRUE(PathUnder("/data/a", "/data"));
+  EXPECT_TRUE(PathUnder("/data", "/data"));
+  EXPECT_FALSE(PathUnder("/data2/a", "/data"));
+  EXPECT_FALSE(PathUnder("/dat", "/data"));
+}
+
+}  // namespace
+}  // namespace cairn::worker

@@ -1,0 +1,357 @@
+#include "write/journal.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <set>
+
+#include "common/checksum.h"
+#include "common/crash_point.h"
+
+namespace cairn::write {
+
+namespace {
+
+constexpr char kMagic[8] = {'C', 'A', 'I', 'R', 'N', 'W', 'J', '1'};
+constexpr size_t kFrameHeader = 4 + 8;  // Payload length, checksum of length and payload.
+constexpr uint64_t kMaxJournalBytes = 1ull << 30;  // Replay reads the file into memory.
+
+void PutU8(std::string* out, uint8_t v) { out->push_back(static_cast<char>(v)); }
+void PutU32(std::string* out, uint32_t v) {
+  char b[4];
+  std::memcpy(b, &v, 4);  // Little-endian hosts only (docs/write-journal.md).
+  out->append(b, 4);
+}
+void PutU64(std::string* out, uint64_t v) {
+  char b[8];
+  std::memcpy(b, &v, 8);
+  out->append(b, 8);
+}
+void PutString(std::string* out, const std::string& s) {
+  PutU32(out, static_cast<uint32_t>(s.size()));
+  out->append(s);
+}
+
+// Reads fields from an untrusted payload: every read is bounds-checked.
+class Reader {
+ public:
+  explicit Reader(std::string_view data) : data_(data) {}
+  bool U8(uint8_t* v) { return Raw(v, 1); }
+  bool U32(uint32_t* v) { return Raw(v, 4); }
+  bool U64(uint64_t* v) { return Raw(v, 8); }
+  bool String(std::string* s) {
+    uint32_t n = 0;
+    if (!U32(&n) || n > data_.size() - pos_) return false;
+    s->assign(data_.substr(pos_, n));
+    pos_ += n;
+    return true;
+  }
+  bool AtEnd() const { return pos_ == data_.size(); }
+
+ private:
+  bool Raw(void* v, size_t n) {
+    if (n > data_.size() - pos_) return false;
+    std::memcpy(v, data_.data() + pos_, n);
+    pos_ += n;
+    return true;
+  }
+  std::string_view data_;
+  size_t pos_ = 0;
+};
+
+uint64_t FrameChecksum(std::string_view length_and_payload) {
+  return Checksum64(std::span<const char>(length_and_payload.data(), length_and_payload.size()));
+}
+
+std::string Frame(const JournalRecord& record) {
+  const std::string payload = EncodeJournalRecord(record);
+  std::string length;
+  PutU32(&length, static_cast<uint32_t>(payload.size()));
+  std::string frame = length;
+  PutU64(&frame, FrameChecksum(length + payload));
+  frame += payload;
+  return frame;
+}
+
+Status WriteFully(int fd, std::string_view data, const std::string& what) {
+  size_t done = 0;
+  while (done < data.size()) {
+    const ssize_t n = ::write(fd, data.data() + done, data.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return ErrnoToStatus(errno, what);
+    done += static_cast<size_t>(n);
+  }
+  return Status::Ok();
+}
+
+Status SyncFolderOf(const std::string& path) {
+  const std::string folder = std::filesystem::path(path).parent_path().string();
+  const int fd = ::open(folder.empty() ? "." : folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return ErrnoToStatus(errno, "open folder of " + path);
+  const int rc = ::fsync(fd);
+  const int err = errno;
+  ::close(fd);
+  return rc == 0 ? Status::Ok() : ErrnoToStatus(err, "sync folder of " + path);
+}
+
+StatusOr<std::string> ReadAll(int fd, const std::string& path) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) return ErrnoToStatus(errno, "stat " + path);
+  if (static_cast<uint64_t>(st.st_size) > kMaxJournalBytes) {
+    return CorruptionError("write-back journal " + path + " is larger than 1 GiB");
+  }
+  std::string data(static_cast<size_t>(st.st_size), '\0');
+  size_t done = 0;
+  while (done < data.size()) {
+    const ssize_t n = ::pread(fd, data.data() + done, data.size() - done, static_cast<off_t>(done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return ErrnoToStatus(errno, "read " + path);
+    if (n == 0) break;
+    done += static_cast<size_t>(n);
+  }
+  data.resize(done);
+  return data;
+}
+
+}  // namespace
+
+std::string EncodeJournalRecord(const JournalRecord& r) {
+  std::string out;
+  PutU8(&out, static_cast<uint8_t>(r.type));
+  PutU64(&out, r.id);
+  if (r.type == JournalRecord::Type::kPending) {
+    PutString(&out, r.path);
+    PutString(&out, r.principal);
+    PutString(&out, r.spool_path);
+    PutU64(&out, r.size);
+    PutU8(&out, static_cast<uint8_t>(r.condition.kind));
+    PutString(&out, r.condition.version);
+    PutU64(&out, static_cast<uint64_t>(r.closed_at_ms));
+  } else {
+    PutU8(&out, static_cast<uint8_t>(r.outcome));
+    PutString(&out, r.detail);
+  }
+  return out;
+}
+
+StatusOr<JournalRecord> DecodeJournalRecord(std::string_view payload) {
+  Reader in(payload);
+  JournalRecord r;
+  uint8_t type = 0;
+  if (!in.U8(&type) || !in.U64(&r.id)) return CorruptionError("journal record too short");
+  if (r.id == 0) return CorruptionError("journal record with id 0");
+  if (type == static_cast<uint8_t>(JournalRecord::Type::kPending)) {
+    r.type = JournalRecord::Type::kPending;
+    uint8_t kind = 0;
+    uint64_t closed_at = 0;
+    if (!in.String(&r.path) || !in.String(&r.principal) || !in.String(&r.spool_path) ||
+        !in.U64(&r.size) || !in.U8(&kind) || !in.String(&r.condition.version) ||
+        !in.U64(&closed_at)) {
+      return CorruptionError("pending journal record too short");
+    }
+    if (kind > static_cast<uint8_t>(ufs::WriteCondition::Kind::kVersion)) {
+      return CorruptionError("journal record with an unknown condition");
+    }
+    if (r.path.empty() || r.path[0] != '/' || r.spool_path.empty()) {
+      return CorruptionError("pending journal record without a path or spool file");
+    }
+    r.condition.kind = static_cast<ufs::WriteCondition::Kind>(kind);
+    r.closed_at_ms = static_cast<int64_t>(closed_at);
+  } else if (type == static_cast<uint8_t>(JournalRecord::Type::kDone)) {
+    r.type = JournalRecord::Type::kDone;
+    uint8_t outcome = 0;
+    if (!in.U8(&outcome) || !in.String(&r.detail)) {
+      return CorruptionError("done journal record too short");
+    }
+    if (outcome < 1 || outcome > static_cast<uint8_t>(JournalRecord::Outcome::kConflict)) {
+      return CorruptionError("journal record with an unknown outcome");
+    }
+    r.outcome = static_cast<JournalRecord::Outcome>(outcome);
+  } else {
+    return CorruptionError("journal record of unknown type " + std::to_string(type));
+  }
+  if (!in.AtEnd()) return CorruptionError("journal record with trailing bytes");
+  return r;
+}
+
+StatusOr<std::unique_ptr<WriteJournal>> WriteJournal::Open(const std::string& path,
+                                                           std::vector<JournalRecord>* pending) {
+  pending->clear();
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) return ErrnoToStatus(errno, "open write-back journal " + path);
+  auto fail = [fd](Status st) {
+    ::close(fd);
+    return st;
+  };
+  StatusOr<std::string> data = ReadAll(fd, path);
+  if (!data.ok()) return fail(data.status());
+  if (data->empty()) {
+    Status st = WriteFully(fd, std::string_view(kMagic, sizeof(kMagic)), "write journal " + path);
+    if (st.ok() && ::fdatasync(fd) != 0) st = ErrnoToStatus(errno, "sync journal " + path);
+    if (st.ok()) st = SyncFolderOf(path);
+    if (!st.ok()) return fail(st);
+    return std::unique_ptr<WriteJournal>(new WriteJournal(path, fd, sizeof(kMagic), {}, 0));
+  }
+  if (data->size() < sizeof(kMagic) || std::memcmp(data->data(), kMagic, sizeof(kMagic)) != 0) {
+    return fail(CorruptionError(path + " is not a Cairn write-back journal (format 1)"));
+  }
+  std::map<uint64_t, JournalRecord> live;
+  std::set<uint64_t> ids;
+  uint64_t max_id = 0;
+  size_t at = sizeof(kMagic);
+  while (at < data->size()) {
+    const std::string_view rest(data->data() + at, data->size() - at);
+    bool good = rest.size() >= kFrameHeader;
+    uint32_t length = 0;
+    uint64_t checksum = 0;
+    if (good) {
+      std::memcpy(&length, rest.data(), 4);
+      std::memcpy(&checksum, rest.data() + 4, 8);
+      good = length > 0 && length <= kMaxRecordBytes && length <= rest.size() - kFrameHeader;
+    }
+    StatusOr<JournalRecord> record = CorruptionError("bad frame");
+    if (good) {
+      std::string covered(rest.substr(0, 4));
+      covered.append(rest.substr(kFrameHeader, length));
+      good = FrameChecksum(covered) == checksum;
+      if (good) record = DecodeJournalRecord(rest.substr(kFrameHeader, length));
+      good = good && record.ok();
+    }
+    if (!good) {
+      // Torn: the frame runs to or past the end, or only zeros follow (a file system may show a
+      // crashed append's blocks as zeros). Anything else is damage: refuse to guess.
+      const bool to_end = rest.size() < kFrameHeader || length > rest.size() - kFrameHeader ||
+                          kFrameHeader + length == rest.size();
+      const bool zeros = std::all_of(rest.begin(), rest.end(), [](char c) { return c == 0; });
+      if (!to_end && !zeros) {
+        return fail(CorruptionError("write-back journal " + path + " is damaged at byte " +
+                                    std::to_string(at) + " (records follow a bad one)"));
+      }
+      if (::ftruncate(fd, static_cast<off_t>(at)) != 0 || ::fdatasync(fd) != 0) {
+        return fail(ErrnoToStatus(errno, "cut the torn end of " + path));
+      }
+      data->resize(at);
+      break;
+    }
+    max_id = std::max(max_id, record->id);
+    if (record->type == JournalRecord::Type::kPending) {
+      if (!ids.insert(record->id).second) {
+        return fail(CorruptionError("write-back journal " + path + " repeats id " +
+                                    std::to_string(record->id)));
+      }
+      const uint64_t id = record->id;
+      live.emplace(id, std::move(*record));
+    } else {
+      live.erase(record->id);
+    }
+    at += kFrameHeader + length;
+  }
+  if (::lseek(fd, 0, SEEK_END) < 0) return fail(ErrnoToStatus(errno, "seek " + path));
+  for (const auto& [id, record] : live) pending->push_back(record);
+  return std::unique_ptr<WriteJournal>(
+      new WriteJournal(path, fd, data->size(), std::move(live), max_id));
+}
+
+WriteJournal::WriteJournal(std::string path, int fd, uint64_t bytes,
+                           std::map<uint64_t, JournalRecord> live, uint64_t max_id)
+    : path_(std::move(path)),
+      max_id_at_open_(max_id),
+      fd_(fd),
+      bytes_(bytes),
+      live_(std::move(live)) {
+  MutexLock l(&mu_);
+  for (const auto& [id, record] : live_) live_bytes_ += Frame(record).size();
+}
+
+size_t WriteJournal::live_records() const {
+  MutexLock l(&mu_);
+  return live_.size();
+}
+
+WriteJournal::~WriteJournal() {
+  MutexLock l(&mu_);
+  ::close(fd_);
+}
+
+uint64_t WriteJournal::bytes() const {
+  MutexLock l(&mu_);
+  return bytes_;
+}
+
+Status WriteJournal::Append(const JournalRecord& record) {
+  const std::string frame = Frame(record);
+  if (frame.size() - kFrameHeader > kMaxRecordBytes) {
+    return InvalidArgumentError("journal record of " + std::to_string(frame.size()) + " bytes");
+  }
+  MutexLock l(&mu_);
+  const bool pending = record.type == JournalRecord::Type::kPending;
+  if (pending && live_.count(record.id) != 0) {
+    return InvalidArgumentError("journal id " + std::to_string(record.id) + " is in use");
+  }
+  if (CrashPointArmed("write-back-journal-torn")) {
+    (void)WriteFully(fd_, std::string_view(frame).substr(0, frame.size() / 2), path_);
+    (void)::fdatasync(fd_);
+    CrashPoint("write-back-journal-torn");
+  }
+  Status st = WriteFully(fd_, frame, "append to journal " + path_);
+  if (st.ok() && ::fdatasync(fd_) != 0) st = ErrnoToStatus(errno, "sync journal " + path_);
+  if (!st.ok()) {
+    // A partial frame must not stay in front of the next one (replay would call it damage).
+    if (::ftruncate(fd_, static_cast<off_t>(bytes_)) == 0) (void)::lseek(fd_, 0, SEEK_END);
+    return st;
+  }
+  bytes_ += frame.size();
+  if (pending) {
+    live_.emplace(record.id, record);
+    live_bytes_ += frame.size();
+    return Status::Ok();
+  }
+  auto it = live_.find(record.id);
+  if (it != live_.end()) {
+    live_bytes_ -= Frame(it->second).size();
+    live_.erase(it);
+  }
+  // Worth it once the file is large and at least three quarters dead; a failure here loses
+  // nothing (the old file is intact and still appended to).
+  if (bytes_ > kCompactBytes && live_bytes_ * 4 < bytes_) (void)CompactLocked();
+  return Status::Ok();
+}
+
+Status WriteJournal::Compact() {
+  MutexLock l(&mu_);
+  return CompactLocked();
+}
+
+Status WriteJournal::CompactLocked() {
+  std::string content(kMagic, sizeof(kMagic));
+  for (const auto& [id, r] : live_) content += Frame(r);
+  const std::string temp = path_ + ".new";
+  const int fd = ::open(temp.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return ErrnoToStatus(errno, "create " + temp);
+  Status st = WriteFully(fd, content, "write " + temp);
+  if (st.ok() && ::fdatasync(fd) != 0) st = ErrnoToStatus(errno, "sync " + temp);
+  if (st.ok() && ::rename(temp.c_str(), path_.c_str()) != 0) {
+    st = ErrnoToStatus(errno, "rename " + temp);
+  }
+  if (st.ok()) st = SyncFolderOf(path_);
+  if (!st.ok()) {
+    ::close(fd);
+    ::unlink(temp.c_str());
+    return st;
+  }
+  if (::lseek(fd, 0, SEEK_END) < 0) {
+    ::close(fd);
+    return ErrnoToStatus(errno, "seek " + path_);
+  }
+  ::close(fd_);
+  fd_ = fd;
+  bytes_ = content.size();
+  return Status::Ok();
+}
+
+}  // namespace cairn::write

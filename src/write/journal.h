@@ -1,0 +1,101 @@
+// WriteJournal: the write-back journal of one worker (docs/write-path.md, decision 6; the
+// format is in docs/write-journal.md).
+//
+// An append-only file of records, each checksummed and made durable (fdatasync) before Append
+// returns, so a write-back close answered OK survives kill -9 and power loss. Two kinds:
+//   * kPending: a closed file waiting for its upload (path, spool file, size, condition);
+//   * kDone: that file needs nothing more (committed, removed, or set aside as a conflict).
+// Open replays the file: the pending records without a matching kDone, in the order they were
+// made. A torn tail (a crash in the middle of an append, which was never acknowledged) is cut
+// off; a bad record before good ones is Corruption (the journal was damaged, not torn) and the
+// worker refuses to start rather than drop acknowledged writes silently.
+//
+// The journal keeps its live (pending) records in memory too: once the file is past
+// kCompactBytes and mostly dead records, Append rewrites it with the live ones only (temporary
+// file, fsync, rename, fsync of the folder), so it does not grow without bound.
+//
+// Thread-safety: thread-safe (one lock; an Append holds it through its fdatasync).
+#ifndef CAIRN_WRITE_JOURNAL_H_
+#define CAIRN_WRITE_JOURNAL_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "common/thread_annotations.h"
+#include "ufs/ufs.h"
+
+namespace cairn::write {
+
+struct JournalRecord {
+  enum class Type : uint8_t { kPending = 1, kDone = 2 };
+  enum class Outcome : uint8_t { kCommitted = 1, kRemoved = 2, kConflict = 3 };
+
+  Type type = Type::kPending;
+  uint64_t id = 0;  // > 0; unique within the journal.
+  // kPending:
+  std::string path;        // Namespace path (normalised).
+  std::string principal;   // Who wrote it (logs, status).
+  std::string spool_path;  // The durable bytes.
+  uint64_t size = 0;
+  ufs::WriteCondition condition;  // What the commit expects of the source.
+  int64_t closed_at_ms = 0;       // Wall clock (status: the oldest pending write).
+  // kDone:
+  Outcome outcome = Outcome::kCommitted;
+  std::string detail;  // The committed version, or why the file was set aside.
+
+  bool operator==(const JournalRecord&) const = default;
+};
+
+// Serialised form (the payload of one record; exposed for the fuzzer and the tests).
+std::string EncodeJournalRecord(const JournalRecord& record);
+// Corruption for anything malformed (never a crash: the input may be damaged).
+StatusOr<JournalRecord> DecodeJournalRecord(std::string_view payload);
+
+class WriteJournal {
+ public:
+  // Opens (or creates) the journal at `path` and replays it: `pending` gets the records still
+  // pending, oldest first. Corruption as above; IoError when the file cannot be read or made.
+  static StatusOr<std::unique_ptr<WriteJournal>> Open(const std::string& path,
+                                                      std::vector<JournalRecord>* pending);
+  ~WriteJournal();
+  WriteJournal(const WriteJournal&) = delete;
+  WriteJournal& operator=(const WriteJournal&) = delete;
+
+  // Appends `record` and makes it durable. IoError (the disk is failing or full): the caller
+  // must not acknowledge what the record stands for. InvalidArgument for a pending record whose
+  // id is in use or a record too large.
+  Status Append(const JournalRecord& record) EXCLUDES(mu_);
+  // Rewrites the file with the live records only (also done by Append when it pays).
+  Status Compact() EXCLUDES(mu_);
+  uint64_t bytes() const EXCLUDES(mu_);
+  size_t live_records() const EXCLUDES(mu_);
+  // The largest id of any record in the file as opened (new ids must be larger: the file may
+  // still hold finished records, and ids are unique within it).
+  uint64_t max_id_at_open() const { return max_id_at_open_; }
+  const std::string& path() const { return path_; }
+
+  // Largest payload of one record: paths are at most a few KiB.
+  static constexpr uint32_t kMaxRecordBytes = 64 * 1024;
+  static constexpr uint64_t kCompactBytes = 4 << 20;
+
+ private:
+  WriteJournal(std::string path, int fd, uint64_t bytes,
+               std::map<uint64_t, JournalRecord> live, uint64_t max_id);
+  Status CompactLocked() REQUIRES(mu_);
+
+  const std::string path_;
+  const uint64_t max_id_at_open_;
+  mutable Mutex mu_;
+  int fd_ GUARDED_BY(mu_);
+  uint64_t bytes_ GUARDED_BY(mu_);
+  std::map<uint64_t, JournalRecord> live_ GUARDED_BY(mu_);  // Pending records by id.
+  uint64_t live_bytes_ GUARDED_BY(mu_) = 0;                 // Their frames' size.
+};
+
+}  // namespace cairn::write
+
+#endif  // CAIRN_WRITE_JOURNAL_H_

@@ -1,0 +1,172 @@
+// WriteJournal: replay, torn tails, damage, compaction, and the record codec on bad input.
+#include "write/journal.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "testing/test_util.h"
+
+namespace cairn::write {
+namespace {
+
+using cairn::testing::TempDir;
+
+JournalRecord Pending(uint64_t id, const std::string& path) {
+  JournalRecord r;
+  r.type = JournalRecord::Type::kPending;
+  r.id = id;
+  r.path = path;
+  r.principal = "team-a";
+  r.spool_path = "/spool/write-" + std::to_string(id);
+  r.size = id * 1000;
+  r.condition = ufs::WriteCondition::Version("etag-" + std::to_string(id));
+  r.closed_at_ms = 1'700'000'000'000 + static_cast<int64_t>(id);
+  return r;
+}
+
+JournalRecord Done(uint64_t id) {
+  JournalRecord r;
+  r.type = JournalRecord::Type::kDone;
+  r.id = id;
+  r.outcome = JournalRecord::Outcome::kCommitted;
+  r.detail = "v" + std::to_string(id);
+  return r;
+}
+
+void AppendRaw(const std::string& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::app);
+  out << bytes;
+}
+
+TEST(JournalRecordTest, RoundTripsBothKinds) {
+  for (const JournalRecord& r : {Pending(7, "/lake/a b/ckpt.pt"), Done(7)}) {
+    StatusOr<JournalRecord> back = DecodeJournalRecord(EncodeJournalRecord(r));
+    ASSERT_TRUE(back.ok()) << back.status().ToString();
+    EXPECT_EQ(*back, r);
+  }
+  JournalRecord absent = Pending(8, "/x");
+  absent.condition = ufs::WriteCondition::Absent();
+  EXPECT_EQ(*DecodeJournalRecord(EncodeJournalRecord(absent)), absent);
+}
+
+TEST(JournalRecordTest, EveryTruncationOrTrailingByteIsCorruption) {
+  const std::string full = EncodeJournalRecord(Pending(3, "/lake/f"));
+  for (size_t n = 0; n < full.size(); ++n) {
+    EXPECT_EQ(DecodeJournalRecord(full.substr(0, n)).status().code(), StatusCode::kCorruption)
+        << n;
+  }
+  EXPECT_EQ(DecodeJournalRecord(full + "x").status().code(), StatusCode::kCorruption);
+  std::string bad_type = full;
+  bad_type[0] = 9;
+  EXPECT_EQ(DecodeJournalRecord(bad_type).status().code(), StatusCode::kCorruption);
+  std::string huge_string = full;
+  huge_string[9] = '\xff';  // The path's length: far past the payload.
+  huge_string[10] = '\xff';
+  EXPECT_EQ(DecodeJournalRecord(huge_string).status().code(), StatusCode::kCorruption);
+}
+
+TEST(WriteJournalTest, ReplaysThePendingRecordsInOrder) {
+  TempDir dir;
+  const std::string path = dir.str() + "/journal";
+  std::vector<JournalRecord> pending;
+  {
+    auto journal = WriteJournal::Open(path, &pending);
+    ASSERT_TRUE(journal.ok()) << journal.status().ToString();
+    EXPECT_TRUE(pending.empty());
+    for (uint64_t id = 1; id <= 4; ++id) {
+      ASSERT_TRUE((*journal)->Append(Pending(id, "/lake/f" + std::to_string(id))).ok());
+    }
+    ASSERT_TRUE((*journal)->Append(Done(2)).ok());
+    ASSERT_TRUE((*journal)->Append(Done(4)).ok());
+    EXPECT_EQ((*journal)->live_records(), 2u);
+    EXPECT_EQ((*journal)->Append(Pending(1, "/again")).code(), StatusCode::kInvalidArgument);
+  }
+  auto journal = WriteJournal::Open(path, &pending);
+  ASSERT_TRUE(journal.ok()) << journal.status().ToString();
+  EXPECT_EQ((*journal)->max_id_at_open(), 4u);  // Finished records count: new ids go past them.
+  ASSERT_EQ(pending.size(), 2u);
+  EXPECT_EQ(pending[0], Pending(1, "/lake/f1"));
+  EXPECT_EQ(pending[1], Pending(3, "/lake/f3"));
+}
+
+TEST(WriteJournalTest, ATornTailIsCutAndTheJournalGoesOn) {
+  TempDir dir;
+  const std::string path = dir.str() + "/journal";
+  std::vector<JournalRecord> pending;
+  {
+    auto journal = WriteJournal::Open(path, &pending);
+    ASSERT_TRUE(journal.ok());
+    ASSERT_TRUE((*journal)->Append(Pending(1, "/lake/a")).ok());
+  }
+  const auto good_size = std::filesystem::file_size(path);
+  // Half a frame (a crash in the middle of an append), then, in a second run, zeros (a file
+  // system showing a crashed append's blocks as zeros).
+  for (const std::string& tail : {std::string("\x40\x00\x00\x00\x12\x34", 6), std::string(300, '\0')}) {
+    AppendRaw(path, tail);
+    auto journal = WriteJournal::Open(path, &pending);
+    ASSERT_TRUE(journal.ok()) << journal.status().ToString();
+    ASSERT_EQ(pending.size(), 1u);
+    EXPECT_EQ(std::filesystem::file_size(path), good_size);
+  }
+  auto journal = WriteJournal::Open(path, &pending);
+  ASSERT_TRUE(journal.ok());
+  ASSERT_TRUE((*journal)->Append(Pending(2, "/lake/b")).ok());
+  journal->reset();
+  ASSERT_TRUE(WriteJournal::Open(path, &pending).ok());
+  EXPECT_EQ(pending.size(), 2u);
+}
+
+TEST(WriteJournalTest, DamageBeforeGoodRecordsStopsTheReplay) {
+  TempDir dir;
+  const std::string path = dir.str() + "/journal";
+  std::vector<JournalRecord> pending;
+  {
+    auto journal = WriteJournal::Open(path, &pending);
+    ASSERT_TRUE(journal.ok());
+    ASSERT_TRUE((*journal)->Append(Pending(1, "/lake/a")).ok());
+    ASSERT_TRUE((*journal)->Append(Pending(2, "/lake/b")).ok());
+  }
+  {
+    std::fstream f(path, std::ios::binary | std::ios::in | std::ios::out);
+    f.seekp(8 + 12 + 5);  // Inside the first record's payload.
+    f.put('#');
+  }
+  auto journal = WriteJournal::Open(path, &pending);
+  EXPECT_EQ(journal.status().code(), StatusCode::kCorruption);
+  EXPECT_NE(journal.status().message().find("damaged"), std::string::npos);
+}
+
+TEST(WriteJournalTest, AFileThatIsNotAJournalIsRefused) {
+  TempDir dir;
+  const std::string path = dir.str() + "/journal";
+  AppendRaw(path, "hello, world");
+  std::vector<JournalRecord> pending;
+  EXPECT_EQ(WriteJournal::Open(path, &pending).status().code(), StatusCode::kCorruption);
+}
+
+TEST(WriteJournalTest, CompactsOnceMostlyDead) {
+  TempDir dir;
+  const std::string path = dir.str() + "/journal";
+  std::vector<JournalRecord> pending;
+  auto journal = WriteJournal::Open(path, &pending);
+  ASSERT_TRUE(journal.ok());
+  ASSERT_TRUE((*journal)->Append(Pending(1, "/lake/kept")).ok());
+  const std::string long_path = "/lake/" + std::string(8000, 'p');
+  uint64_t peak = 0;
+  for (uint64_t id = 2; id < 800; ++id) {
+    ASSERT_TRUE((*journal)->Append(Pending(id, long_path)).ok());
+    ASSERT_TRUE((*journal)->Append(Done(id)).ok());
+    peak = std::max(peak, (*journal)->bytes());
+  }
+  EXPECT_LE(peak, WriteJournal::kCompactBytes + 32768);
+  EXPECT_LT(std::filesystem::file_size(path), WriteJournal::kCompactBytes);
+  journal->reset();
+  ASSERT_TRUE(WriteJournal::Open(path, &pending).ok());
+  ASSERT_EQ(pending.size(), 1u);
+  EXPECT_EQ(pending[0].path, "/lake/kept");
+}
+
+}  // namespace
+}  // namespace cairn::write
