@@ -87,6 +87,9 @@ def main(argv):
             remote = harness.up(f"s3://{S3_BUCKET}/fuse-bench", s3=s3, metrics=False,
                                 cache_dir=os.path.join(work, "cache-s3"),
                                 extra=["--write-mode", "through"], name="up-s3")
+            back = harness.up(f"s3://{S3_BUCKET}/fuse-bench-back", s3=s3, metrics=False,
+                              cache_dir=os.path.join(work, "cache-back"),
+                              extra=["--write-mode", "back"], name="up-back")
             for run in range(args.runs):
                 name = f"ckpt-{run}.bin"
                 t = write_file(os.path.join(work, name), data, fsync=True)
@@ -96,6 +99,21 @@ def main(argv):
                 runs.append({"mode": "mount file://", "s": t})
                 t = write_file(os.path.join(remote.mountpoint, name), data, fsync=False)
                 runs.append({"mode": "mount s3rver", "s": t})
+                # Write-back: close returns once the file is journaled on the worker's disk;
+                # "in the lake" adds the wait until the object is there.
+                start = time.perf_counter()
+                t = write_file(os.path.join(back.mountpoint, name), data, fsync=False)
+                runs.append({"mode": "mount s3rver back", "s": t})
+                while True:
+                    try:
+                        s3.client.head_object(Bucket=S3_BUCKET, Key=f"fuse-bench-back/{name}")
+                        break
+                    except Exception:  # noqa: BLE001 (404 until the upload completes)
+                        time.sleep(0.01)
+                runs.append({"mode": "back: in the lake", "s": time.perf_counter() - start})
+                body = s3.client.get_object(Bucket=S3_BUCKET,
+                                            Key=f"fuse-bench-back/{name}")["Body"].read()
+                assert hashlib.sha256(body).hexdigest() == want, "write-back object differs"
                 start = time.perf_counter()
                 write_file(os.path.join(work, "up-" + name), data, fsync=False)
                 s3.client.upload_file(os.path.join(work, "up-" + name), S3_BUCKET,
@@ -117,13 +135,15 @@ def main(argv):
     print(f"{args.size_mib} MiB written with 1 MiB write(2)s, open to close (durable), "
           f"medians of {args.runs} runs")
     summary = {}
-    for mode in ("local+fsync", "mount file://", "mount s3rver", "local+boto3 upload"):
+    for mode in ("local+fsync", "mount file://", "mount s3rver", "mount s3rver back",
+                 "back: in the lake", "local+boto3 upload"):
         s = statistics.median(r["s"] for r in runs if r["mode"] == mode)
         summary[mode] = s
         print(f"{mode:<20} {s:7.2f} s {args.size_mib * 1.048576 / s:7.0f} MB/s")
     print(f"mount file:// / local+fsync: {summary['mount file://'] / summary['local+fsync']:.2f}x "
           f"the time; mount s3rver / local+boto3 upload: "
-          f"{summary['mount s3rver'] / summary['local+boto3 upload']:.2f}x")
+          f"{summary['mount s3rver'] / summary['local+boto3 upload']:.2f}x; write-back close / "
+          f"local+fsync: {summary['mount s3rver back'] / summary['local+fsync']:.2f}x")
     if args.out:
         with open(args.out, "w") as f:
             json.dump({"machine": machine, "args": vars(args), "runs": runs,

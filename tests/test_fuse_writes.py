@@ -269,3 +269,40 @@ def test_a_large_file_goes_to_s3_as_a_multipart_upload(module_harness, s3server)
     assert body == data
     assert read_file(os.path.join(up.mountpoint, "big.bin")) == data
     assert up.stop() == 0
+
+
+@pytest.fixture(scope="module")
+def wb(module_harness, tmp_path_factory):
+    src = tmp_path_factory.mktemp("wb-src")
+    up = module_harness.up("file://" + str(src), name="up-wb", extra=["--write-mode", "back"])
+    yield up, src
+    assert up.stop() == 0
+
+
+def test_write_back_close_is_durable_and_the_upload_follows(wb):
+    """A write-back mount: close returns once the file is in the worker's journal; the file
+    reaches the source in the background (docs/consistency.md, "Write-back mounts")."""
+    up, src = wb
+    data = random.Random(11).randbytes(12 * MiB + 3)
+    with open(os.path.join(up.mountpoint, "model.bin"), "wb") as f:
+        f.write(data)
+    deadline = time.monotonic() + 30
+    while not ((src / "model.bin").exists() and (src / "model.bin").read_bytes() == data):
+        assert time.monotonic() < deadline, "the closed file never reached the source"
+        time.sleep(0.05)
+    assert up.metric("cairn_worker_write_back_commits_total") >= 1
+    assert up.metric("cairn_worker_write_back_pending_files") == 0
+
+
+def test_write_back_torch_save_then_rename_lands_the_checkpoint(wb):
+    torch = pytest.importorskip("torch")
+    up, src = wb
+    final = os.path.join(up.mountpoint, "latest.pt")
+    for step in (1, 2):
+        state = {"step": torch.tensor(step), "w": torch.full((256, 256), float(step))}
+        tmp = final + ".tmp"
+        torch.save(state, tmp)
+        os.replace(tmp, final)  # Waits for the upload of the temporary name, then renames.
+        assert torch.load(str(src / "latest.pt"))["step"].item() == step
+        assert not (src / "latest.pt.tmp").exists()
+    assert torch.load(final)["step"].item() == 2

@@ -126,16 +126,18 @@ def test_an_outage_of_the_source_delays_uploads_and_loses_nothing(harness, tmp_p
         w.proc.stop()
 
 
-# The named points, what the client saw, and what the lake must hold after the restart.
+# The named points, whether the client saw its close answered (None: either; the background
+# upload may reach the point before the reply leaves), and what the lake must hold after the
+# restart.
 CRASHES = [
     # Half a journal record on disk: the close was never answered, nothing is uploaded.
     ("write-back-journal-torn", False, "absent"),
     # The record is durable but the client was not answered: the file may be uploaded (whole).
     ("write-back-journaled", False, "whole"),
-    # Answered; the upload (parts sent while writing) not completed.
-    ("write-back-uploading", True, "whole"),
-    # Answered and committed; the journal does not know: not uploaded a second time.
-    ("write-back-committed", True, "whole"),
+    # The upload (parts sent while writing) not completed.
+    ("write-back-uploading", None, "whole"),
+    # Committed; the journal does not know: not uploaded a second time.
+    ("write-back-committed", None, "whole"),
 ]
 
 
@@ -150,7 +152,8 @@ def test_kill_9_at_a_named_point_loses_nothing_acknowledged(wb, point, answered,
     w.start(crash_at=point)
     data = random.Random(8).randbytes(20 * MiB + 5)  # Parts go up while it is written.
     out = w.put(data, "/wb/ckpt.pt", timeout=120)
-    assert (out.returncode == 0) == answered, out.stderr.decode()
+    if answered is not None:
+        assert (out.returncode == 0) == answered, out.stderr.decode()
     w.wait_crashed()
     assert s3.object("wb/ckpt.pt") in (None, data)  # Never partial.
     w.start()  # The same cache folder: the journal is replayed.

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <unordered_set>
 
 #include "common/crash_point.h"
 
@@ -248,28 +249,21 @@ WriteBackStats WriteBack::stats() const {
   return s;
 }
 
+// O(1): called on every change. Ids follow the order of closing, so the first item is the
+// oldest (a clock stepped back makes that approximate, never wrong by more than the step).
 void WriteBack::UpdateGauges() {
   metrics_->files->Set(static_cast<double>(items_.size()));
   metrics_->bytes->Set(static_cast<double>(bytes_));
-  int64_t oldest = 0;
-  size_t failing = 0;
-  for (const auto& [id, item] : items_) {
-    const int64_t closed = item.write.record.closed_at_ms;
-    if (oldest == 0 || closed < oldest) oldest = closed;
-    failing += item.last_error.empty() ? 0 : 1;
-  }
+  const int64_t oldest = items_.empty() ? 0 : items_.begin()->second.write.record.closed_at_ms;
   const int64_t now_ms = clock().WallNanos() / 1'000'000;
-  metrics_->oldest->Set(oldest == 0 ? 0.0 : std::max<double>(0, (now_ms - oldest) / 1000.0));
-  metrics_->failing->Set(static_cast<double>(failing));
+  metrics_->oldest->Set(items_.empty() ? 0.0 : std::max<double>(0, (now_ms - oldest) / 1000.0));
+  metrics_->failing->Set(static_cast<double>(failing_));
 }
 
 WriteBack::Item* WriteBack::NextReady(int64_t now_us, int64_t* wake_us) {
-  std::vector<const std::string*> blocked;  // Paths with an earlier file still waiting.
+  std::unordered_set<std::string_view> blocked;  // Paths with an earlier file still waiting.
   for (auto& [id, item] : items_) {
-    const std::string& path = item.write.record.path;
-    const bool behind = std::any_of(blocked.begin(), blocked.end(),
-                                    [&](const std::string* p) { return *p == path; });
-    blocked.push_back(&path);
+    const bool behind = !blocked.insert(item.write.record.path).second;
     if (behind || item.running) continue;
     if (item.next_try_us > now_us) {
       *wake_us = std::min(*wake_us, item.next_try_us);
@@ -297,6 +291,7 @@ std::unique_ptr<write::WriteSession> WriteBack::Finish(uint64_t id, JournalRecor
                   journaled.ToString());
   }
   bytes_ -= std::min(bytes_, it->second.write.record.size);
+  if (!it->second.last_error.empty()) --failing_;
   std::unique_ptr<write::WriteSession> session = std::move(it->second.write.session);
   const std::string spool = it->second.write.record.spool_path;
   items_.erase(it);
@@ -353,7 +348,8 @@ void WriteBack::Loop() {
             std::min<int64_t>(options_.retry_min.count() * 1000 << shift,
                               options_.retry_max.count() * 1000);
         done.next_try_us = clock().NowMicros() + backoff_us;
-        done.last_error = result.detail;
+        if (done.last_error.empty()) ++failing_;
+        done.last_error = result.detail.empty() ? "failed" : result.detail;
         if (done.attempts == 1 || done.attempts % 10 == 0) {
           spdlog::warn("write-back: upload of {} failed (attempt {}; retried in {} ms): {}",
                        done.write.record.path, done.attempts, backoff_us / 1000, result.detail);

@@ -142,6 +142,7 @@ class WriteBack {
   std::map<uint64_t, Item> items_ GUARDED_BY(mu_);  // By id: the order of closing.
   uint64_t next_id_ GUARDED_BY(mu_) = 1;
   uint64_t bytes_ GUARDED_BY(mu_) = 0;
+  size_t failing_ GUARDED_BY(mu_) = 0;  // Items whose last_error is set.
   uint64_t generation_ GUARDED_BY(mu_) = 0;  // Bumped by every change (wakes idle threads).
   bool stopping_ GUARDED_BY(mu_) = false;
   CommitFn commit_;  // Set once by Start, before the threads.

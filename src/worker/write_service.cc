@@ -387,7 +387,9 @@ StatusOr<WriteReply> WriteService::Write(OpenFile& file,
   }
   MutexLock l(&file.mu);
   if (file.committed) {
-    CAIRN_ASSIGN_OR_RETURN(file.session, Continue(file));
+    CAIRN_ASSIGN_OR_RETURN(file.session,
+                           Continue(file, file.session == nullptr ? "" : file.session->spool_path(),
+                                    file.sealed_fd, *file.committed));
     file.committed.reset();
   }
   CAIRN_RETURN_IF_ERROR(file.session->Write(request.offset, request.data));
@@ -399,7 +401,9 @@ StatusOr<WriteReply> WriteService::Truncate(OpenFile& file, uint64_t size) {
   MutexLock l(&file.mu);
   if (file.committed) {
     if (file.committed->size == size) return Reply(file.handle, size);
-    CAIRN_ASSIGN_OR_RETURN(file.session, Continue(file));
+    CAIRN_ASSIGN_OR_RETURN(file.session,
+                           Continue(file, file.session == nullptr ? "" : file.session->spool_path(),
+                                    file.sealed_fd, *file.committed));
     file.committed.reset();
   }
   CAIRN_RETURN_IF_ERROR(file.session->Truncate(size));
@@ -451,19 +455,21 @@ StatusOr<std::unique_ptr<write::WriteSession>> WriteService::SessionFromFd(
   return next;
 }
 
-StatusOr<std::unique_ptr<write::WriteSession>> WriteService::Continue(OpenFile& file) {
+StatusOr<std::unique_ptr<write::WriteSession>> WriteService::Continue(
+    const OpenFile& file, const std::string& committed_spool, int sealed_fd,
+    const ufs::ObjectInfo& committed) {
   if (!file.write_back) {
-    return SessionFor(file, file.session->spool_path(), file.committed->size,
-                      ufs::WriteCondition::Version(file.committed->version));
+    return SessionFor(file, committed_spool, committed.size,
+                      ufs::WriteCondition::Version(committed.version));
   }
-  return SessionFromFd(file, file.sealed_fd, file.committed->size, ConditionAfterSync(file));
+  return SessionFromFd(file, sealed_fd, committed.size,
+                       ConditionAfterSync(file, committed.version));
 }
 
-ufs::WriteCondition WriteService::ConditionAfterSync(const OpenFile& file) {
+ufs::WriteCondition WriteService::ConditionAfterSync(const OpenFile& file,
+                                                     const std::string& adopted) {
   // Set by AdoptCommit when a queued file of this path was committed since the sync.
-  if (!file.committed->version.empty()) {
-    return ufs::WriteCondition::Version(file.committed->version);
-  }
+  if (!adopted.empty()) return ufs::WriteCondition::Version(adopted);
   // Still queued: its commit will set this session's condition to the version it makes.
   if (write_back_->HasPending(file.path)) return ufs::WriteCondition::None();
   StatusOr<ufs::ObjectInfo> now = file.ufs->Stat(file.key);
@@ -472,11 +478,7 @@ ufs::WriteCondition WriteService::ConditionAfterSync(const OpenFile& file) {
 }
 
 StatusOr<WriteReply> WriteService::Commit(OpenFile& file, const RecheckFn& recheck) {
-  if (file.write_back) {
-    MutexLock l(&file.mu);
-    if (!file.committed && recheck) CAIRN_RETURN_IF_ERROR(recheck(file.path));
-    return CommitBack(file);
-  }
+  if (file.write_back) return CommitBack(file, recheck);
   // The path's commit lock first (see the lock order in the header).
   MutexLock commit(&CommitLockOf(file.path));
   MutexLock l(&file.mu);
@@ -503,8 +505,10 @@ StatusOr<WriteReply> WriteService::Commit(OpenFile& file, const RecheckFn& reche
 
 // Not under the path's commit lock: the queue's commit of this path's earlier file may hold it
 // while it waits for this file's lock (AdoptCommit), and the journal needs neither.
-StatusOr<WriteReply> WriteService::CommitBack(OpenFile& file) {
+StatusOr<WriteReply> WriteService::CommitBack(OpenFile& file, const RecheckFn& recheck) {
+  MutexLock l(&file.mu);
   if (file.committed) return Reply(file.handle, file.committed->size);
+  if (recheck) CAIRN_RETURN_IF_ERROR(recheck(file.path));
   CAIRN_RETURN_IF_ERROR(file.session->Seal().WithContext("close of " + file.path));
   const int sealed_fd = ::open(file.session->spool_path().c_str(), O_RDONLY | O_CLOEXEC);
   if (sealed_fd < 0) return ErrnoToStatus(errno, "reopen spool file of " + file.path);
@@ -563,7 +567,9 @@ CommitResult WriteService::CommitPending(PendingWrite& write) {
     session_options.condition = record.condition;
     StatusOr<std::unique_ptr<write::WriteSession>> adopted = write::WriteSession::Adopt(
         mount->ufs, key, record.spool_path, record.size, session_options, uploads_.get());
-    if (!adopted.ok() && adopted.status().code() == StatusCode::kCorruption) {
+    // Its spool file gone or short: nothing can bring it back (retrying would spin forever).
+    if (!adopted.ok() && (adopted.status().code() == StatusCode::kCorruption ||
+                          adopted.status().code() == StatusCode::kNotFound)) {
       spdlog::error("write-back: {} cannot be uploaded: {}", record.path,
                     adopted.status().ToString());
       return CommitResult{CommitResult::Outcome::kConflict, adopted.status().ToString()};

@@ -127,8 +127,8 @@ class WriteService {
   StatusOr<protocol::WriteReply> Write(OpenFile& file, const protocol::WritePageRequest& request);
   StatusOr<protocol::WriteReply> Truncate(OpenFile& file, uint64_t size);
   StatusOr<protocol::WriteReply> Commit(OpenFile& file, const RecheckFn& recheck);
-  // Commit of a write-back file: seal, journal, answer (file.mu held).
-  StatusOr<protocol::WriteReply> CommitBack(OpenFile& file) REQUIRES(file.mu);
+  // Commit of a write-back file: seal, journal, answer.
+  StatusOr<protocol::WriteReply> CommitBack(OpenFile& file, const RecheckFn& recheck);
   // The write-back queue's commit of one closed file (runs on its threads).
   CommitResult CommitPending(PendingWrite& write);
   // After a commit refused by its condition: whether the source now holds exactly the bytes of
@@ -138,8 +138,9 @@ class WriteService {
                                              const std::string& spool_path, uint64_t size);
   // Moves a conflicting spool file to `<its folder>/conflicts/`; returns where.
   std::string SetAside(const PendingWrite& write);
-  // The condition of a write that continues a file after a sync (its content is the synced one).
-  ufs::WriteCondition ConditionAfterSync(const OpenFile& file);
+  // The condition of a write-back write that continues a file after a sync (its content is the
+  // synced one); `adopted`: the version a commit of the path made since (AdoptCommit), if any.
+  ufs::WriteCondition ConditionAfterSync(const OpenFile& file, const std::string& adopted);
   StatusOr<protocol::WriteReply> Remove(const protocol::RemovePathRequest& request);
   StatusOr<protocol::WriteReply> MakeDir(const protocol::MakeDirRequest& request);
   StatusOr<protocol::WriteReply> Rename(const protocol::RenameRequest& request);
@@ -160,8 +161,13 @@ class WriteService {
                                                             const std::string& from_spool,
                                                             uint64_t size,
                                                             ufs::WriteCondition condition);
-  // The session a write after a commit continues in: seeded from the committed content.
-  StatusOr<std::unique_ptr<write::WriteSession>> Continue(OpenFile& file);
+  // The session a write after a commit continues in, seeded from the committed content: the
+  // spool file of `committed_spool` (write-through) or the descriptor `sealed_fd` (write-back).
+  // The caller holds file.mu and passes what it guards.
+  StatusOr<std::unique_ptr<write::WriteSession>> Continue(const OpenFile& file,
+                                                          const std::string& committed_spool,
+                                                          int sealed_fd,
+                                                          const ufs::ObjectInfo& committed);
   // The same from an open descriptor (not closed here).
   StatusOr<std::unique_ptr<write::WriteSession>> SessionFromFd(const OpenFile& file, int fd,
                                                                uint64_t size,
