@@ -23,8 +23,8 @@ struct FsFlags {
   std::string path;
   bool json = false;
   bool long_format = false;
-  std::string local;        // put: the file to upload ("-": stdin).
-  bool no_clobber = false;  // put: fail if PATH exists.
+  std::string local;           // put: the file to upload ("-": stdin).
+  bool no_clobber = false;     // put: fail if PATH exists.
   std::string timeout = "1h";  // sync: how long to wait.
 };
 
@@ -170,9 +170,9 @@ int RunSync(const FsFlags& f) {
   if (!timeout.ok()) return Fail(timeout.status().WithContext("--timeout"));
   auto client = MakeClient(f);
   if (!client.ok()) return Fail(client.status());
-  Status synced = (*client)->SyncWrites(
-      f.path.empty() ? "/" : f.path,
-      std::chrono::duration_cast<std::chrono::milliseconds>(*timeout));
+  Status synced =
+      (*client)->SyncWrites(f.path.empty() ? "/" : f.path,
+                            std::chrono::duration_cast<std::chrono::milliseconds>(*timeout));
   if (!synced.ok()) return Fail(synced);
   return kExitOk;
 }
@@ -191,8 +191,10 @@ void RegisterFsCommands(CLI::App* app, std::vector<std::pair<CLI::App*, Runner>>
       {"cat", "Write a file's bytes to stdout", RunCat},
       {"rm", "Remove a file (of a write-through mount, through its worker)", RunRm},
       {"put", "Write a local file (or stdin: -) to PATH through its worker", RunPut},
-      {"sync", "Wait until the files closed under PATH (default /) on write-back mounts are in "
-               "their sources", RunSync},
+      {"sync",
+       "Wait until the files closed under PATH (default /) on write-back mounts are in "
+       "their sources",
+       RunSync},
   };
   for (const Spec& spec : specs) {
     auto f = std::make_shared<FsFlags>();

@@ -64,16 +64,17 @@ std::string EncodeWorkerRecord(const WorkerRecord& record);
 StatusOr<WorkerRecord> DecodeWorkerRecord(std::string_view json);
 
 // {"version":1,"mounts":[{"path","uri","options":{..},"metadata_ttl_ms","replicas",
-// "read_only","write_back"}, ...]}, in the given order. metadata_ttl is written in whole milliseconds
-// (sub-millisecond parts are dropped).
+// "read_only","write_back"}, ...]}, in the given order. metadata_ttl is written in whole
+// milliseconds (sub-millisecond parts are dropped).
 std::string EncodeMountTable(const std::vector<MountSpec>& mounts);
 
 // Parses a mount-table document. Required: version == 1 and the "mounts" array (may be empty);
 // per mount, path and uri (strings). Optional: options (object of strings, default {}),
 // metadata_ttl_ms (non-negative integer, default 60000), replicas (integer, default 1),
-// read_only (bool, default true), write_back (bool, default false; not with read_only). Checks types only; the rules on values (paths, replicas,
-// secrets, nesting) belong to ValidateMountForStore and mount::MountTable. InvalidArgument for
-// malformed JSON, another version, a missing field or a wrong type, naming the mount index.
+// read_only (bool, default true), write_back (bool, default false; not with read_only). Checks
+// types only; the rules on values (paths, replicas, secrets, nesting) belong to
+// ValidateMountForStore and mount::MountTable. InvalidArgument for malformed JSON, another version,
+// a missing field or a wrong type, naming the mount index.
 StatusOr<std::vector<MountSpec>> DecodeMountTable(std::string_view json);
 
 }  // namespace cairn::membership

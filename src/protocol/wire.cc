@@ -491,11 +491,11 @@ StatusOr<MetadataReply> DecodeMetadataReply(std::span<const char> payload) {
 namespace {
 
 // The write request types, in the order of WriteRequest's alternatives.
-constexpr MessageType kWriteTypes[] = {
-    MessageType::kOpenWrite,  MessageType::kWritePage,  MessageType::kTruncateWrite,
-    MessageType::kSyncWrite,  MessageType::kCloseWrite, MessageType::kAbortWrite,
-    MessageType::kRemovePath, MessageType::kMakeDir,    MessageType::kRename,
-    MessageType::kSyncPath};
+constexpr MessageType kWriteTypes[] = {MessageType::kOpenWrite,     MessageType::kWritePage,
+                                       MessageType::kTruncateWrite, MessageType::kSyncWrite,
+                                       MessageType::kCloseWrite,    MessageType::kAbortWrite,
+                                       MessageType::kRemovePath,    MessageType::kMakeDir,
+                                       MessageType::kRename,        MessageType::kSyncPath};
 
 // OpenWrite flag bits.
 constexpr uint8_t kOpenCreate = 1u << 0;

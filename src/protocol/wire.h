@@ -340,10 +340,10 @@ struct SyncPathRequest {
   uint32_t deadline_ms = 0;
   std::string path;
 };
-using WriteRequest = std::variant<OpenWriteRequest, WritePageRequest, TruncateWriteRequest,
-                                  SyncWriteRequest, CloseWriteRequest, AbortWriteRequest,
-                                  RemovePathRequest, MakeDirRequest, RenameRequest,
-                                  SyncPathRequest>;
+using WriteRequest =
+    std::variant<OpenWriteRequest, WritePageRequest, TruncateWriteRequest, SyncWriteRequest,
+                 CloseWriteRequest, AbortWriteRequest, RemovePathRequest, MakeDirRequest,
+                 RenameRequest, SyncPathRequest>;
 
 MessageType TypeOf(const WriteRequest& request);
 bool IsWriteRequest(MessageType type);

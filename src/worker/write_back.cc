@@ -136,10 +136,10 @@ StatusOr<uint64_t> WriteBack::Add(PendingWrite& write) {
     metrics_->full_waits->Increment();
     if (!changed_.WaitFor(&mu_, options_.full_wait, has_room)) {
       metrics_->full_refusals->Increment();
-      return ResourceExhaustedError(
-          "the write-back budget is full (" + std::to_string(bytes_) + " bytes of " +
-          std::to_string(items_.size()) + " file(s) wait for upload; the source is slow or " +
-          "unreachable): the file was not kept");
+      return ResourceExhaustedError("the write-back budget is full (" + std::to_string(bytes_) +
+                                    " bytes of " + std::to_string(items_.size()) +
+                                    " file(s) wait for upload; the source is slow or " +
+                                    "unreachable): the file was not kept");
     }
   }
   if (stopping_) return UnavailableError("the worker is stopping");
@@ -275,7 +275,7 @@ WriteBack::Item* WriteBack::NextReady(int64_t now_us, int64_t* wake_us) {
 }
 
 std::unique_ptr<write::WriteSession> WriteBack::Finish(uint64_t id, JournalRecord::Outcome outcome,
-                                                      const std::string& detail) {
+                                                       const std::string& detail) {
   auto it = items_.find(id);
   if (it == items_.end()) return nullptr;
   JournalRecord done;
@@ -344,9 +344,8 @@ void WriteBack::Loop() {
         metrics_->retries->Increment();
         ++done.attempts;
         const int shift = std::min(done.attempts - 1, 20);
-        const int64_t backoff_us =
-            std::min<int64_t>(options_.retry_min.count() * 1000 << shift,
-                              options_.retry_max.count() * 1000);
+        const int64_t backoff_us = std::min<int64_t>(options_.retry_min.count() * 1000 << shift,
+                                                     options_.retry_max.count() * 1000);
         done.next_try_us = clock().NowMicros() + backoff_us;
         if (done.last_error.empty()) ++failing_;
         done.last_error = result.detail.empty() ? "failed" : result.detail;

@@ -39,14 +39,14 @@
 namespace cairn::worker {
 
 struct WriteBackOptions {
-  std::string journal_path;                   // Required; its folder must exist.
-  uint64_t max_pending_bytes = 64ull << 30;   // Closed files waiting for upload, all together.
+  std::string journal_path;                     // Required; its folder must exist.
+  uint64_t max_pending_bytes = 64ull << 30;     // Closed files waiting for upload, all together.
   std::chrono::milliseconds full_wait{60'000};  // How long a close waits for room.
-  int threads = 4;                            // Files committed at once.
-  std::chrono::milliseconds retry_min{500};   // Backoff after a failed commit, doubling...
+  int threads = 4;                              // Files committed at once.
+  std::chrono::milliseconds retry_min{500};     // Backoff after a failed commit, doubling...
   std::chrono::milliseconds retry_max{60'000};  // ...up to this.
-  Clock* clock = nullptr;                 // Not owned; null: Clock::Real().
-  metrics::Registry* registry = nullptr;  // Not owned; may be null.
+  Clock* clock = nullptr;                       // Not owned; null: Clock::Real().
+  metrics::Registry* registry = nullptr;        // Not owned; may be null.
 };
 
 // One closed file waiting for its upload.
@@ -142,7 +142,7 @@ class WriteBack {
   std::map<uint64_t, Item> items_ GUARDED_BY(mu_);  // By id: the order of closing.
   uint64_t next_id_ GUARDED_BY(mu_) = 1;
   uint64_t bytes_ GUARDED_BY(mu_) = 0;
-  size_t failing_ GUARDED_BY(mu_) = 0;  // Items whose last_error is set.
+  size_t failing_ GUARDED_BY(mu_) = 0;       // Items whose last_error is set.
   uint64_t generation_ GUARDED_BY(mu_) = 0;  // Bumped by every change (wakes idle threads).
   bool stopping_ GUARDED_BY(mu_) = false;
   CommitFn commit_;  // Set once by Start, before the threads.

@@ -28,7 +28,7 @@ struct WriteService::OpenFile {
   std::shared_ptr<ufs::UnderStorage> ufs;
   std::string key;
   std::string spool_dir;
-  bool exclusive = false;  // An exclusive create stays one: another writer's commit fails it.
+  bool exclusive = false;   // An exclusive create stays one: another writer's commit fails it.
   bool write_back = false;  // The mount's mode when the file was opened.
   std::atomic<int64_t> last_used_us{0};
   std::atomic<int> busy{0};  // Requests being served now (the reaper leaves the file alone).
@@ -183,7 +183,7 @@ WriteService::~WriteService() {
   stop_cv_.NotifyAll();
   if (reaper_.joinable()) reaper_.join();
   if (!left.empty()) spdlog::info("discarding {} file(s) still open for writing", left.size());
-  left.clear();  // Each session's destructor aborts its upload and removes its spool file.
+  left.clear();         // Each session's destructor aborts its upload and removes its spool file.
   write_back_.reset();  // Its threads commit through this service: stop them first.
   uploads_.reset();
 }
@@ -295,9 +295,8 @@ StatusOr<WriteReply> WriteService::Open(const std::string& principal,
   StatusOr<ufs::ObjectInfo> current = file->ufs->Stat(file->key);
   // Write-back keeps working while the source is unreachable for a file that replaces whatever
   // is there (create + truncate, as torch.save opens): its commit is then unconditional.
-  const bool blind = file->write_back && request.create && request.truncate &&
-                     !request.exclusive && !current.ok() &&
-                     current.status().code() != StatusCode::kNotFound;
+  const bool blind = file->write_back && request.create && request.truncate && !request.exclusive &&
+                     !current.ok() && current.status().code() != StatusCode::kNotFound;
   if (!current.ok() && current.status().code() != StatusCode::kNotFound && !blind) {
     return current.status();
   }
@@ -327,8 +326,8 @@ StatusOr<WriteReply> WriteService::Open(const std::string& principal,
                                                      session_options, uploads_.get()));
   // The queue's commit of the pending file sets this file's condition (AdoptCommit).
   if (pending && !request.truncate) {
-    CAIRN_ASSIGN_OR_RETURN(session, SessionFromFd(*file, pending->fd, pending->size,
-                                                  session_options.condition));
+    CAIRN_ASSIGN_OR_RETURN(
+        session, SessionFromFd(*file, pending->fd, pending->size, session_options.condition));
   }
   // Without truncate the file starts as the object is now (a partial rewrite keeps the rest).
   if (!pending && exists && !request.truncate && current->size > 0) {
@@ -598,9 +597,10 @@ CommitResult WriteService::CommitPending(PendingWrite& write) {
         SourceHolds(*mount->ufs, key, record.spool_path, record.size);
     if (!same) {
       const std::string kept = SetAside(write);
-      spdlog::error("write-back: {} changed in its source since it was opened ({}); the closed "
-                    "file was not uploaded and is kept at {}",
-                    record.path, info.status().ToString(), kept);
+      spdlog::error(
+          "write-back: {} changed in its source since it was opened ({}); the closed "
+          "file was not uploaded and is kept at {}",
+          record.path, info.status().ToString(), kept);
       return CommitResult{CommitResult::Outcome::kConflict,
                           info.status().ToString() + "; kept at " + kept};
     }
@@ -629,8 +629,7 @@ std::optional<ufs::ObjectInfo> WriteService::SourceHolds(ufs::UnderStorage& ufs,
   bool same = true;
   for (uint64_t done = 0; done < size && same;) {
     const size_t want = static_cast<size_t>(std::min<uint64_t>(ours.size(), size - done));
-    StatusOr<size_t> got =
-        ufs.Read(key, now->version, done, std::span<char>(theirs.data(), want));
+    StatusOr<size_t> got = ufs.Read(key, now->version, done, std::span<char>(theirs.data(), want));
     const ssize_t n = ::pread(fd, ours.data(), want, static_cast<off_t>(done));
     same = got.ok() && *got == want && n == static_cast<ssize_t>(want) &&
            std::equal(ours.begin(), ours.begin() + static_cast<ptrdiff_t>(want), theirs.begin());

@@ -83,8 +83,8 @@ class WriteJournal {
   static constexpr uint64_t kCompactBytes = 4 << 20;
 
  private:
-  WriteJournal(std::string path, int fd, uint64_t bytes,
-               std::map<uint64_t, JournalRecord> live, uint64_t max_id);
+  WriteJournal(std::string path, int fd, uint64_t bytes, std::map<uint64_t, JournalRecord> live,
+               uint64_t max_id);
   Status CompactLocked() REQUIRES(mu_);
 
   const std::string path_;

@@ -54,8 +54,7 @@ TEST(JournalRecordTest, RoundTripsBothKinds) {
 TEST(JournalRecordTest, EveryTruncationOrTrailingByteIsCorruption) {
   const std::string full = EncodeJournalRecord(Pending(3, "/lake/f"));
   for (size_t n = 0; n < full.size(); ++n) {
-    EXPECT_EQ(DecodeJournalRecord(full.substr(0, n)).status().code(), StatusCode::kCorruption)
-        << n;
+    EXPECT_EQ(DecodeJournalRecord(full.substr(0, n)).status().code(), StatusCode::kCorruption) << n;
   }
   EXPECT_EQ(DecodeJournalRecord(full + "x").status().code(), StatusCode::kCorruption);
   std::string bad_type = full;
@@ -103,7 +102,8 @@ TEST(WriteJournalTest, ATornTailIsCutAndTheJournalGoesOn) {
   const auto good_size = std::filesystem::file_size(path);
   // Half a frame (a crash in the middle of an append), then, in a second run, zeros (a file
   // system showing a crashed append's blocks as zeros).
-  for (const std::string& tail : {std::string("\x40\x00\x00\x00\x12\x34", 6), std::string(300, '\0')}) {
+  for (const std::string& tail :
+       {std::string("\x40\x00\x00\x00\x12\x34", 6), std::string(300, '\0')}) {
     AppendRaw(path, tail);
     auto journal = WriteJournal::Open(path, &pending);
     ASSERT_TRUE(journal.ok()) << journal.status().ToString();

@@ -34,8 +34,8 @@ StatusOr<std::unique_ptr<WriteSession>> WriteSession::Create(std::shared_ptr<ufs
 }
 
 StatusOr<std::unique_ptr<WriteSession>> WriteSession::Adopt(std::shared_ptr<ufs::UnderStorage> ufs,
-                                                            std::string key,
-                                                            std::string spool_path, uint64_t size,
+                                                            std::string key, std::string spool_path,
+                                                            uint64_t size,
                                                             WriteSessionOptions options,
                                                             ThreadPool* uploads) {
   if (options.max_uploads_in_flight < 1) {
@@ -62,10 +62,9 @@ StatusOr<std::unique_ptr<WriteSession>> WriteSession::Adopt(std::shared_ptr<ufs:
     ::close(fd);
     return writer.status();
   }
-  std::unique_ptr<WriteSession> session(new WriteSession(std::move(ufs), std::move(key),
-                                                         std::move(spool_path), fd, layout,
-                                                         std::move(options), uploads,
-                                                         std::move(*writer)));
+  std::unique_ptr<WriteSession> session(
+      new WriteSession(std::move(ufs), std::move(key), std::move(spool_path), fd, layout,
+                       std::move(options), uploads, std::move(*writer)));
   MutexLock lock(&session->mu_);
   if (size > 0) CAIRN_RETURN_IF_ERROR(session->written_.Add(0, size));
   session->size_ = size;
