@@ -463,6 +463,18 @@ class PyClient {
     return ProgressDict(*result);
   }
 
+  // Client::SyncWrites: blocks (GIL released) until the write-back files under `path` are in
+  // their sources or `timeout_s` passes (TimeoutError).
+  void SyncWrites(const std::string& path, double timeout_s) {
+    Core core = Get();
+    Status s;
+    {
+      py::gil_scoped_release release;
+      s = core->SyncWrites(path, std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000)));
+    }
+    if (!s.ok()) RaiseStatus(s, Op::kOther, path);
+  }
+
   py::dict Free(const std::string& path) {
     Core core = Get();
     StatusOr<FreeResult> result = FreeResult{};
@@ -616,6 +628,7 @@ PYBIND11_MODULE(_cairn, m) {
            py::arg("parallelism") = 32, py::arg("replicas") = 0, py::arg("skip_cached") = false,
            py::arg("verify_only") = false, py::arg("progress") = py::none())
       .def("free", &PyClient::Free, py::arg("path"))
+      .def("sync_writes", &PyClient::SyncWrites, py::arg("path"), py::arg("timeout_s"))
       .def("stats", &PyClient::Stats)
       .def("close", &PyClient::Close)
       .def("abandon", &PyClient::Abandon)

@@ -42,7 +42,8 @@ def node(module_harness, s3server, dataset, cairn):
     """A worker serving /data (the dataset folder, read-only) and /w (s3rver, write-through);
     the config dict every client of these tests connects with."""
     config = {"mounts": [{"path": "/data", "uri": "file://" + str(dataset.root)},
-                         _s3_mount("/w", "sdk", s3server)]}
+                         _s3_mount("/w", "sdk", s3server),
+                         _s3_mount("/wb", "sdk-back", s3server, write_mode="back")]}
     path = os.path.join(module_harness.workdir, "sdk.json")
     with open(path, "w") as f:
         json.dump(config, f)
@@ -324,6 +325,26 @@ def test_exclusive_create_sync_rename_mkdir_rm(client, s3server):
     client.rm("/w/other.bin")
     with pytest.raises(FileNotFoundError):
         client.rm("/w/other.bin")
+
+
+def test_torch_save_to_a_write_back_mount_then_sync_reads_back_on_another_client(
+        client, cairn, node, s3server):
+    import torch
+    state = {"w": torch.arange(200000, dtype=torch.float32).reshape(400, 500), "step": 7}
+    with client.open("/wb/ckpt-7.pt", "wb") as f:
+        torch.save(state, f)  # Returns once the file is in the worker's journal.
+    client.sync("/wb", timeout=60)
+    assert s3server.object("sdk-back/ckpt-7.pt") is not None
+    other = cairn.connect(config=node[1])
+    try:
+        with other.open("/wb/ckpt-7.pt", "rb") as f:
+            back = torch.load(f)
+    finally:
+        other.close()
+    assert back["step"] == 7 and torch.equal(back["w"], state["w"])
+    client.sync(timeout=5)  # Nothing waits: at once.
+    with pytest.raises(ValueError):
+        client.sync("/wb", timeout=0)
 
 
 def test_torch_save_and_load_round_trip(client, cairn, node):

@@ -475,6 +475,15 @@ class Client:
         with ThreadPoolExecutor(min(parallelism, len(paths))) as pool:
             return list(pool.map(self.cached_fraction, paths))
 
+    def sync(self, path="/", timeout=3600.0):
+        """Waits until every file closed under `path` on a write-back mount is in its source
+        (on every worker this client knows), as `cairn sync` does. Raises TimeoutError naming
+        what still waits after `timeout` seconds. Returns at once where nothing waits (and on
+        write-through mounts, where close already waited)."""
+        if not isinstance(timeout, (int, float)) or not timeout > 0:
+            raise ValueError(f"timeout must be a positive number of seconds, not {timeout!r}")
+        self._core().sync_writes(_normalize(path), float(min(timeout, 2**31 / 1000)))
+
     def invalidate(self, path):
         """Makes every client see the source's current state of `path` (and below) now."""
         self._core().invalidate(_normalize(path))

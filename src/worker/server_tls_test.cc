@@ -419,6 +419,10 @@ TEST_F(ServerTlsTest, WritesNeedTheWriteGrantAndAHandleServesOnlyItsPrincipal) {
   EXPECT_EQ(send(team_a.get(), open("/lake/team-a/../file.bin")).status().code(),
             StatusCode::kInvalidArgument);
   EXPECT_TRUE(memory_->Stat("file.bin").ok());
+  // Waiting for write-back uploads (SyncPath) is a write request too: the write grant.
+  EXPECT_EQ(send(team_b.get(), protocol::SyncPathRequest{1000, "/lake/team-a"}).status().code(),
+            StatusCode::kPermissionDenied);
+  EXPECT_TRUE(send(team_a.get(), protocol::SyncPathRequest{1000, "/lake/team-a"}).ok());
 
   auto opened = send(team_a.get(), open("/lake/team-a/ckpt.pt"));
   ASSERT_TRUE(opened.ok()) << opened.status().ToString();

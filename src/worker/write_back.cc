@@ -95,13 +95,19 @@ WriteBack::WriteBack(WriteBackOptions options, std::unique_ptr<write::WriteJourn
   UpdateGauges();
 }
 
-WriteBack::~WriteBack() {
+void WriteBack::Stop() {
   {
     MutexLock l(&mu_);
     stopping_ = true;
   }
   changed_.NotifyAll();
-  for (std::thread& t : threads_) t.join();
+  for (std::thread& t : threads_) {
+    if (t.joinable()) t.join();
+  }
+}
+
+WriteBack::~WriteBack() {
+  Stop();
   MutexLock l(&mu_);
   if (!items_.empty()) {
     spdlog::info("write-back: {} file(s) ({} bytes) left in the journal for the next start",

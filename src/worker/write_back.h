@@ -82,6 +82,10 @@ class WriteBack {
   std::vector<std::string> SpoolFiles() const EXCLUDES(mu_);
   // Starts the commit threads. Call once.
   void Start(CommitFn commit) EXCLUDES(mu_);
+  // Stops the commit threads (a commit in progress finishes first). After it returns, the
+  // commit function is never called again. Idempotent; the destructor calls it. Call it before
+  // destroying what the commit function uses.
+  void Stop() EXCLUDES(mu_);
 
   // Takes a closed file (moves from `write` only on success): waits for room (see above),
   // journals it, queues it. Returns its id. ResourceExhausted when no room came in time;

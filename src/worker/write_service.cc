@@ -174,6 +174,9 @@ WriteService::WriteService(PageService* pages, WriteServiceOptions options,
 }
 
 WriteService::~WriteService() {
+  // First: the write-back threads commit through this service (its members, write_back_
+  // itself) and must be gone before any of it is.
+  if (write_back_ != nullptr) write_back_->Stop();
   std::map<uint64_t, std::shared_ptr<OpenFile>> left;
   {
     MutexLock l(&open_mu_);
@@ -184,7 +187,7 @@ WriteService::~WriteService() {
   if (reaper_.joinable()) reaper_.join();
   if (!left.empty()) spdlog::info("discarding {} file(s) still open for writing", left.size());
   left.clear();         // Each session's destructor aborts its upload and removes its spool file.
-  write_back_.reset();  // Its threads commit through this service: stop them first.
+  write_back_.reset();  // Keeps the journal's pending files for the next start.
   uploads_.reset();
 }
 
