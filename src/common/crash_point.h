@@ -3,7 +3,7 @@
 // When the environment variable CAIRN_CRASH_AT names a point, the process kills itself with
 // SIGKILL the first time it reaches it: the same as `kill -9` at exactly that instant (no
 // destructor, no flush, no atexit), which a test cannot time from outside. Unset (production),
-// a crash point costs one relaxed atomic load.
+// a crash point costs a function-static's initialisation check and an empty-string test.
 //
 // Points in use (grep for CrashPoint): write-back-journal-torn (half a journal record written),
 // write-back-journaled (the record is durable, the client not yet answered),

@@ -140,8 +140,8 @@ TEST_F(WriteBackTest, CloseAnswersBeforeTheUploadAndTheFileArrives) {
   EXPECT_EQ(writes_->SyncPath("/lake", std::chrono::milliseconds(50)).code(),
             StatusCode::kDeadlineExceeded);
   // The queue keeps trying while the source is down (a wait, not a timing assertion).
-  EXPECT_TRUE(testing::WaitUntil(
-      [&] { return Metric("cairn_worker_write_back_retries_total") >= 1; }));
+  EXPECT_TRUE(
+      testing::WaitUntil([&] { return Metric("cairn_worker_write_back_retries_total") >= 1; }));
   SourceUnreachable(false);
   ASSERT_TRUE(SyncAll().ok());
   EXPECT_EQ(Content("ckpt/a.pt"), content);
@@ -279,8 +279,8 @@ TEST_F(WriteBackTest, AFullBudgetRefusesACloseAfterWaitingAndTheCloseCanBeRetrie
   EXPECT_EQ(Metric("cairn_worker_write_back_full_refusals_total"), 1);
   SourceDown(false);
   // Room comes once the first is uploaded (waited for here, not raced against the close's wait).
-  ASSERT_TRUE(testing::WaitUntil(
-      [&] { return Metric("cairn_worker_write_back_pending_files") == 0; }));
+  ASSERT_TRUE(
+      testing::WaitUntil([&] { return Metric("cairn_worker_write_back_pending_files") == 0; }));
   ASSERT_TRUE(Close(second->handle).ok());
   ASSERT_TRUE(SyncAll().ok());
   EXPECT_EQ(Content("two.bin"), chunk);
