@@ -9,6 +9,23 @@
 
 namespace cairn::testing {
 
+double MetricValue(std::string_view exposition, std::string_view name) {
+  const std::string needle = "\n" + std::string(name) + " ";
+  const size_t at = exposition.find(needle);
+  if (at == std::string_view::npos) return -1;
+  return std::stod(std::string(exposition.substr(at + needle.size())));
+}
+
+std::string ObjectContent(ufs::UnderStorage& store, const std::string& key) {
+  StatusOr<ufs::ObjectInfo> info = store.Stat(key);
+  if (!info.ok()) return "<" + info.status().ToString() + ">";
+  std::string out(info->size, '\0');
+  StatusOr<size_t> n = store.Read(key, info->version, 0, std::span<char>(out.data(), out.size()));
+  if (!n.ok()) return "<" + n.status().ToString() + ">";
+  out.resize(*n);
+  return out;
+}
+
 std::string RandomBytes(size_t n, uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::string s(n, '\0');

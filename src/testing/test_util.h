@@ -10,10 +10,20 @@
 #include <string>
 #include <string_view>
 
+#include "ufs/ufs.h"
+
 namespace cairn::testing {
 
 // `n` pseudo-random bytes, the same for the same seed.
 std::string RandomBytes(size_t n, uint64_t seed);
+
+// The value of the unlabelled series `name` in a Prometheus text exposition
+// (metrics::Registry::ExposeText()); -1 when it is not there.
+double MetricValue(std::string_view exposition, std::string_view name);
+
+// The whole current content of `key` in `store`, or "<error>" naming why it cannot be read (a
+// test compares it with what it expects, so a missing object fails with a readable message).
+std::string ObjectContent(ufs::UnderStorage& store, const std::string& key);
 
 // Polls `condition` every few milliseconds until it holds (true) or `timeout` passes (false):
 // for state another thread updates after the event a test observes (a server's counters after

@@ -107,19 +107,9 @@ class WriteServiceTest : public ::testing::Test {
     return writes_->Serve("team-a", r);
   }
   double Counter(const std::string& name) {
-    const std::string text = registry_.ExposeText();
-    const size_t at = text.find("\n" + name + " ");
-    if (at == std::string::npos) return -1;
-    return std::stod(text.substr(at + name.size() + 2));
+    return testing::MetricValue(registry_.ExposeText(), name);
   }
-  std::string Content(const std::string& key) {
-    auto info = memory_->Stat(key);
-    if (!info.ok()) return "<" + info.status().ToString() + ">";
-    std::string out(info->size, '\0');
-    auto n = memory_->Read(key, "", 0, std::span<char>(out.data(), out.size()));
-    EXPECT_TRUE(n.ok());
-    return out;
-  }
+  std::string Content(const std::string& key) { return testing::ObjectContent(*memory_, key); }
 
   testing::TempDir dir_{"write-service"};
   FakeClock clock_;
