@@ -217,8 +217,9 @@ TEST_F(RulesTest, BackgroundSweeperDropsExpiredPagesWithoutBeingAsked) {
   for (int i = 0; i < 5; ++i) PutOk(*store, K("s3://ttl/x", i));
   PutOk(*store, K("s3://keep/y"));
   clock_.Advance(std::chrono::seconds(2));
-  // The sweeper polls a FakeClock once a second of real time.
-  for (int i = 0; i < 500 && store->Stats().pages != 1; ++i) {
+  // The sweeper polls a FakeClock once a second of real time. It drops a page from the index
+  // first and deletes its file after, outside the folder lock: wait for both.
+  for (int i = 0; i < 1000 && (store->Stats().pages != 1 || PageFiles() != 1); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   PageStoreStats stats = store->Stats();
