@@ -51,6 +51,9 @@ class BorrowedChannel : public protocol::PageChannel {
   void CallWrite(const protocol::WriteRequest& request, WriteCallback done) override {
     target_->CallWrite(request, std::move(done));
   }
+  void CallMetadata(const protocol::MetadataRequest& request, MetadataCallback done) override {
+    target_->CallMetadata(request, std::move(done));
+  }
   std::string Describe() const override { return target_->Describe(); }
 
  private:
@@ -177,6 +180,9 @@ std::optional<StatusOr<FileInfo>> ClientImpl::StatFromParentListing(const mount:
   std::string name = slash == std::string::npos ? key : key.substr(slash + 1);
   std::string parent_path = path.substr(0, path.rfind('/'));
   if (parent_path.empty()) parent_path = "/";
+  // A write-back mount's file may be pending at its owner, which is not the listing's (the
+  // directory's) owner: only a stat of the file itself finds it.
+  if (mount.spec.write_back) return std::nullopt;
   // At most one LIST per directory and TTL: the first page stays cached with the listings.
   std::optional<DirPage> page = metadata_.GetList(parent_path, "");
   if (!page) {
@@ -190,26 +196,43 @@ std::optional<StatusOr<FileInfo>> ClientImpl::StatFromParentListing(const mount:
   if (!page->next_token.empty()) return std::nullopt;  // Beyond the first page: ask the source.
   // A worker's listing shows only what this client's grants allow: a name missing from it may
   // be hidden rather than absent, and the worker's own answer for it says which.
-  if (MetadataViaWorkers()) return std::nullopt;
+  if (MetadataViaWorkers(mount)) return std::nullopt;
   // The whole directory is on the page and the name is not.
   StatusOr<FileInfo> missing = NotFoundError("no such file or directory: " + key);
   metadata_.PutStat(path, missing, mount.spec.metadata_ttl.count());
   return missing;
 }
 
+namespace {
+
+// No worker could answer a metadata request (none known, all down, one that does not answer
+// them): a client that may read the source itself does so.
+bool NoWorkerAnswered(const Status& s) {
+  return s.code() == StatusCode::kUnavailable || s.code() == StatusCode::kUnimplemented;
+}
+
+}  // namespace
+
 StatusOr<FileInfo> ClientImpl::StatPath(const mount::Mount& mount, const std::string& key,
                                         const std::string& path, const std::string& name) {
-  if (MetadataViaWorkers()) return StatFromWorkers(path, name);
+  if (MetadataViaWorkers(mount)) {
+    StatusOr<FileInfo> info = StatFromWorkers(path, name);
+    if (WorkersOwnMetadata() || !NoWorkerAnswered(info.status())) return info;
+  }
   return StatFromSource(mount, key, name);
 }
 
 StatusOr<DirPage> ClientImpl::ListPage(const mount::Mount& mount, const std::string& key,
                                        const std::string& path, std::string_view token,
                                        int max_entries) {
-  StatusOr<DirPage> page = MetadataViaWorkers() ? ListFromWorkers(path, token, max_entries)
-                                                : ListFromSource(mount, key, token, max_entries);
-  if (page.ok()) RememberListing(path, token, *page, mount.spec.metadata_ttl.count());
-  return page;
+  std::optional<StatusOr<DirPage>> page;
+  if (MetadataViaWorkers(mount)) {
+    page = ListFromWorkers(path, token, max_entries);
+    if (!WorkersOwnMetadata() && NoWorkerAnswered(page->status())) page.reset();
+  }
+  if (!page) page = ListFromSource(mount, key, token, max_entries);
+  if (page->ok()) RememberListing(mount, path, token, **page);
+  return std::move(*page);
 }
 
 StatusOr<FileInfo> ClientImpl::StatFromWorkers(const std::string& path, const std::string& name) {
@@ -285,11 +308,15 @@ StatusOr<DirPage> ClientImpl::ListFromSource(const mount::Mount& mount, const st
   return page;
 }
 
-void ClientImpl::RememberListing(const std::string& path, std::string_view token,
-                                 const DirPage& page, int64_t ttl_us) {
-  // Listing results answer the stats that usually follow (ls -l, readdirplus, DataLoader).
-  for (const FileInfo& info : page.entries)
-    metadata_.PutStat(JoinPath(path, info.name), info, ttl_us);
+void ClientImpl::RememberListing(const mount::Mount& mount, const std::string& path,
+                                 std::string_view token, const DirPage& page) {
+  const int64_t ttl_us = mount.spec.metadata_ttl.count();
+  // Listing results answer the stats that usually follow (ls -l, readdirplus, DataLoader);
+  // not on a write-back mount, whose files may be pending at owners the listing did not ask.
+  if (!mount.spec.write_back) {
+    for (const FileInfo& info : page.entries)
+      metadata_.PutStat(JoinPath(path, info.name), info, ttl_us);
+  }
   metadata_.PutList(path, token, page, ttl_us);
 }
 

@@ -88,11 +88,20 @@ class ClientImpl : public Client {
   StatusOr<FileInfo> StatFromWorkers(const std::string& path, const std::string& name);
   StatusOr<DirPage> ListFromWorkers(const std::string& path, std::string_view token,
                                     int max_entries);
-  // Caches a listing page and the stats of its entries for `ttl_us`.
-  void RememberListing(const std::string& path, std::string_view token, const DirPage& page,
-                       int64_t ttl_us);
-  bool MetadataViaWorkers() const {
+  // Caches a listing page (and, but on write-back mounts, the stats of its entries) for the
+  // mount's metadata TTL.
+  void RememberListing(const mount::Mount& mount, const std::string& path,
+                       std::string_view token, const DirPage& page);
+  // Clients told to take metadata from the workers (they may hold no source credentials):
+  // never from the source.
+  bool WorkersOwnMetadata() const {
     return options_.metadata_via_workers && options_.local_channel == nullptr;
+  }
+  // Where `mount`'s metadata comes from: the workers for those clients, and for every
+  // write-back mount (only the owner of a path knows a file closed there and not yet uploaded;
+  // without an answering worker such a client falls back to the source).
+  bool MetadataViaWorkers(const mount::Mount& mount) const {
+    return WorkersOwnMetadata() || mount.spec.write_back;
   }
 
   const ClientOptions options_;

@@ -205,6 +205,9 @@ Status PageFetcher::ReadRange(const ObjectRef& object, uint64_t page_index, uint
     dest = scratch;
   }
 
+  if (protocol::IsPendingVersion(object.info.version)) {
+    return ReadPending(object, request, range, dest, direct ? std::span<char>() : out);
+  }
   std::shared_ptr<const Placement> placement = Current();
   Plan plan = PlanFor(*placement, object, page_index);
   for (size_t i = 0; i < plan.channels.size(); ++i) {
@@ -244,6 +247,33 @@ Status PageFetcher::ReadRange(const ObjectRef& object, uint64_t page_index, uint
                   object.object_id, s.ToString());
   }
   return ReadFromSource(object, page_index, offset, out);
+}
+
+Status PageFetcher::ReadPending(const ObjectRef& object, const ReadPageRequest& request,
+                                ByteRange range, std::span<char> dest, std::span<char> out) {
+  const std::string path =
+      (object.mount->spec.path == "/" ? "" : object.mount->spec.path) + "/" + object.key;
+  Status last = UnavailableError("no worker to read " + path + " from (it is not uploaded yet)");
+  for (const std::shared_ptr<protocol::PageChannel>& channel : OwnersOf(path)) {
+    counters_.page_reads.fetch_add(1, std::memory_order_relaxed);
+    StatusOr<protocol::PageSource> source = TryChannel(channel.get(), request, range, dest);
+    if (source.ok()) {
+      if (!out.empty()) {
+        std::memcpy(out.data(), dest.data() + (request.offset - range.begin), out.size());
+      }
+      return Status::Ok();
+    }
+    last = source.status();
+    // The owner's answer about the file (changed, gone, refused) is final; a worker that could
+    // not answer (down, stalled) may have handed the path to the next one.
+    const StatusCode code = last.code();
+    if (code != StatusCode::kUnavailable && code != StatusCode::kDeadlineExceeded &&
+        code != StatusCode::kCorruption) {
+      return last;
+    }
+    counters_.page_read_failures.fetch_add(1, std::memory_order_relaxed);
+  }
+  return last;
 }
 
 void PageFetcher::Control(const ObjectRef& object, uint64_t page_index, ControlOp op, int copies,

@@ -93,7 +93,9 @@ class PageFetcher {
 
   // Reads out.size() bytes at `offset` within page `page_index` of the object (the range must
   // lie inside the page). FailedPrecondition if the object changed, NotFound if it is gone,
-  // Unavailable if neither the workers nor the under-storage could serve it.
+  // Unavailable if neither the workers nor the under-storage could serve it. A file of a
+  // write-back mount not yet uploaded (its version is a protocol::PendingVersion) is read from
+  // the owner of its path, the only worker that has it.
   Status ReadRange(const ObjectRef& object, uint64_t page_index, uint32_t offset,
                    std::span<char> out);
 
@@ -141,6 +143,12 @@ class PageFetcher {
                        uint64_t page_index, protocol::ByteRange range, std::span<char> dest);
   Status ReadFromSource(const ObjectRef& object, uint64_t page_index, uint32_t offset,
                         std::span<char> out);
+  // A page of a file not yet uploaded (a pending version: write-back): only the path's owner
+  // has it (the next worker after a failover, which answers FailedPrecondition: the file
+  // changed), never the source. `dest` holds the aligned range; `out`, when not empty, gets
+  // the asked bytes copied from it.
+  Status ReadPending(const ObjectRef& object, const protocol::ReadPageRequest& request,
+                     protocol::ByteRange range, std::span<char> dest, std::span<char> out);
 
   const uint32_t page_size_;
   const ChannelFactory factory_;

@@ -1,6 +1,9 @@
 #include "protocol/wire.h"
 
 #include <algorithm>
+#include <charconv>
+#include <cinttypes>
+#include <cstdio>
 #include <cstring>
 #include <iterator>
 
@@ -8,6 +11,37 @@
 #include "protocol/codec.h"
 
 namespace cairn::protocol {
+
+std::string PendingVersion(uint64_t epoch, uint64_t id) {
+  char buf[64];
+  int n = std::snprintf(buf, sizeof(buf), "%.*s%" PRIx64 "-%" PRIx64,
+                        static_cast<int>(kPendingVersionPrefix.size()),
+                        kPendingVersionPrefix.data(), epoch, id);
+  return std::string(buf, static_cast<size_t>(n));
+}
+
+bool IsPendingVersion(std::string_view version) {
+  return version.starts_with(kPendingVersionPrefix);
+}
+
+StatusOr<PendingVersionParts> ParsePendingVersion(std::string_view version) {
+  auto bad = [&] { return InvalidArgumentError("not a pending version: " + std::string(version)); };
+  if (!IsPendingVersion(version)) return bad();
+  std::string_view rest = version.substr(kPendingVersionPrefix.size());
+  auto hex = [](std::string_view text, uint64_t* out) {
+    if (text.empty() || text.size() > 16) return false;
+    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), *out, 16);
+    return ec == std::errc() && end == text.data() + text.size() &&
+           std::all_of(text.begin(), text.end(), [](char c) { return c < 'A' || c > 'F'; });
+  };
+  const size_t dash = rest.find('-');
+  PendingVersionParts parts;
+  if (dash == std::string_view::npos || !hex(rest.substr(0, dash), &parts.epoch) ||
+      !hex(rest.substr(dash + 1), &parts.id)) {
+    return bad();
+  }
+  return parts;
+}
 namespace {
 
 constexpr size_t kMaxChecksums = kMaxPageSize / kChecksumChunkSize + 1;

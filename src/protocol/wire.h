@@ -118,6 +118,21 @@ struct PageRef {
   uint32_t page_size = 0;  // The client's page size; must equal the worker's.
 };
 
+// The version a worker gives a file of a write-back mount that is closed but not yet in its
+// source (docs/write-path.md, decision 7): "cairn-pending-<epoch>-<id>", both lowercase hex.
+// Only the worker holding the file (the path's owner) serves pages of such a version (from its
+// spool); <epoch> is random per start of that worker's write-back queue, so a reader holding a
+// version from before a restart is told the file changed rather than served another file.
+inline constexpr std::string_view kPendingVersionPrefix = "cairn-pending-";
+std::string PendingVersion(uint64_t epoch, uint64_t id);
+bool IsPendingVersion(std::string_view version);
+struct PendingVersionParts {
+  uint64_t epoch = 0;
+  uint64_t id = 0;
+};
+// InvalidArgument unless `version` is exactly a PendingVersion.
+StatusOr<PendingVersionParts> ParsePendingVersion(std::string_view version);
+
 // Fields every request has.
 struct RequestBase {
   uint32_t deadline_ms = 0;  // Relative deadline; 0 = none. The worker drops late work.

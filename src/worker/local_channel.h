@@ -6,6 +6,7 @@
 #define CAIRN_WORKER_LOCAL_CHANNEL_H_
 
 #include "protocol/page_channel.h"
+#include "worker/metadata_service.h"
 #include "worker/page_service.h"
 #include "worker/write_service.h"
 
@@ -20,11 +21,15 @@ class LocalChannel : public protocol::PageChannel {
   // Write requests go straight to the write service as the local (anonymous) principal: the
   // embedded worker of `cairn up` serves only its own process.
   void CallWrite(const protocol::WriteRequest& request, WriteCallback done) override;
+  // Stat and list through the worker (write-back mounts: files not yet uploaded show), with
+  // everything visible: the embedded worker serves only its own process.
+  void CallMetadata(const protocol::MetadataRequest& request, MetadataCallback done) override;
   std::string Describe() const override { return "in-process worker"; }
 
  private:
   PageService* service_;
   WriteService* writes_;
+  MetadataService metadata_{service_};
 };
 
 }  // namespace cairn::worker

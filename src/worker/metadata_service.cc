@@ -1,5 +1,9 @@
 #include "worker/metadata_service.h"
 
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <optional>
 #include <variant>
 
 #include "mount/namespace_ops.h"
@@ -20,6 +24,63 @@ protocol::DirEntry DirectoryNamed(std::string name) {
   d.name = std::move(name);
   d.is_dir = true;
   return d;
+}
+
+// The pending files of a write-back mount at or under `path` (none elsewhere: read-only and
+// write-through mounts never have any, and skip the lookup).
+PendingFiles* PendingOn(const PageService& pages, const mount::Mount& mount) {
+  return mount.spec.write_back ? pages.pending_files() : nullptr;
+}
+
+// Shows the pending files under directory `dir` on one page of its source listing
+// (`entries`, sorted by name), each name on exactly one page: a pending file replaces the
+// source's entry of its name (its newer size and version) on the page that lists it; a name
+// the source does not have goes on the last page (so a listing of several pages is sorted
+// within each page, not across them; `in_source` asks the source about a name only when the
+// listing has several pages and the name sorts before the last page's end). Deeper pending
+// files show their first folder the same way.
+void OverlayPending(PendingFiles& pending, const std::string& dir, bool first_page, bool last_page,
+                    const std::function<bool(const std::string&)>& in_source,
+                    std::vector<mount::Entry>* entries) {
+  const std::string prefix = dir == "/" ? "/" : dir + "/";
+  std::map<std::string, mount::Entry> children;
+  for (PendingFiles::Entry& file : pending.PendingUnder(dir)) {
+    std::string rest = file.path.substr(prefix.size());
+    const size_t slash = rest.find('/');
+    mount::Entry child;
+    child.name = rest.substr(0, slash);
+    if (slash != std::string::npos) {
+      child.is_dir = true;
+    } else {
+      child.size = file.size;
+      child.version = std::move(file.version);
+      child.mtime_ns = file.mtime_ns;
+    }
+    auto [it, fresh] = children.try_emplace(child.name, std::move(child));
+    if (!fresh && it->second.is_dir) it->second = std::move(child);  // A file over a folder.
+  }
+  if (children.empty()) return;
+  const std::string last = entries->empty() ? "" : entries->back().name;
+  std::vector<mount::Entry> added;  // Appended after the loop: `entries` stays sorted in it.
+  for (auto& [name, child] : children) {
+    auto it = std::lower_bound(entries->begin(), entries->end(), name,
+                               [](const mount::Entry& e, const std::string& n) { return e.name < n; });
+    if (it != entries->end() && it->name == name) {
+      if (!it->is_dir && !child.is_dir) *it = std::move(child);
+      continue;
+    }
+    if (!last_page) continue;
+    // Certainly not in the source: the whole listing is this page, or the name sorts after it.
+    const bool absent = first_page || (!entries->empty() && name > last);
+    if (absent || !in_source(name)) added.push_back(std::move(child));
+  }
+  if (added.empty()) return;
+  for (mount::Entry& e : added) entries->push_back(std::move(e));
+  mount::SortUniqueByName(*entries);
+}
+
+protocol::DirEntry PendingDirEntry(std::string name, const PendingFiles::Entry& file) {
+  return protocol::DirEntry{std::move(name), false, file.size, file.version, file.mtime_ns};
 }
 
 }  // namespace
@@ -43,10 +104,24 @@ StatusOr<protocol::MetadataReply> MetadataService::Stat(const protocol::StatPath
     reply.entries.push_back(DirectoryNamed(name));  // Above the mounts, or a mount's root.
     return reply;
   }
-  CAIRN_ASSIGN_OR_RETURN(mount::Entry entry,
-                         mount::StatKey(*at.resolved.mount, at.resolved.key, name));
+  PendingFiles* pending = PendingOn(*pages_, *at.resolved.mount);
+  if (pending != nullptr) {
+    if (std::optional<PendingFiles::Entry> file = pending->PendingStat(request.path)) {
+      reply.entries.push_back(visible.everything ? PendingDirEntry(name, *file)
+                                                 : DirectoryNamed(name));
+      return reply;
+    }
+  }
+  StatusOr<mount::Entry> entry = mount::StatKey(*at.resolved.mount, at.resolved.key, name);
+  if (!entry.ok() && entry.status().code() == StatusCode::kNotFound && pending != nullptr &&
+      !pending->PendingUnder(request.path).empty()) {
+    reply.entries.push_back(DirectoryNamed(name));  // Holds files not uploaded yet.
+    return reply;
+  }
+  if (!entry.ok()) return entry.status();
   // On the way down to a grant only: that something is there, not what.
-  reply.entries.push_back(visible.everything ? ToDirEntry(std::move(entry)) : DirectoryNamed(name));
+  reply.entries.push_back(visible.everything ? ToDirEntry(std::move(entry).value())
+                                             : DirectoryNamed(name));
   return reply;
 }
 
@@ -62,18 +137,36 @@ StatusOr<protocol::MetadataReply> MetadataService::List(const protocol::ListDirR
     return reply;
   }
   const mount::Mount& mount = *at.resolved.mount;
+  PendingFiles* pending = PendingOn(*pages_, mount);
   if (!at.resolved.key.empty() && request.token.empty()) {
     // A file is not a directory (an empty listing of it would say it is an empty one). Once
     // per listing, on its first page.
+    if (pending != nullptr && pending->PendingStat(request.path)) {
+      return InvalidArgumentError(request.path + " is not a directory");
+    }
     auto self = mount::StatKey(mount, at.resolved.key, "");
     if (self.ok() && !self->is_dir) {
       return InvalidArgumentError(request.path + " is not a directory");
     }
-    if (!self.ok()) return self.status();
+    const bool holds_pending = pending != nullptr && !pending->PendingUnder(request.path).empty();
+    if (!self.ok() && !(self.status().code() == StatusCode::kNotFound && holds_pending)) {
+      return self.status();
+    }
   }
   CAIRN_ASSIGN_OR_RETURN(mount::Listing listed,
                          mount::ListDirectory(mount, at.resolved.key, request.token,
                                               static_cast<int>(request.max_entries)));
+  if (pending != nullptr) {
+    // A name between two pages: whether the source has it (an error counts as yes: the page
+    // that lists it, if any, shows it; a listing never shows a name twice).
+    auto in_source = [&](const std::string& name) {
+      const std::string key = at.resolved.key.empty() ? name : at.resolved.key + "/" + name;
+      auto found = mount::StatKey(mount, key, name);
+      return found.ok() || found.status().code() != StatusCode::kNotFound;
+    };
+    OverlayPending(*pending, request.path, request.token.empty(), listed.next_token.empty(),
+                   in_source, &listed.entries);
+  }
   reply.next_token = std::move(listed.next_token);
   if (reply.next_token.size() > protocol::kMaxListToken) {
     return InternalError("the source's continuation token is longer than the protocol carries");

@@ -8,6 +8,11 @@
 //     down to the caller's grants): a directory, if the source has anything there; never the
 //     attributes of an object the caller may not read.
 //   * Paths above the mounts are virtual directories (their children: the mounts, filtered).
+//   * Write-back mounts: the files closed through this worker and not yet uploaded
+//     (PendingFiles) show over the source's answers, with their pending version: a stat of one
+//     is its newest pending content, a listing shows it on the page where its name falls, and
+//     a folder that holds only pending files is a folder. Files pending on other workers show
+//     once uploaded (a listing is answered by the folder's owner, not the files').
 //
 // Errors: InvalidArgument (not a directory; a path that is not normalised), Unavailable (no
 // mount of this worker holds the path: the client asks another), NotFound, and the source's.

@@ -451,6 +451,10 @@ StatusOr<PageSource> PageService::CopyFromPeer(const protocol::CopyFromPeerReque
 }
 
 StatusOr<PageSource> PageService::Load(const PageRef& page, const std::string& peer) {
+  if (protocol::IsPendingVersion(page.version)) {
+    return FailedPreconditionError(page.key + " is not in its source yet (write-back): " +
+                                   "`cairn sync` it before loading it");
+  }
   CAIRN_ASSIGN_OR_RETURN(Resolved r, Resolve(page));
   metrics_->load_requests->Increment();
   if (store_->Contains(r.key)) {
@@ -484,8 +488,45 @@ StatusOr<PageSource> PageService::Load(const PageRef& page, const std::string& p
 }
 
 StatusOr<PageResult> PageService::ReadPage(const protocol::ReadPageRequest& request) {
+  if (protocol::IsPendingVersion(request.page.version)) return ReadPending(request);
   return Read(request.page, request.offset, request.length, Reader::kClient, request.refetch,
               request.no_cache, request.deadline_ms);
+}
+
+StatusOr<PageResult> PageService::ReadPending(const protocol::ReadPageRequest& request) {
+  metrics_->requests->Increment();
+  const uint32_t page_length = protocol::PageLengthOf(request.page);
+  if (page_length == 0 || request.length == 0 || request.offset >= page_length) {
+    metrics_->errors->Increment();
+    return InvalidArgumentError("page range past end of object");
+  }
+  PendingFiles* pending = pending_files_.load();
+  if (pending == nullptr) {
+    metrics_->errors->Increment();
+    return FailedPreconditionError("worker " + options_.worker_id +
+                                   " holds no files waiting for upload (" + request.page.version +
+                                   " was written through another worker, or before a restart)");
+  }
+  StatusOr<PendingFiles::Page> page = pending->ReadPendingPage(request.page, page_length);
+  if (!page.ok()) {
+    metrics_->errors->Increment();
+    return page.status();
+  }
+  if (page->bytes == nullptr) {
+    if (protocol::IsPendingVersion(page->committed_version)) {
+      return InternalError("a pending file was committed under a pending version");
+    }
+    protocol::ReadPageRequest committed = request;  // Same bytes, now in the source.
+    committed.page.version = std::move(page->committed_version);
+    return ReadPage(committed);
+  }
+  PageResult result;
+  result.source = PageSource::kCache;
+  result.range = protocol::AlignedRange(request.offset, request.length, page_length);
+  result.checksums = ChunkChecksums(page->bytes->span().subspan(result.range.begin,
+                                                                result.range.size()));
+  result.page = std::move(page->bytes);
+  return result;
 }
 
 StatusOr<PageResult> PageService::LookupPage(const protocol::LookupPageRequest& request) {

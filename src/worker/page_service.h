@@ -111,6 +111,37 @@ struct PageResult {
   Status Copy(std::span<char> dest, bool direct) const;
 };
 
+// The files this worker holds that are closed on write-back mounts and not yet in their
+// sources (docs/write-path.md, decision 7). The write service implements it; the page service
+// serves pages of their pending versions from it (only this worker can), and the metadata
+// service shows them over the sources' stats and listings.
+// Thread-safety: implementations are thread-safe.
+class PendingFiles {
+ public:
+  virtual ~PendingFiles() = default;
+  struct Entry {
+    std::string path;  // Namespace path.
+    uint64_t size = 0;
+    std::string version;  // A protocol::PendingVersion.
+    int64_t mtime_ns = 0;  // When it was closed (wall clock).
+  };
+  // The newest pending file of `path` (a namespace path); nullopt if none.
+  virtual std::optional<Entry> PendingStat(const std::string& path) = 0;
+  // The newest pending file of each path under `dir` (at any depth), by path.
+  virtual std::vector<Entry> PendingUnder(const std::string& dir) = 0;
+  // The `page_length` bytes of the page `page` names (mount, key, pending version). If the
+  // file is no longer pending because its upload committed it lately: `committed_version`
+  // instead (the caller serves that version: same bytes). FailedPrecondition when the version
+  // is not one of this worker's pending files (removed, set aside, from before a restart, or
+  // written through another worker), or its size is not the request's: the reader's version is
+  // gone, as when an object changes.
+  struct Page {
+    std::shared_ptr<PageBytes> bytes;
+    std::string committed_version;
+  };
+  virtual StatusOr<Page> ReadPendingPage(const protocol::PageRef& page, uint32_t page_length) = 0;
+};
+
 struct ServiceStats {
   uint64_t requests = 0;
   uint64_t hits = 0;
@@ -208,6 +239,11 @@ class PageService {
   std::vector<std::string> ReplicasOf(const mount::Mount& mount,
                                       const pagestore::PageKey& key) const;
 
+  // Where pages of pending versions come from (null: none here; such reads are answered
+  // FailedPrecondition). Not owned: the setter clears it before it goes.
+  void SetPendingFiles(PendingFiles* files) { pending_files_.store(files); }
+  PendingFiles* pending_files() const { return pending_files_.load(); }
+
   uint32_t page_size() const { return options_.page_size; }
   const std::string& worker_id() const { return options_.worker_id; }
   const PageServiceOptions& options() const { return options_; }
@@ -224,6 +260,10 @@ class PageService {
   struct FetchKeyHasher {
     size_t operator()(const FetchKey& k) const { return Hash128Hasher()(k.id) ^ k.length; }
   };
+
+  // ReadPage of a pending version: from pending_files_ (this worker holds the file), or the
+  // version its upload committed.
+  StatusOr<PageResult> ReadPending(const protocol::ReadPageRequest& request);
 
   enum class Reader { kClient, kLookup, kPeer };
   struct FetchOptions {
@@ -362,6 +402,7 @@ class PageService {
   // own fetch, which the source confirms or refutes.
   std::unordered_map<FetchKey, std::shared_ptr<Fetch>, FetchKeyHasher> in_flight_ GUARDED_BY(mu_);
   std::atomic<size_t> pending_stores_{0};
+  std::atomic<PendingFiles*> pending_files_{nullptr};
   // Replica copies in flight; shared with their callbacks, which may outlive the service.
   std::shared_ptr<std::atomic<size_t>> replica_copies_ = std::make_shared<std::atomic<size_t>>(0);
   std::unique_ptr<ThreadPool> store_pool_;

@@ -5,6 +5,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <random>
 #include <unordered_set>
 
 #include "common/crash_point.h"
@@ -48,6 +51,15 @@ struct WriteBack::Metrics {
   metrics::Counter* full_refusals;
 };
 
+namespace {
+
+uint64_t RandomEpoch() {
+  std::random_device rd;
+  return (uint64_t{rd()} << 32) ^ rd();
+}
+
+}  // namespace
+
 bool PathUnder(const std::string& path, const std::string& prefix) {
   if (prefix.empty() || prefix == "/") return true;
   if (path.size() < prefix.size() || path.compare(0, prefix.size(), prefix) != 0) return false;
@@ -73,7 +85,7 @@ StatusOr<std::unique_ptr<WriteBack>> WriteBack::Open(WriteBackOptions options) {
 
 WriteBack::WriteBack(WriteBackOptions options, std::unique_ptr<write::WriteJournal> journal,
                      std::vector<JournalRecord> replayed)
-    : options_(std::move(options)), journal_(std::move(journal)) {
+    : options_(std::move(options)), journal_(std::move(journal)), epoch_(RandomEpoch()) {
   metrics::Registry* registry = options_.registry;
   std::unique_ptr<metrics::Registry> owned;
   if (registry == nullptr) {
@@ -238,6 +250,48 @@ std::optional<WriteBack::Latest> WriteBack::LatestFor(const std::string& path) c
   return std::nullopt;
 }
 
+std::optional<WriteBack::PendingFile> WriteBack::PendingOf(const std::string& path) const {
+  MutexLock l(&mu_);
+  for (auto it = items_.rbegin(); it != items_.rend(); ++it) {
+    const JournalRecord& record = it->second.write.record;
+    if (record.path != path || it->second.cancelled) continue;
+    return PendingFile{record.path, record.id, record.size, record.closed_at_ms};
+  }
+  return std::nullopt;
+}
+
+std::vector<WriteBack::PendingFile> WriteBack::PendingUnder(const std::string& dir) const {
+  MutexLock l(&mu_);
+  std::map<std::string_view, PendingFile> newest;
+  for (const auto& [id, item] : items_) {  // Oldest first: a later file of a path replaces.
+    const JournalRecord& record = item.write.record;
+    if (item.cancelled || record.path == dir || !PathUnder(record.path, dir)) continue;
+    newest[record.path] = PendingFile{record.path, record.id, record.size, record.closed_at_ms};
+  }
+  std::vector<PendingFile> files;
+  files.reserve(newest.size());
+  for (auto& [path, file] : newest) files.push_back(std::move(file));
+  return files;
+}
+
+StatusOr<WriteBack::Opened> WriteBack::OpenPending(const std::string& path, uint64_t id) const {
+  MutexLock l(&mu_);
+  if (auto it = items_.find(id); it != items_.end()) {
+    const JournalRecord& record = it->second.write.record;
+    if (record.path != path || it->second.cancelled) {
+      return NotFoundError(path + " has no such pending file");
+    }
+    // Under mu_: the item (and so its spool file) cannot go while the file is opened.
+    const int fd = ::open(record.spool_path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return IoError("cannot open the spool file of " + path + ": " + std::strerror(errno));
+    return Opened{fd, record.size, ""};
+  }
+  if (auto it = recent_commits_.find(id); it != recent_commits_.end() && it->second.first == path) {
+    return Opened{-1, 0, it->second.second};
+  }
+  return NotFoundError(path + " has no such pending file (uploaded, removed or set aside)");
+}
+
 WriteBackStats WriteBack::stats() const {
   MutexLock l(&mu_);
   WriteBackStats s;
@@ -295,6 +349,14 @@ std::unique_ptr<write::WriteSession> WriteBack::Finish(uint64_t id, JournalRecor
     // commit, which recognises an object with the same bytes (nothing is uploaded twice).
     spdlog::error("write-back: cannot journal the end of {}: {}", it->second.write.record.path,
                   journaled.ToString());
+  }
+  if (outcome == JournalRecord::Outcome::kCommitted) {
+    recent_commits_[id] = {it->second.write.record.path, detail};
+    recent_order_.push_back(id);
+    if (recent_order_.size() > kRecentCommits) {
+      recent_commits_.erase(recent_order_.front());
+      recent_order_.pop_front();
+    }
   }
   bytes_ -= std::min(bytes_, it->second.write.record.size);
   if (!it->second.last_error.empty()) --failing_;

@@ -21,6 +21,7 @@
 #define CAIRN_WORKER_WRITE_BACK_H_
 
 #include <chrono>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -114,6 +115,34 @@ class WriteBack {
   std::optional<Latest> LatestFor(const std::string& path) const EXCLUDES(mu_);
   WriteBackStats stats() const EXCLUDES(mu_);
 
+  // ---- Readers of pending files (docs/write-path.md, decision 7) ----
+  // A closed file as readers see it before its upload: its pending version names `epoch()` and
+  // `id` (protocol::PendingVersion).
+  struct PendingFile {
+    std::string path;
+    uint64_t id = 0;
+    uint64_t size = 0;
+    int64_t closed_at_ms = 0;
+  };
+  // Random per instance: a version from before a restart names another epoch.
+  uint64_t epoch() const { return epoch_; }
+  // The newest pending file of `path` (not removed since); nullopt if none.
+  std::optional<PendingFile> PendingOf(const std::string& path) const EXCLUDES(mu_);
+  // The newest pending file of each path under `dir` (a namespace path), by path.
+  std::vector<PendingFile> PendingUnder(const std::string& dir) const EXCLUDES(mu_);
+  // Pending file `id` of `path`, opened for reading: `fd` (the caller closes it; the bytes stay
+  // readable after the upload removes the spool file) and its size. Once it is no longer
+  // pending: `fd` -1 and, if its upload committed it lately (the last kRecentCommits commits),
+  // the version it got in the source (a reader moves on to that); else NotFound (removed, set
+  // aside as a conflict, or committed long ago).
+  struct Opened {
+    int fd = -1;
+    uint64_t size = 0;
+    std::string committed_version;
+  };
+  static constexpr size_t kRecentCommits = 4096;
+  StatusOr<Opened> OpenPending(const std::string& path, uint64_t id) const EXCLUDES(mu_);
+
  private:
   struct Item {
     PendingWrite write;
@@ -149,6 +178,10 @@ class WriteBack {
   size_t failing_ GUARDED_BY(mu_) = 0;       // Items whose last_error is set.
   uint64_t generation_ GUARDED_BY(mu_) = 0;  // Bumped by every change (wakes idle threads).
   bool stopping_ GUARDED_BY(mu_) = false;
+  const uint64_t epoch_;
+  // The last kRecentCommits commits: id -> (path, version), and their order (oldest first).
+  std::map<uint64_t, std::pair<std::string, std::string>> recent_commits_ GUARDED_BY(mu_);
+  std::deque<uint64_t> recent_order_ GUARDED_BY(mu_);
   CommitFn commit_;  // Set once by Start, before the threads.
   std::vector<std::thread> threads_;
 };

@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <optional>
 #include <random>
@@ -154,6 +156,7 @@ StatusOr<std::unique_ptr<WriteService>> WriteService::Create(PageService* pages,
   if (service->write_back_ != nullptr) {
     WriteService* self = service.get();
     service->write_back_->Start([self](PendingWrite& write) { return self->CommitPending(write); });
+    pages->SetPendingFiles(self);  // Readers see the closed files before their upload.
   }
   return service;
 }
@@ -174,6 +177,7 @@ WriteService::WriteService(PageService* pages, WriteServiceOptions options,
 }
 
 WriteService::~WriteService() {
+  if (pages_->pending_files() == this) pages_->SetPendingFiles(nullptr);
   // First: the write-back threads commit through this service (its members, write_back_
   // itself) and must be gone before any of it is.
   if (write_back_ != nullptr) write_back_->Stop();
@@ -189,6 +193,73 @@ WriteService::~WriteService() {
   left.clear();         // Each session's destructor aborts its upload and removes its spool file.
   write_back_.reset();  // Keeps the journal's pending files for the next start.
   uploads_.reset();
+}
+
+// ---- Readers of pending files ---------------------------------------------------------------
+
+PendingFiles::Entry WriteService::EntryOf(const WriteBack::PendingFile& file) const {
+  return Entry{file.path, file.size, protocol::PendingVersion(write_back_->epoch(), file.id),
+               file.closed_at_ms * 1'000'000};
+}
+
+std::optional<PendingFiles::Entry> WriteService::PendingStat(const std::string& path) {
+  if (write_back_ == nullptr) return std::nullopt;
+  std::optional<WriteBack::PendingFile> file = write_back_->PendingOf(path);
+  if (!file) return std::nullopt;
+  return EntryOf(*file);
+}
+
+std::vector<PendingFiles::Entry> WriteService::PendingUnder(const std::string& dir) {
+  std::vector<Entry> entries;
+  if (write_back_ == nullptr) return entries;
+  for (const WriteBack::PendingFile& file : write_back_->PendingUnder(dir)) {
+    entries.push_back(EntryOf(file));
+  }
+  return entries;
+}
+
+StatusOr<PendingFiles::Page> WriteService::ReadPendingPage(const protocol::PageRef& page,
+                                                          uint32_t page_length) {
+  if (write_back_ == nullptr) {
+    return FailedPreconditionError("this worker has no write-back files: " + page.version);
+  }
+  CAIRN_ASSIGN_OR_RETURN(protocol::PendingVersionParts parts,
+                         protocol::ParsePendingVersion(page.version));
+  const std::string path = (page.mount == "/" ? "" : page.mount) + "/" + page.key;
+  if (parts.epoch != write_back_->epoch()) {
+    return FailedPreconditionError(path + " changed: " + page.version +
+                                   " is from before this worker restarted");
+  }
+  StatusOr<WriteBack::Opened> opened = write_back_->OpenPending(path, parts.id);
+  if (!opened.ok()) {
+    if (opened.status().code() != StatusCode::kNotFound) return opened.status();
+    return FailedPreconditionError(path + " changed: " + opened.status().message());
+  }
+  if (opened->fd < 0) return Page{nullptr, std::move(opened->committed_version)};
+  const int fd = opened->fd;
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  if (opened->size != page.object_size) {
+    return FailedPreconditionError(path + " changed: " + std::to_string(opened->size) +
+                                   " bytes pending, the reader expects " +
+                                   std::to_string(page.object_size));
+  }
+  auto bytes = std::make_shared<PageBytes>(page_length);
+  const uint64_t base = page.page_index * uint64_t{page.page_size};  // Inside the file (decoded).
+  size_t done = 0;
+  while (done < page_length) {
+    const ssize_t n = ::pread(fd, bytes->data.get() + done, page_length - done,
+                              static_cast<off_t>(base + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      return IoError("cannot read the spool file of " + path +
+                     (n < 0 ? std::string(": ") + std::strerror(errno) : ": it is short"));
+    }
+    done += static_cast<size_t>(n);
+  }
+  return Page{std::move(bytes), ""};
 }
 
 Status WriteService::SyncPath(const std::string& prefix, std::chrono::milliseconds timeout) {

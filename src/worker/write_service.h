@@ -81,14 +81,14 @@ struct WriteServiceOptions {
   std::chrono::milliseconds rename_wait{10 * 60 * 1000};
 };
 
-class WriteService {
+class WriteService final : public PendingFiles {
  public:
   // `pages` (not owned, must outlive the service) resolves paths to mounts. Starts the thread
   // that aborts idle files. InvalidArgument without a spool folder, IoError if one cannot be
   // made.
   static StatusOr<std::unique_ptr<WriteService>> Create(PageService* pages,
                                                         WriteServiceOptions options);
-  ~WriteService();  // Aborts every open file.
+  ~WriteService() override;  // Aborts every open file.
 
   // Re-checks the caller's write grant on a path at commit (the policy may have changed since
   // the open); OK when there is no policy.
@@ -115,12 +115,19 @@ class WriteService {
   // Null without write-back.
   WriteBack* write_back() { return write_back_.get(); }
 
+  // PendingFiles (registered with the page service while write-back is on): the write-back
+  // files closed here and not yet uploaded, for readers.
+  std::optional<Entry> PendingStat(const std::string& path) override;
+  std::vector<Entry> PendingUnder(const std::string& dir) override;
+  StatusOr<Page> ReadPendingPage(const protocol::PageRef& page, uint32_t page_length) override;
+
  private:
   struct OpenFile;
   struct Metrics;
   WriteService(PageService* pages, WriteServiceOptions options,
                std::unique_ptr<WriteBack> write_back);
   Clock& clock() const { return options_.clock != nullptr ? *options_.clock : *Clock::Real(); }
+  Entry EntryOf(const WriteBack::PendingFile& file) const;
 
   StatusOr<protocol::WriteReply> Open(const std::string& principal,
                                       const protocol::OpenWriteRequest& request);
