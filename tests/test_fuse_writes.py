@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from conftest import MiB, S3_BUCKET, read_file, read_whole
+from conftest import MiB, S3_BUCKET, read_file, read_whole, start_s3server, wait_until
 
 
 _RW_PROCESS = {}  # The `cairn up` of the rw fixture, for its metrics.
@@ -306,3 +306,35 @@ def test_write_back_torch_save_then_rename_lands_the_checkpoint(wb):
         assert torch.load(str(src / "latest.pt"))["step"].item() == step
         assert not (src / "latest.pt.tmp").exists()
     assert torch.load(final)["step"].item() == 2
+
+
+def test_write_back_files_read_back_through_the_mount_while_the_lake_is_down(
+        module_harness, tmp_path):
+    """Closed, not uploaded (the lake went down while it was written): the mount still shows
+    and reads the file (stat and pages come from the worker that holds it, past the kernel's
+    1 s attribute cache), and the file lands when the lake comes back."""
+    torch = pytest.importorskip("torch")
+    s3 = start_s3server(tmp_path)
+    up = module_harness.up(f"s3://{S3_BUCKET}/fuse-outage", name="up-wb-outage", s3=s3,
+                           extra=["--write-mode", "back"])
+    try:
+        state = {"step": torch.tensor(7), "w": torch.randn(512, 512)}
+        path = os.path.join(up.mountpoint, "ckpt.pt")
+        # Opened while the lake is up: a lookup of a name needs the source (an unreachable one
+        # cannot say the name is free), a write-back close does not.
+        with open(path, "wb") as f:
+            s3.proc.stop()  # The lake goes down.
+            torch.save(state, f)
+        time.sleep(1.5)  # Past the kernel's attribute and entry caches.
+        data = read_file(path)
+        assert os.stat(path).st_size == len(data) > 512 * 512 * 4
+        assert torch.equal(torch.load(path)["w"], state["w"])
+        assert up.metric("cairn_worker_write_back_pending_files") == 1
+        s3 = start_s3server(tmp_path, port=s3.port)  # Back, with the same bucket.
+        wait_until(lambda: s3.object("fuse-outage/ckpt.pt") == data, 90,
+                   "the checkpoint to reach the lake once it is back")
+        wait_until(lambda: up.metric("cairn_worker_write_back_pending_files") == 0, 30,
+                   "the upload to be journaled as done")
+    finally:
+        s3.proc.stop()
+        assert up.stop() == 0

@@ -115,12 +115,22 @@ def test_an_outage_of_the_source_delays_uploads_and_loses_nothing(harness, tmp_p
     assert m["cairn_worker_write_back_pending_files"] == 3
     assert m["cairn_worker_write_back_pending_bytes"] == sum(len(d) for d in files.values())
     assert m["cairn_worker_write_back_failing_files"] >= 1
-    # Past the budget a close waits, then fails (ENOSPC through FUSE), and keeps nothing.
+    # Every client reads the files meanwhile, through the worker that holds them (another
+    # process than the writer: nothing is cached on its side).
+    for path, data in files.items():
+        stat = json.loads(_ok(w.run("stat", path, timeout=60)))
+        assert stat["size"] == len(data) and stat["version"].startswith("cairn-pending-"), stat
+        assert _ok(w.run("cat", path, timeout=60)) == data
+    pending_version = json.loads(_ok(w.run("stat", "/wb/step-2.pt")))["version"]
     s3 = start_s3server(tmp_path, port=port)
     try:
         _ok(w.sync("/wb", timeout="120s"))
         for path, data in files.items():
             assert s3.object("outage/" + path[len("/wb/"):]) == data
+        # Uploaded: the source's version, the same bytes.
+        stat = json.loads(_ok(w.run("stat", "/wb/step-2.pt")))
+        assert stat["version"] != pending_version and not stat["version"].startswith("cairn-")
+        assert _ok(w.run("cat", "/wb/step-2.pt", timeout=60)) == files["/wb/step-2.pt"]
     finally:
         s3.proc.stop()
         w.proc.stop()

@@ -90,8 +90,8 @@ class ClientImpl : public Client {
                                     int max_entries);
   // Caches a listing page (and, but on write-back mounts, the stats of its entries) for the
   // mount's metadata TTL.
-  void RememberListing(const mount::Mount& mount, const std::string& path,
-                       std::string_view token, const DirPage& page);
+  void RememberListing(const mount::Mount& mount, const std::string& path, std::string_view token,
+                       const DirPage& page);
   // Clients told to take metadata from the workers (they may hold no source credentials):
   // never from the source.
   bool WorkersOwnMetadata() const {

@@ -47,8 +47,7 @@ void LocalChannel::CallWrite(const protocol::WriteRequest& request, WriteCallbac
   done(writes_->Serve("", request));
 }
 
-void LocalChannel::CallMetadata(const protocol::MetadataRequest& request,
-                                MetadataCallback done) {
+void LocalChannel::CallMetadata(const protocol::MetadataRequest& request, MetadataCallback done) {
   done(metadata_.Serve(request, auth::Visibility{true, {}}));
 }
 

@@ -63,8 +63,9 @@ void OverlayPending(PendingFiles& pending, const std::string& dir, bool first_pa
   const std::string last = entries->empty() ? "" : entries->back().name;
   std::vector<mount::Entry> added;  // Appended after the loop: `entries` stays sorted in it.
   for (auto& [name, child] : children) {
-    auto it = std::lower_bound(entries->begin(), entries->end(), name,
-                               [](const mount::Entry& e, const std::string& n) { return e.name < n; });
+    auto it =
+        std::lower_bound(entries->begin(), entries->end(), name,
+                         [](const mount::Entry& e, const std::string& n) { return e.name < n; });
     if (it != entries->end() && it->name == name) {
       if (!it->is_dir && !child.is_dir) *it = std::move(child);
       continue;

@@ -523,8 +523,8 @@ StatusOr<PageResult> PageService::ReadPending(const protocol::ReadPageRequest& r
   PageResult result;
   result.source = PageSource::kCache;
   result.range = protocol::AlignedRange(request.offset, request.length, page_length);
-  result.checksums = ChunkChecksums(page->bytes->span().subspan(result.range.begin,
-                                                                result.range.size()));
+  result.checksums =
+      ChunkChecksums(page->bytes->span().subspan(result.range.begin, result.range.size()));
   result.page = std::move(page->bytes);
   return result;
 }

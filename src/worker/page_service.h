@@ -122,7 +122,7 @@ class PendingFiles {
   struct Entry {
     std::string path;  // Namespace path.
     uint64_t size = 0;
-    std::string version;  // A protocol::PendingVersion.
+    std::string version;   // A protocol::PendingVersion.
     int64_t mtime_ns = 0;  // When it was closed (wall clock).
   };
   // The newest pending file of `path` (a namespace path); nullopt if none.

@@ -187,10 +187,10 @@ TEST(PendingVersionTest, RoundTripsAndRefusesAnythingElse) {
   ASSERT_TRUE(parts.ok());
   EXPECT_EQ(parts->epoch, 0xabcdef0123456789ull);
   EXPECT_EQ(parts->id, 42u);
-  for (const char* bad : {"", "cairn-pending-", "cairn-pending-1", "cairn-pending-1-",
-                          "cairn-pending--1", "cairn-pending-1-2-3", "cairn-pending-A-1",
-                          "cairn-pending-0x1-1", "cairn-pending-11111111111111111-1",
-                          "\"etag\"", "cairn-pending-1-g"}) {
+  for (const char* bad :
+       {"", "cairn-pending-", "cairn-pending-1", "cairn-pending-1-", "cairn-pending--1",
+        "cairn-pending-1-2-3", "cairn-pending-A-1", "cairn-pending-0x1-1",
+        "cairn-pending-11111111111111111-1", "\"etag\"", "cairn-pending-1-g"}) {
     EXPECT_FALSE(protocol::ParsePendingVersion(bad).ok()) << bad;
   }
   EXPECT_FALSE(protocol::IsPendingVersion("\"d41d8cd98f00b204e9800998ecf8427e\""));

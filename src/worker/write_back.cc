@@ -283,7 +283,8 @@ StatusOr<WriteBack::Opened> WriteBack::OpenPending(const std::string& path, uint
     }
     // Under mu_: the item (and so its spool file) cannot go while the file is opened.
     const int fd = ::open(record.spool_path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return IoError("cannot open the spool file of " + path + ": " + std::strerror(errno));
+    if (fd < 0)
+      return IoError("cannot open the spool file of " + path + ": " + std::strerror(errno));
     return Opened{fd, record.size, ""};
   }
   if (auto it = recent_commits_.find(id); it != recent_commits_.end() && it->second.first == path) {

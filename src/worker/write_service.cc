@@ -219,7 +219,7 @@ std::vector<PendingFiles::Entry> WriteService::PendingUnder(const std::string& d
 }
 
 StatusOr<PendingFiles::Page> WriteService::ReadPendingPage(const protocol::PageRef& page,
-                                                          uint32_t page_length) {
+                                                           uint32_t page_length) {
   if (write_back_ == nullptr) {
     return FailedPreconditionError("this worker has no write-back files: " + page.version);
   }
@@ -250,8 +250,8 @@ StatusOr<PendingFiles::Page> WriteService::ReadPendingPage(const protocol::PageR
   const uint64_t base = page.page_index * uint64_t{page.page_size};  // Inside the file (decoded).
   size_t done = 0;
   while (done < page_length) {
-    const ssize_t n = ::pread(fd, bytes->data.get() + done, page_length - done,
-                              static_cast<off_t>(base + done));
+    const ssize_t n =
+        ::pread(fd, bytes->data.get() + done, page_length - done, static_cast<off_t>(base + done));
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
       return IoError("cannot read the spool file of " + path +
