@@ -327,16 +327,20 @@ def test_exclusive_create_sync_rename_mkdir_rm(client, s3server):
         client.rm("/w/other.bin")
 
 
-def test_torch_save_to_a_write_back_mount_then_sync_reads_back_on_another_client(
+def test_torch_save_to_a_write_back_mount_reads_back_on_another_client_before_and_after_sync(
         client, cairn, node, s3server):
     import torch
     state = {"w": torch.arange(200000, dtype=torch.float32).reshape(400, 500), "step": 7}
     with client.open("/wb/ckpt-7.pt", "wb") as f:
         torch.save(state, f)  # Returns once the file is in the worker's journal.
-    client.sync("/wb", timeout=60)
-    assert s3server.object("sdk-back/ckpt-7.pt") is not None
     other = cairn.connect(config=node[1])
     try:
+        # At once, uploaded or not: the worker that holds the file serves it.
+        with other.open("/wb/ckpt-7.pt", "rb") as f:
+            early = torch.load(f)
+        assert early["step"] == 7 and torch.equal(early["w"], state["w"])
+        client.sync("/wb", timeout=60)
+        assert s3server.object("sdk-back/ckpt-7.pt") is not None
         with other.open("/wb/ckpt-7.pt", "rb") as f:
             back = torch.load(f)
     finally:
