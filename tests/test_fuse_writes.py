@@ -302,8 +302,14 @@ def test_write_back_torch_save_then_rename_lands_the_checkpoint(wb):
         state = {"step": torch.tensor(step), "w": torch.full((256, 256), float(step))}
         tmp = final + ".tmp"
         torch.save(state, tmp)
-        os.replace(tmp, final)  # Waits for the upload of the temporary name, then renames.
-        assert torch.load(str(src / "latest.pt"))["step"].item() == step
+        # Moves the pending upload to the final name, without waiting for it (one worker owns
+        # both names); the mount shows the new name at once.
+        os.replace(tmp, final)
+        assert torch.load(final)["step"].item() == step
+        assert not os.path.exists(tmp)
+        wait_until(lambda: (src / "latest.pt").exists() and
+                   torch.load(str(src / "latest.pt"))["step"].item() == step, 30,
+                   "the renamed checkpoint to reach the source")
         assert not (src / "latest.pt.tmp").exists()
     assert torch.load(final)["step"].item() == 2
 

@@ -478,9 +478,14 @@ Status ClientImpl::Rename(std::string_view raw_from, std::string_view raw_to, bo
   CAIRN_ASSIGN_OR_RETURN(std::string to, mount::NormalizePath(raw_to));
   CAIRN_ASSIGN_OR_RETURN(std::shared_ptr<const mount::Mount> from_mount, WritableMount(from));
   CAIRN_RETURN_IF_ERROR(WritableMount(to).status());
-  if (from_mount->spec.write_back) {
+  const auto from_owners = fetcher_->OwnersOf(from);
+  const auto to_owners = fetcher_->OwnersOf(to);
+  const bool one_owner =
+      !from_owners.empty() && !to_owners.empty() && from_owners[0] == to_owners[0];
+  if (from_mount->spec.write_back && !one_owner) {
     // The source renames what it holds: a closed file of `from` still waiting for its upload
-    // (on the worker that owns `from`, maybe not the one that owns `to`) must get there first.
+    // on the worker that owns `from` must get there first. (When one worker owns both names it
+    // moves such a file to `to` without waiting: decision 8 of docs/write-path.md.)
     protocol::SyncPathRequest sync;
     sync.deadline_ms = static_cast<uint32_t>(options_.write_commit_timeout.count());
     sync.path = from;

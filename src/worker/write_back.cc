@@ -193,6 +193,105 @@ void WriteBack::CancelPath(const std::string& path) {
   }
 }
 
+WriteBack::HoldResult WriteBack::Hold(const std::string& from, const std::string& to) {
+  MutexLock l(&mu_);
+  bool pending = false;
+  bool running = false;
+  for (auto& [id, item] : items_) {
+    const std::string& path = item.write.record.path;
+    if (path != from && path != to) continue;
+    pending = pending || (path == from && !item.cancelled);
+    running = running || item.running;
+  }
+  for (auto& [id, item] : items_) {
+    const std::string& path = item.write.record.path;
+    if (path == from || path == to) item.held = pending;
+  }
+  if (!pending) {
+    ++generation_;  // A hold of an earlier round may have ended here.
+    changed_.NotifyAll();
+    return HoldResult::kNothing;
+  }
+  return running ? HoldResult::kBusy : HoldResult::kHeld;
+}
+
+bool WriteBack::WaitIdle(const std::string& from, const std::string& to,
+                         std::chrono::steady_clock::time_point deadline) {
+  MutexLock l(&mu_);
+  auto idle = [&]() REQUIRES(mu_) {
+    for (const auto& [id, item] : items_) {
+      const std::string& path = item.write.record.path;
+      if (item.running && (path == from || path == to)) return false;
+    }
+    return true;
+  };
+  const auto left = deadline - std::chrono::steady_clock::now();
+  return changed_.WaitFor(&mu_,
+                          std::chrono::duration_cast<std::chrono::microseconds>(
+                              std::max(left, std::chrono::steady_clock::duration::zero())),
+                          idle);
+}
+
+void WriteBack::Unhold(const std::string& from, const std::string& to) {
+  MutexLock l(&mu_);
+  for (auto& [id, item] : items_) {
+    const std::string& path = item.write.record.path;
+    if (path == from || path == to) item.held = false;
+  }
+  ++generation_;
+  changed_.NotifyAll();
+}
+
+StatusOr<WriteBack::PendingFile> WriteBack::Retarget(
+    const std::string& from, const std::string& to, const ufs::WriteCondition& condition,
+    std::vector<std::unique_ptr<write::WriteSession>>* released) {
+  MutexLock l(&mu_);
+  Item* moved = nullptr;
+  std::vector<uint64_t> replaced;  // Older files of `from`, and the files of `to`.
+  bool running = false;
+  for (auto& [id, item] : items_) {
+    const std::string& path = item.write.record.path;
+    if (path != from && path != to) continue;
+    item.held = false;
+    running = running || item.running;
+    if (item.cancelled) continue;
+    if (path == from) {
+      if (moved != nullptr) replaced.push_back(moved->write.record.id);
+      moved = &item;
+    } else {
+      replaced.push_back(id);
+    }
+  }
+  ++generation_;
+  changed_.NotifyAll();
+  // Held files cannot start: only a caller that did not Hold (or did not wait) gets here.
+  if (running) return FailedPreconditionError("rename of " + from + " while it is uploaded");
+  if (moved == nullptr) return NotFoundError(from + " has no file waiting for upload");
+  JournalRecord renamed;
+  renamed.type = JournalRecord::Type::kRenamed;
+  renamed.id = moved->write.record.id;
+  renamed.path = to;
+  renamed.condition = condition;
+  CAIRN_RETURN_IF_ERROR(journal_->Append(renamed).WithContext("rename of " + from));
+  JournalRecord& record = moved->write.record;
+  record.path = to;
+  record.condition = condition;
+  // Its upload (parts sent while it was written) was to `from`'s key: the commit starts over
+  // from the spool file, as after a restart.
+  if (moved->write.session != nullptr) {
+    moved->write.session->KeepSpoolFile();
+    released->push_back(std::move(moved->write.session));
+  }
+  moved->attempts = 0;
+  moved->next_try_us = 0;
+  PendingFile result{record.path, record.id, record.size, record.closed_at_ms};
+  for (uint64_t id : replaced) {
+    metrics_->removed->Increment();
+    released->push_back(Finish(id, JournalRecord::Outcome::kRemoved, "replaced by a rename"));
+  }
+  return result;
+}
+
 bool WriteBack::Cancelled(uint64_t id) const {
   MutexLock l(&mu_);
   auto it = items_.find(id);
@@ -325,7 +424,7 @@ WriteBack::Item* WriteBack::NextReady(int64_t now_us, int64_t* wake_us) {
   std::unordered_set<std::string_view> blocked;  // Paths with an earlier file still waiting.
   for (auto& [id, item] : items_) {
     const bool behind = !blocked.insert(item.write.record.path).second;
-    if (behind || item.running) continue;
+    if (behind || item.running || item.held) continue;
     if (item.next_try_us > now_us) {
       *wake_us = std::min(*wake_us, item.next_try_us);
       continue;

@@ -143,11 +143,34 @@ class WriteBack {
   static constexpr size_t kRecentCommits = 4096;
   StatusOr<Opened> OpenPending(const std::string& path, uint64_t id) const EXCLUDES(mu_);
 
+  // A rename of a file not yet uploaded (docs/write-path.md, decision 8), in two steps under
+  // both paths' commit locks. Hold: kNothing when `from` has no pending file (nothing held);
+  // else the files of both names are held (the queue starts none of them) and kHeld, or kBusy
+  // when one is being uploaded right now (release the commit locks, WaitIdle, Hold again).
+  enum class HoldResult { kNothing, kBusy, kHeld };
+  HoldResult Hold(const std::string& from, const std::string& to) EXCLUDES(mu_);
+  // Waits until no file of either name is being uploaded; false at `deadline`.
+  bool WaitIdle(const std::string& from, const std::string& to,
+                std::chrono::steady_clock::time_point deadline) EXCLUDES(mu_);
+  // Lets the queue start the held files again (a rename that gave up).
+  void Unhold(const std::string& from, const std::string& to) EXCLUDES(mu_);
+  // After kHeld: the newest pending file of `from` is uploaded to `to` under `condition`
+  // instead (journaled before this returns); the older files of `from` and the pending files
+  // of `to` are dropped (the rename replaces them). Returns the moved file. IoError when the
+  // journal cannot be written (nothing changed). Either way nothing stays held. The sessions
+  // let go of go to `released`: destroy them after this returns (their uploads are aborted;
+  // the moved file's spool file stays).
+  StatusOr<PendingFile> Retarget(const std::string& from, const std::string& to,
+                                 const ufs::WriteCondition& condition,
+                                 std::vector<std::unique_ptr<write::WriteSession>>* released)
+      EXCLUDES(mu_);
+
  private:
   struct Item {
     PendingWrite write;
     bool running = false;
     bool cancelled = false;
+    bool held = false;  // By a rename (Hold): not started until it lets go.
     int attempts = 0;
     int64_t next_try_us = 0;
     std::string last_error;

@@ -100,6 +100,15 @@ class WriteBackTest : public ::testing::Test {
     r.path = path;
     return writes_->Serve("team-a", r).status();
   }
+  Status Rename(const std::string& from, const std::string& to, bool no_replace = false) {
+    protocol::RenameRequest r;
+    r.from = from;
+    r.to = to;
+    r.no_replace = no_replace;
+    return writes_->Serve("team-a", r).status();
+  }
+  // Whether `path` has a file waiting for its upload.
+  bool Pending(const std::string& path) { return writes_->write_back()->HasPending(path); }
   Status SyncAll() { return writes_->SyncPath("/", std::chrono::seconds(20)); }
   double Metric(const std::string& name) {
     return testing::MetricValue(registry_->ExposeText(), name);

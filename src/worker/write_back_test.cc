@@ -170,16 +170,63 @@ TEST_F(WriteBackTest, AFullBudgetRefusesACloseAfterWaitingAndTheCloseCanBeRetrie
   EXPECT_EQ(Content("two.bin"), chunk);
 }
 
-TEST_F(WriteBackTest, ARenameWaitsForTheUploadOfBothNames) {
-  SourceDown(true);
+TEST_F(WriteBackTest, ARenameOfAPendingFileMovesItsUploadWithoutWaiting) {
+  SourceDown(true);  // No upload can happen: the rename must not need one.
+  memory_->Put("ckpt.tmp", "an old upload of the temporary name");
   ASSERT_TRUE(WriteFile("/lake/ckpt.tmp", "weights").ok());
+  ASSERT_TRUE(Rename("/lake/ckpt.tmp", "/lake/ckpt.pt").ok());
+  EXPECT_TRUE(Pending("/lake/ckpt.pt"));
+  EXPECT_FALSE(Pending("/lake/ckpt.tmp"));
+  EXPECT_FALSE(InSource("ckpt.tmp"));  // Nothing of the old name survives the rename.
+  writes_.reset();                     // The move is journaled: it survives a restart.
+  Start();
+  EXPECT_TRUE(Pending("/lake/ckpt.pt"));
   SourceDown(false);
-  protocol::RenameRequest r;
-  r.from = "/lake/ckpt.tmp";
-  r.to = "/lake/ckpt.pt";
-  ASSERT_TRUE(writes_->Serve("team-a", r).ok());
+  ASSERT_TRUE(SyncAll().ok());
   EXPECT_EQ(Content("ckpt.pt"), "weights");
   EXPECT_FALSE(InSource("ckpt.tmp"));
+}
+
+TEST_F(WriteBackTest, ARenameRacingTheUploadEndsTheSame) {
+  // Parts go up under the temporary name while it is written; the rename may find the file
+  // pending (its upload starts over under the new name) or being uploaded (it waits, then
+  // renames in the source): either way one object, under the new name.
+  const std::string data = testing::RandomBytes(5 * kPart + 3, 4);
+  ASSERT_TRUE(WriteFile("/lake/big.tmp", data).ok());
+  ASSERT_TRUE(Rename("/lake/big.tmp", "/lake/big.bin").ok());
+  ASSERT_TRUE(SyncAll().ok());
+  EXPECT_EQ(Content("big.bin"), data);
+  EXPECT_FALSE(InSource("big.tmp"));
+}
+
+TEST_F(WriteBackTest, ARenameReplacesWhatIsPendingUnderTheNewName) {
+  SourceDown(true);
+  ASSERT_TRUE(WriteFile("/lake/a.tmp", "renamed").ok());
+  ASSERT_TRUE(WriteFile("/lake/a.pt", "closed after, replaced by the rename").ok());
+  ASSERT_TRUE(Rename("/lake/a.tmp", "/lake/a.pt").ok());
+  ASSERT_TRUE(WriteFile("/lake/b.pt", "closed before").ok());
+  ASSERT_TRUE(WriteFile("/lake/b.tmp", "renamed too").ok());
+  ASSERT_TRUE(Rename("/lake/b.tmp", "/lake/b.pt").ok());
+  SourceDown(false);
+  ASSERT_TRUE(SyncAll().ok());
+  EXPECT_EQ(Content("a.pt"), "renamed");
+  EXPECT_EQ(Content("b.pt"), "renamed too");
+  EXPECT_EQ(Metric("cairn_worker_write_back_conflicts_total"), 0);
+}
+
+TEST_F(WriteBackTest, ANoReplaceRenameOfAPendingFileNeedsTheNameFree) {
+  memory_->Put("taken", "in the source");
+  SourceDown(true);
+  ASSERT_TRUE(WriteFile("/lake/x.tmp", "x").ok());
+  ASSERT_TRUE(WriteFile("/lake/pending", "p").ok());
+  EXPECT_EQ(Rename("/lake/x.tmp", "/lake/taken", true).code(), StatusCode::kAlreadyExists);
+  EXPECT_EQ(Rename("/lake/x.tmp", "/lake/pending", true).code(), StatusCode::kAlreadyExists);
+  EXPECT_TRUE(Pending("/lake/x.tmp"));  // Nothing changed.
+  ASSERT_TRUE(Rename("/lake/x.tmp", "/lake/free", true).ok());
+  SourceDown(false);
+  ASSERT_TRUE(SyncAll().ok());
+  EXPECT_EQ(Content("free"), "x");
+  EXPECT_EQ(Content("taken"), "in the source");
 }
 
 TEST(PathUnderTest, PrefixesAreWholeComponents) {

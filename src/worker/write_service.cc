@@ -822,6 +822,12 @@ StatusOr<WriteReply> WriteService::MakeDir(const protocol::MakeDirRequest& reque
 StatusOr<WriteReply> WriteService::Rename(const protocol::RenameRequest& request) {
   CAIRN_ASSIGN_OR_RETURN(PageService::PathAt from, ChangeablePath(request.from));
   CAIRN_ASSIGN_OR_RETURN(PageService::PathAt to, ChangeablePath(request.to));
+  if (write_back_ != nullptr && from.resolved.mount == to.resolved.mount &&
+      write_back_->HasPending(request.from)) {
+    StatusOr<std::optional<WriteReply>> moved = RenamePending(request, from, to);
+    if (!moved.ok()) return moved.status();
+    if (*moved) return std::move(**moved);
+  }
   if (write_back_ != nullptr) {
     // The source renames what it holds: the closed files of both names must be there first (a
     // file of `to` committed after the rename would replace what was renamed onto it).
@@ -850,6 +856,71 @@ StatusOr<WriteReply> WriteService::Rename(const protocol::RenameRequest& request
   if (!moved.is_dir) reply.version = std::move(moved.version);
   reply.mtime_ns = moved.mtime_ns;
   return reply;
+}
+
+StatusOr<std::optional<WriteReply>> WriteService::RenamePending(
+    const protocol::RenameRequest& request, const PageService::PathAt& from,
+    const PageService::PathAt& to) {
+  const auto deadline = std::chrono::steady_clock::now() + options_.rename_wait;
+  Mutex* first = &CommitLockOf(request.from);
+  Mutex* second = &CommitLockOf(request.to);
+  if (std::less<Mutex*>()(second, first)) std::swap(first, second);
+  for (;;) {
+    std::vector<std::unique_ptr<write::WriteSession>> released;  // Destroyed after the locks.
+    {
+      MutexLock lock_first(first);
+      std::optional<MutexLock> lock_second;
+      if (second != first) lock_second.emplace(second);
+      switch (write_back_->Hold(request.from, request.to)) {
+        case WriteBack::HoldResult::kNothing:
+          return std::optional<WriteReply>();  // Uploaded meanwhile: rename in the source.
+        case WriteBack::HoldResult::kBusy:
+          break;
+        case WriteBack::HoldResult::kHeld: {
+          StatusOr<WriteBack::PendingFile> moved = MovePending(request, from, to, &released);
+          if (!moved.ok()) return moved.status();
+          metrics_->renames->Increment();
+          WriteReply reply = Reply(0, moved->size);
+          reply.mtime_ns = moved->closed_at_ms * 1'000'000;
+          return std::optional<WriteReply>(std::move(reply));
+        }
+      }
+    }
+    // One of them is being uploaded (maybe waiting for these very locks): let it finish.
+    if (!write_back_->WaitIdle(request.from, request.to, deadline)) {
+      write_back_->Unhold(request.from, request.to);
+      return DeadlineExceededError("rename of " + request.from + " waits for its upload");
+    }
+  }
+}
+
+StatusOr<WriteBack::PendingFile> WriteService::MovePending(
+    const protocol::RenameRequest& request, const PageService::PathAt& from,
+    const PageService::PathAt& to, std::vector<std::unique_ptr<write::WriteSession>>* released) {
+  ufs::UnderStorage& ufs = *from.resolved.mount->ufs;
+  auto give_up = [&](Status why) {
+    write_back_->Unhold(request.from, request.to);
+    return why;
+  };
+  // The upload to `to` replaces what is there, as a rename does; a no-replace rename needs the
+  // name free, here (no pending file) and in the source, and stays conditional on it.
+  ufs::WriteCondition condition = ufs::WriteCondition::None();
+  if (request.no_replace) {
+    if (write_back_->HasPending(request.to)) {
+      return give_up(AlreadyExistsError(request.to + " exists (not yet uploaded)"));
+    }
+    StatusOr<ufs::ObjectInfo> there = ufs.Stat(to.resolved.key);
+    if (there.ok()) return give_up(AlreadyExistsError(request.to + " exists"));
+    if (there.status().code() != StatusCode::kNotFound) return give_up(there.status());
+    condition = ufs::WriteCondition::Absent();
+  }
+  // An older upload of `from` must not outlive the rename (the held file cannot be uploaded
+  // meanwhile). First: if this fails, nothing changed.
+  Status deleted = ufs.Delete(from.resolved.key);
+  if (!deleted.ok() && deleted.code() != StatusCode::kNotFound) {
+    return give_up(deleted.WithContext("rename of " + request.from));
+  }
+  return write_back_->Retarget(request.from, request.to, condition, released);
 }
 
 StatusOr<std::shared_ptr<WriteService::OpenFile>> WriteService::Find(const std::string& principal,

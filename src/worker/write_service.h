@@ -151,6 +151,16 @@ class WriteService final : public PendingFiles {
   StatusOr<protocol::WriteReply> Remove(const protocol::RemovePathRequest& request);
   StatusOr<protocol::WriteReply> MakeDir(const protocol::MakeDirRequest& request);
   StatusOr<protocol::WriteReply> Rename(const protocol::RenameRequest& request);
+  // A rename whose `from` has files pending here (write-back): the newest is uploaded to `to`
+  // instead, without waiting for anything (decision 8). nullopt when it cannot be done so (a
+  // file of either name is being uploaded right now): the caller renames in the source.
+  StatusOr<std::optional<protocol::WriteReply>> RenamePending(
+      const protocol::RenameRequest& request, const PageService::PathAt& from,
+      const PageService::PathAt& to);
+  // RenamePending's step once the files of both names are held under both commit locks.
+  StatusOr<WriteBack::PendingFile> MovePending(
+      const protocol::RenameRequest& request, const PageService::PathAt& from,
+      const PageService::PathAt& to, std::vector<std::unique_ptr<write::WriteSession>>* released);
   // Where `path` (normalised) lives, for a change of the namespace: InvalidArgument for a mount
   // root or a path above the mounts, FailedPrecondition for a read-only mount.
   StatusOr<PageService::PathAt> ChangeablePath(const std::string& path);

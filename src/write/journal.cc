@@ -132,6 +132,10 @@ std::string EncodeJournalRecord(const JournalRecord& r) {
     PutU8(&out, static_cast<uint8_t>(r.condition.kind));
     PutString(&out, r.condition.version);
     PutU64(&out, static_cast<uint64_t>(r.closed_at_ms));
+  } else if (r.type == JournalRecord::Type::kRenamed) {
+    PutString(&out, r.path);
+    PutU8(&out, static_cast<uint8_t>(r.condition.kind));
+    PutString(&out, r.condition.version);
   } else {
     PutU8(&out, static_cast<uint8_t>(r.outcome));
     PutString(&out, r.detail);
@@ -162,6 +166,19 @@ StatusOr<JournalRecord> DecodeJournalRecord(std::string_view payload) {
     }
     r.condition.kind = static_cast<ufs::WriteCondition::Kind>(kind);
     r.closed_at_ms = static_cast<int64_t>(closed_at);
+  } else if (type == static_cast<uint8_t>(JournalRecord::Type::kRenamed)) {
+    r.type = JournalRecord::Type::kRenamed;
+    uint8_t kind = 0;
+    if (!in.String(&r.path) || !in.U8(&kind) || !in.String(&r.condition.version)) {
+      return CorruptionError("renamed journal record too short");
+    }
+    if (kind > static_cast<uint8_t>(ufs::WriteCondition::Kind::kVersion)) {
+      return CorruptionError("journal record with an unknown condition");
+    }
+    if (r.path.empty() || r.path[0] != '/') {
+      return CorruptionError("renamed journal record without a path");
+    }
+    r.condition.kind = static_cast<ufs::WriteCondition::Kind>(kind);
   } else if (type == static_cast<uint8_t>(JournalRecord::Type::kDone)) {
     r.type = JournalRecord::Type::kDone;
     uint8_t outcome = 0;
@@ -246,6 +263,12 @@ StatusOr<std::unique_ptr<WriteJournal>> WriteJournal::Open(const std::string& pa
       }
       const uint64_t id = record->id;
       live.emplace(id, std::move(*record));
+    } else if (record->type == JournalRecord::Type::kRenamed) {
+      // A rename of a file finished since (or compacted away with it) needs nothing.
+      if (auto it = live.find(record->id); it != live.end()) {
+        it->second.path = std::move(record->path);
+        it->second.condition = std::move(record->condition);
+      }
     } else {
       live.erase(record->id);
     }
@@ -290,8 +313,12 @@ Status WriteJournal::Append(const JournalRecord& record) {
   }
   MutexLock l(&mu_);
   const bool pending = record.type == JournalRecord::Type::kPending;
+  const bool renamed = record.type == JournalRecord::Type::kRenamed;
   if (pending && live_.count(record.id) != 0) {
     return InvalidArgumentError("journal id " + std::to_string(record.id) + " is in use");
+  }
+  if (renamed && live_.count(record.id) == 0) {
+    return InvalidArgumentError("journal id " + std::to_string(record.id) + " is not pending");
   }
   if (CrashPointArmed("write-back-journal-torn")) {
     (void)WriteFully(fd_, std::string_view(frame).substr(0, frame.size() / 2), path_);
@@ -311,8 +338,15 @@ Status WriteJournal::Append(const JournalRecord& record) {
     live_bytes_ += frame.size();
     return Status::Ok();
   }
-  auto it = live_.find(record.id);
-  if (it != live_.end()) {
+  if (renamed) {
+    // The live record takes the new path (what a compaction writes); the rename's own frame
+    // is dead weight from now on.
+    JournalRecord& live = live_.at(record.id);
+    live_bytes_ -= Frame(live).size();
+    live.path = record.path;
+    live.condition = record.condition;
+    live_bytes_ += Frame(live).size();
+  } else if (auto it = live_.find(record.id); it != live_.end()) {
     live_bytes_ -= Frame(it->second).size();
     live_.erase(it);
   }

@@ -4,11 +4,14 @@
 // An append-only file of records, each checksummed and made durable (fdatasync) before Append
 // returns, so a write-back close answered OK survives kill -9 and power loss. Two kinds:
 //   * kPending: a closed file waiting for its upload (path, spool file, size, condition);
-//   * kDone: that file needs nothing more (committed, removed, or set aside as a conflict).
-// Open replays the file: the pending records without a matching kDone, in the order they were
-// made. A torn tail (a crash in the middle of an append, which was never acknowledged) is cut
-// off; a bad record before good ones is Corruption (the journal was damaged, not torn) and the
-// worker refuses to start rather than drop acknowledged writes silently.
+//   * kDone: that file needs nothing more (committed, removed, or set aside as a conflict);
+//   * kRenamed: that file now goes to another path, under another condition (a rename of a
+//     file not yet uploaded: docs/write-path.md, decision 8).
+// Open replays the file: the pending records without a matching kDone (renamed as their last
+// kRenamed says), in the order they were made. A torn tail (a crash in the middle of an append,
+// which was never acknowledged) is cut off; a bad record before good ones is Corruption (the
+// journal was damaged, not torn) and the worker refuses to start rather than drop acknowledged
+// writes silently.
 //
 // The journal keeps its live (pending) records in memory too: once the file is past
 // kCompactBytes and mostly dead records, Append rewrites it with the live ones only (temporary
@@ -31,12 +34,12 @@
 namespace cairn::write {
 
 struct JournalRecord {
-  enum class Type : uint8_t { kPending = 1, kDone = 2 };
+  enum class Type : uint8_t { kPending = 1, kDone = 2, kRenamed = 3 };
   enum class Outcome : uint8_t { kCommitted = 1, kRemoved = 2, kConflict = 3 };
 
   Type type = Type::kPending;
   uint64_t id = 0;  // > 0; unique within the journal.
-  // kPending:
+  // kPending (kRenamed: path and condition only):
   std::string path;        // Namespace path (normalised).
   std::string principal;   // Who wrote it (logs, status).
   std::string spool_path;  // The durable bytes.
@@ -67,7 +70,7 @@ class WriteJournal {
 
   // Appends `record` and makes it durable. IoError (the disk is failing or full): the caller
   // must not acknowledge what the record stands for. InvalidArgument for a pending record whose
-  // id is in use or a record too large.
+  // id is in use, a renamed record whose id is not pending, or a record too large.
   Status Append(const JournalRecord& record) EXCLUDES(mu_);
   // Rewrites the file with the live records only (also done by Append when it pays).
   Status Compact() EXCLUDES(mu_);

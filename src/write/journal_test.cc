@@ -35,13 +35,23 @@ JournalRecord Done(uint64_t id) {
   return r;
 }
 
+JournalRecord Renamed(uint64_t id, const std::string& path) {
+  JournalRecord r;
+  r.type = JournalRecord::Type::kRenamed;
+  r.id = id;
+  r.path = path;
+  r.condition = ufs::WriteCondition::Absent();
+  return r;
+}
+
 void AppendRaw(const std::string& path, const std::string& bytes) {
   std::ofstream out(path, std::ios::binary | std::ios::app);
   out << bytes;
 }
 
-TEST(JournalRecordTest, RoundTripsBothKinds) {
-  for (const JournalRecord& r : {Pending(7, "/lake/a b/ckpt.pt"), Done(7)}) {
+TEST(JournalRecordTest, RoundTripsEveryKind) {
+  for (const JournalRecord& r :
+       {Pending(7, "/lake/a b/ckpt.pt"), Done(7), Renamed(7, "/lake/final.pt")}) {
     StatusOr<JournalRecord> back = DecodeJournalRecord(EncodeJournalRecord(r));
     ASSERT_TRUE(back.ok()) << back.status().ToString();
     EXPECT_EQ(*back, r);
@@ -144,6 +154,35 @@ TEST(WriteJournalTest, AFileThatIsNotAJournalIsRefused) {
   AppendRaw(path, "hello, world");
   std::vector<JournalRecord> pending;
   EXPECT_EQ(WriteJournal::Open(path, &pending).status().code(), StatusCode::kCorruption);
+}
+
+TEST(WriteJournalTest, ARenamedFileReplaysUnderItsNewPathAndCondition) {
+  TempDir dir;
+  const std::string path = dir.str() + "/journal";
+  std::vector<JournalRecord> pending;
+  {
+    auto journal = WriteJournal::Open(path, &pending);
+    ASSERT_TRUE(journal.ok());
+    ASSERT_TRUE((*journal)->Append(Pending(1, "/lake/ckpt.tmp")).ok());
+    ASSERT_TRUE((*journal)->Append(Pending(2, "/lake/other.tmp")).ok());
+    ASSERT_TRUE((*journal)->Append(Renamed(1, "/lake/ckpt.pt")).ok());
+    ASSERT_TRUE((*journal)->Append(Renamed(2, "/lake/x")).ok());
+    ASSERT_TRUE((*journal)->Append(Done(2)).ok());
+    // Only a pending file can be renamed.
+    EXPECT_EQ((*journal)->Append(Renamed(2, "/lake/y")).code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ((*journal)->Append(Renamed(9, "/lake/y")).code(), StatusCode::kInvalidArgument);
+    ASSERT_TRUE((*journal)->Compact().ok());  // The live record carries the new path.
+    ASSERT_TRUE((*journal)->Append(Pending(3, "/lake/b")).ok());
+    ASSERT_TRUE((*journal)->Append(Renamed(3, "/lake/c")).ok());
+  }
+  auto journal = WriteJournal::Open(path, &pending);
+  ASSERT_TRUE(journal.ok()) << journal.status().ToString();
+  ASSERT_EQ(pending.size(), 2u);
+  JournalRecord expected = Pending(1, "/lake/ckpt.pt");
+  expected.condition = ufs::WriteCondition::Absent();
+  EXPECT_EQ(pending[0], expected);
+  EXPECT_EQ(pending[1].path, "/lake/c");
+  EXPECT_EQ(pending[1].spool_path, Pending(3, "").spool_path);
 }
 
 TEST(WriteJournalTest, CompactsOnceMostlyDead) {
