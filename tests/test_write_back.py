@@ -202,3 +202,42 @@ def test_a_remove_cancels_a_pending_upload(harness, tmp_path):
     finally:
         s3.proc.stop()
         w.proc.stop()
+
+
+def test_in_a_cluster_each_closed_file_reads_through_the_worker_that_holds_it(harness, tmp_path):
+    """Two workers (a static list): each file goes to its path's owner; before any upload (the
+    lake is down) every client finds it there, for stat and for pages, whichever worker the
+    ring would name for the pages themselves."""
+    port = free_port()
+    a = WriteBackWorker(harness, f"http://127.0.0.1:{port}", "pair-a")
+    b = WriteBackWorker(harness, f"http://127.0.0.1:{port}", "pair-b")
+    b.config = a.config  # One mount table.
+    a.start()
+    b.start()
+    workers = ["--worker", f"127.0.0.1:{a.port}", "--worker", f"127.0.0.1:{b.port}"]
+
+    def run(*args, **kw):
+        return harness.run(list(args) + ["--config", a.config, *workers], **kw)
+
+    files = {f"/wb/part-{i:02d}.bin": random.Random(100 + i).randbytes(300_000 + 4099 * i)
+             for i in range(16)}
+    try:
+        for path, data in files.items():
+            _ok(run("put", "-", path, input=data, timeout=60))
+        held = [w.proc.metrics()["cairn_worker_write_back_pending_files"] for w in (a, b)]
+        assert sum(held) == len(files) and min(held) > 0, held
+        for path, data in files.items():
+            stat = json.loads(_ok(run("stat", path, timeout=60)))
+            assert stat["size"] == len(data) and stat["version"].startswith("cairn-pending-")
+            assert _ok(run("cat", path, timeout=60)) == data, path
+        s3 = start_s3server(tmp_path, port=port)
+        try:
+            _ok(run("sync", "/wb", "--timeout", "120s", timeout=180))
+            for path, data in files.items():
+                assert s3.object("pair-a/" + path[len("/wb/"):]) == data
+                assert _ok(run("cat", path, timeout=60)) == data
+        finally:
+            s3.proc.stop()
+    finally:
+        a.proc.stop()
+        b.proc.stop()
