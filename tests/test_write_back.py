@@ -8,9 +8,11 @@ the lake after `cairn sync`; nothing partial ever appears under a final name; a 
 was not answered is either absent or complete; a file committed just before the crash is not
 uploaded again."""
 
+import hashlib
 import json
 import os
 import random
+import struct
 import subprocess
 
 import pytest
@@ -60,7 +62,8 @@ class WriteBackWorker:
         return self.run("put", "-", path, input=data, **kw)
 
     def sync(self, path="/", timeout="60s"):
-        return self.run("sync", path, "--timeout", timeout, timeout=120)
+        seconds = int(timeout[:-1]) if timeout.endswith("s") else 60
+        return self.run("sync", path, "--timeout", timeout, timeout=max(120, seconds + 60))
 
     def wait_crashed(self):
         wait_until(lambda: not self.proc.alive(), 30, f"{self.name} to reach its crash point")
@@ -183,6 +186,27 @@ def test_kill_9_at_a_named_point_loses_nothing_acknowledged(wb, point, answered,
                "the spool to empty")
 
 
+def test_what_a_killed_upload_left_in_a_folder_source_is_removed_at_the_next_start(wb):
+    """The parts of a file go to a temp file in the folder while it is written; a kill -9
+    before the commit leaves that temp file there. The journal noted it: the next start
+    removes it (and uploads the file again from the spool)."""
+    w, _ = wb
+    w.start(crash_at="write-back-uploading")
+    data = random.Random(9).randbytes(20 * MiB + 5)
+    w.put(data, "/wbf/ckpt.pt", timeout=120)
+    w.wait_crashed()
+
+    def temps():
+        return [n for n in os.listdir(w.folder) if n.startswith(".cairn-tmp.")]
+    assert temps(), os.listdir(w.folder)  # What the dead process left.
+    w.start()
+    _ok(w.sync(timeout="120s"))
+    with open(os.path.join(w.folder, "ckpt.pt"), "rb") as f:
+        assert f.read() == data
+    wait_until(lambda: temps() == [], 30, "the left temp file to be removed")
+    assert "aborted the upload of /wbf/ckpt.pt" in w.proc.log_text()
+
+
 def test_a_remove_cancels_a_pending_upload(harness, tmp_path):
     port = free_port()  # The lake is down while the files are closed and one removed.
     w = WriteBackWorker(harness, f"http://127.0.0.1:{port}", "cancel")
@@ -241,3 +265,55 @@ def test_in_a_cluster_each_closed_file_reads_through_the_worker_that_holds_it(ha
     finally:
         a.proc.stop()
         b.proc.stop()
+
+
+def _write_pattern(path, size):
+    """Writes `size` bytes to `path`: 1 MiB blocks of random bytes, each starting with its own
+    index (a block read from the wrong offset shows); returns their SHA-256."""
+    base = random.Random(5).randbytes(MiB)
+    digest = hashlib.sha256()
+    with open(path, "wb") as f:
+        for i in range(0, size, MiB):
+            block = (struct.pack("<Q", i // MiB) + base[8:])[:min(MiB, size - i)]
+            digest.update(block)
+            f.write(block)
+    return digest.hexdigest()
+
+
+def _sha256_of(chunks):
+    digest = hashlib.sha256()
+    n = 0
+    for chunk in chunks:
+        digest.update(chunk)
+        n += len(chunk)
+    return digest.hexdigest(), n
+
+
+def test_a_2_gib_file_goes_up_and_reads_back_byte_exact(wb, tmp_path):
+    """Past 2^31 bytes (offsets that do not fit in 32 bits; a multipart upload of 257 parts):
+    written, read back (pending or uploaded), and in the lake, byte for byte."""
+    w, s3 = wb
+    w.start()
+    size = 2 * 1024 ** 3 + 4097
+    local = tmp_path / "big.bin"
+    expected = _write_pattern(local, size)
+    _ok(w.run("put", str(local), "/wb/big.bin", timeout=900))
+    local.unlink()
+
+    def read_back():
+        out_path = tmp_path / "back.bin"
+        with open(out_path, "wb") as out:
+            r = subprocess.run([w.harness.cairn_bin, "cat", "/wb/big.bin", "--config", w.config,
+                                "--worker", f"127.0.0.1:{w.port}"], stdout=out,
+                               stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, timeout=900)
+        assert r.returncode == 0, r.stderr.decode()
+        with open(out_path, "rb") as f:
+            got = _sha256_of(iter(lambda: f.read(8 * MiB), b""))
+        out_path.unlink()
+        return got
+
+    assert read_back() == (expected, size)
+    _ok(w.sync("/wb", timeout="900s"))
+    body = s3.client.get_object(Bucket=S3_BUCKET, Key="wb/big.bin")["Body"]
+    assert _sha256_of(body.iter_chunks(8 * MiB)) == (expected, size)
+    assert read_back() == (expected, size)

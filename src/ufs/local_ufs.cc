@@ -183,6 +183,17 @@ class LocalUnderStorage::Writer : public ObjectWriter {
 
   void SetCondition(WriteCondition condition) override { condition_ = std::move(condition); }
 
+  std::string UploadToken() const override {
+    MutexLock lock(&mu_);
+    return tmp_;
+  }
+
+  Status Begin() override {
+    MutexLock lock(&mu_);
+    CAIRN_RETURN_IF_ERROR(CheckOpen());
+    return EnsureTempFile();
+  }
+
   Status Abort() override {
     MutexLock lock(&mu_);
     if (committed_) return FailedPreconditionError("write of " + where_ + " already committed");
@@ -282,7 +293,7 @@ class LocalUnderStorage::Writer : public ObjectWriter {
   const std::string where_;  // Absolute path, for messages.
   WriteCondition condition_;
   const PartLayout layout_;
-  Mutex mu_;
+  mutable Mutex mu_;
   PartLedger ledger_ GUARDED_BY(mu_);
   UniqueFd dir_ GUARDED_BY(mu_);   // The key's folder, once the temp file exists.
   UniqueFd file_ GUARDED_BY(mu_);  // The temp file, open for writing.
@@ -302,6 +313,21 @@ StatusOr<std::unique_ptr<ObjectWriter>> LocalUnderStorage::StartWrite(
   CAIRN_ASSIGN_OR_RETURN(PartLayout layout, PartLayout::Create(options.part_size));
   return std::unique_ptr<ObjectWriter>(
       std::make_unique<Writer>(this, std::string(key), layout, options.condition));
+}
+
+Status LocalUnderStorage::AbortUpload(std::string_view key, std::string_view token) {
+  CAIRN_RETURN_IF_ERROR(ValidatePortableKey(key));
+  if (!token.starts_with(kLocalTempPrefix) || token.find('/') != std::string_view::npos ||
+      token.find('\0') != std::string_view::npos) {
+    return InvalidArgumentError("not a temp file of this store: '" + std::string(token) + "'");
+  }
+  StatusOr<UniqueFd> dir = root_->OpenBeneath(SplitParent(key).first, O_RDONLY | O_DIRECTORY);
+  if (!dir.ok()) return dir.status().code() == StatusCode::kNotFound ? Status::Ok() : dir.status();
+  const std::string temp(token);
+  if (::unlinkat(dir->get(), temp.c_str(), 0) != 0 && errno != ENOENT) {
+    return ErrnoToStatus(errno, "remove the temp file " + temp + " of " + std::string(key));
+  }
+  return Status::Ok();
 }
 
 Status LocalUnderStorage::Delete(std::string_view key) {

@@ -75,6 +75,9 @@ class LocalUnderStorage : public UnderStorage {
   // mkdir(2) (mode 0755) and an fsync of the parent; rmdir(2).
   Status MakeDir(std::string_view key) override;
   Status RemoveDir(std::string_view key) override;
+  // Removes a dead writer's temp file (its UploadToken: a name with the temp prefix in the
+  // key's folder); OK if it is gone.
+  Status AbortUpload(std::string_view key, std::string_view token) override;
 
   // True when symlinks inside the root are followed (openat2 available); see beneath.h.
   bool follows_symlinks() const { return root_->uses_openat2(); }

@@ -111,12 +111,30 @@ class MemoryUnderStorage::Writer : public ObjectWriter {
 
   const PartLayout& layout() const override { return layout_; }
 
+  ~Writer() override {
+    MutexLock lock(&mu_);
+    if (!token_.empty()) store_->EndUpload(token_);  // An abort, as a real store's writer does.
+  }
+
   Status WritePart(uint32_t index, std::span<const char> data) override {
     MutexLock lock(&mu_);
     CAIRN_RETURN_IF_ERROR(CheckOpen());
     CAIRN_RETURN_IF_ERROR(ledger_.CheckFullPart(index, data.size()));
+    if (token_.empty()) token_ = store_->BeginUpload(key_);
     parts_[index].assign(data.data(), data.size());
     ledger_.Record(index, data.size());
+    return Status::Ok();
+  }
+
+  std::string UploadToken() const override {
+    MutexLock lock(&mu_);
+    return token_;
+  }
+
+  Status Begin() override {
+    MutexLock lock(&mu_);
+    CAIRN_RETURN_IF_ERROR(CheckOpen());
+    if (token_.empty()) token_ = store_->BeginUpload(key_);
     return Status::Ok();
   }
 
@@ -134,6 +152,8 @@ class MemoryUnderStorage::Writer : public ObjectWriter {
     MutexLock lock(&mu_);
     committed_ = true;
     parts_.clear();
+    if (!token_.empty()) store_->EndUpload(token_);
+    token_.clear();
     return info;
   }
 
@@ -144,6 +164,8 @@ class MemoryUnderStorage::Writer : public ObjectWriter {
     if (committed_) return FailedPreconditionError("write of '" + key_ + "' already committed");
     aborted_ = true;
     parts_.clear();
+    if (!token_.empty()) store_->EndUpload(token_);
+    token_.clear();
     return Status::Ok();
   }
 
@@ -153,6 +175,9 @@ class MemoryUnderStorage::Writer : public ObjectWriter {
       return FailedPreconditionError("write of '" + key_ + "' already " +
                                      (committed_ ? "committed" : "aborted"));
     }
+    if (!token_.empty() && store_->UploadAborted(token_)) {
+      return FailedPreconditionError("the upload of '" + key_ + "' was aborted");
+    }
     return Status::Ok();
   }
 
@@ -160,12 +185,48 @@ class MemoryUnderStorage::Writer : public ObjectWriter {
   const std::string key_;
   WriteCondition condition_;
   const PartLayout layout_;
-  Mutex mu_;
+  mutable Mutex mu_;  // Before the store's.
   PartLedger ledger_ GUARDED_BY(mu_);
   std::map<uint32_t, std::string> parts_ GUARDED_BY(mu_);
+  std::string token_ GUARDED_BY(mu_);  // From the first part to Commit or Abort.
   bool committed_ GUARDED_BY(mu_) = false;
   bool aborted_ GUARDED_BY(mu_) = false;
 };
+
+std::string MemoryUnderStorage::BeginUpload(const std::string& key) {
+  MutexLock lock(&mu_);
+  std::string token = "mem-upload-" + std::to_string(next_upload_++);
+  uploads_[token] = Upload{key, false};
+  return token;
+}
+
+bool MemoryUnderStorage::UploadAborted(const std::string& token) const {
+  MutexLock lock(&mu_);
+  auto it = uploads_.find(token);
+  return it != uploads_.end() && it->second.aborted;
+}
+
+void MemoryUnderStorage::EndUpload(const std::string& token) {
+  MutexLock lock(&mu_);
+  uploads_.erase(token);
+}
+
+Status MemoryUnderStorage::AbortUpload(std::string_view key, std::string_view token) {
+  if (!token.starts_with("mem-upload-")) {
+    return InvalidArgumentError("not an upload token of this store: " + std::string(token));
+  }
+  MutexLock lock(&mu_);
+  auto it = uploads_.find(token);
+  if (it != uploads_.end() && it->second.key == key) it->second.aborted = true;
+  return Status::Ok();
+}
+
+size_t MemoryUnderStorage::OpenUploads() const {
+  MutexLock lock(&mu_);
+  size_t n = 0;
+  for (const auto& [token, upload] : uploads_) n += upload.aborted ? 0 : 1;
+  return n;
+}
 
 StatusOr<std::unique_ptr<ObjectWriter>> MemoryUnderStorage::StartWrite(
     std::string_view key, const WriterOptions& options) {

@@ -55,8 +55,15 @@ class MemoryUnderStorage : public UnderStorage {
                               const RenameOptions& options) override EXCLUDES(mu_);
   Status MakeDir(std::string_view key) override EXCLUDES(mu_);
   Status RemoveDir(std::string_view key) override EXCLUDES(mu_);
+  // A writer's token ("mem-upload-<n>") names its parts from its first part until its Commit or
+  // Abort; AbortUpload discards them (the writer's later calls fail FailedPrecondition).
+  Status AbortUpload(std::string_view key, std::string_view token) override EXCLUDES(mu_);
 
   // --- Test hooks ---
+
+  // The writers that have parts here and have neither committed nor aborted (nor been aborted
+  // by AbortUpload): what a dead process would leave behind.
+  size_t OpenUploads() const EXCLUDES(mu_);
 
   // A whole object for string literals; returns the new version, or "" (storing nothing) if the key
   // is not portable.
@@ -93,6 +100,17 @@ class MemoryUnderStorage : public UnderStorage {
   std::map<std::string, Object, std::less<>> objects_ GUARDED_BY(mu_);
   std::set<std::string, std::less<>> dirs_ GUARDED_BY(mu_);  // From MakeDir, without '/'.
   uint64_t next_version_ GUARDED_BY(mu_) = 1;
+  // Uploads by token: their key, and whether AbortUpload discarded them.
+  struct Upload {
+    std::string key;
+    bool aborted = false;
+  };
+  std::map<std::string, Upload, std::less<>> uploads_ GUARDED_BY(mu_);
+  uint64_t next_upload_ GUARDED_BY(mu_) = 1;
+  // For the writers: a new token for `key`; whether `token` was aborted; forget `token`.
+  std::string BeginUpload(const std::string& key) EXCLUDES(mu_);
+  bool UploadAborted(const std::string& token) const EXCLUDES(mu_);
+  void EndUpload(const std::string& token) EXCLUDES(mu_);
 };
 
 }  // namespace cairn::ufs

@@ -225,6 +225,31 @@ TEST_P(ObjectWriterBehaviour, AWriterDroppedWithoutCommitLeavesNothing) {
   EXPECT_TRUE(listed->objects.empty());
 }
 
+TEST_P(ObjectWriterBehaviour, AbortUploadDiscardsWhatAWritersTokenNames) {
+  // What the next start of a process that died while writing does with the token it saved.
+  const std::string content = Pattern(2 * part_, 10);
+  auto w = Start("left.bin");
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  EXPECT_EQ((*w)->UploadToken(), "");  // Nothing in the store yet.
+  ASSERT_TRUE((*w)->Begin().ok());     // Created before any data goes there...
+  const std::string token = (*w)->UploadToken();
+  ASSERT_FALSE(token.empty());
+  ASSERT_TRUE((*w)->Begin().ok());
+  ASSERT_TRUE((*w)->WritePart(0, Slice(content, 0, part_)).ok());
+  EXPECT_EQ((*w)->UploadToken(), token);  // ...and the parts go to it.
+  EXPECT_EQ(store_->AbortUpload("left.bin", "").code(), StatusCode::kInvalidArgument);
+  Status aborted = store_->AbortUpload("left.bin", token);
+  if (!GetParam().aborts_uploads) {
+    EXPECT_EQ(aborted.code(), StatusCode::kUnimplemented) << aborted.ToString();
+    return;
+  }
+  ASSERT_TRUE(aborted.ok()) << aborted.ToString();
+  EXPECT_TRUE(store_->AbortUpload("left.bin", token).ok()) << "gone already is OK";
+  // The part is gone: the writer cannot make the object out of it.
+  EXPECT_FALSE((*w)->Commit(2 * part_, Slice(content, part_, part_)).ok());
+  EXPECT_EQ(store_->Stat("left.bin").status().code(), StatusCode::kNotFound);
+}
+
 TEST_P(ObjectWriterBehaviour, ExclusiveCreateRefusesAnExistingObject) {
   for (uint64_t size : {uint64_t{100}, 2 * part_ + 1}) {
     SCOPED_TRACE("size " + std::to_string(size));

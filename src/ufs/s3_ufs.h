@@ -72,6 +72,9 @@ class S3UnderStorage : public UnderStorage {
   Status MakeDir(std::string_view key) override;
   // A LIST of at most two keys under "key/", then a DELETE of the marker.
   Status RemoveDir(std::string_view key) override;
+  // AbortMultipartUpload of the upload id `token` (a writer's UploadToken); 404 NoSuchUpload
+  // is OK (gone already); Unimplemented where the server cannot abort (s3rver: 405).
+  Status AbortUpload(std::string_view key, std::string_view token) override;
 
   // The resolved endpoint ("http://127.0.0.1:9000") and credential source, for diagnostics.
   std::string endpoint() const { return endpoint_.ToString(); }

@@ -23,6 +23,8 @@
 // attempt instead, which a condition may then refuse: the caller sees the refusal.
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 #include "common/thread_annotations.h"
 #include "ufs/s3_digest.h"
 #include "ufs/s3_ufs.h"
@@ -74,6 +76,17 @@ class S3UnderStorage::Writer : public ObjectWriter {
   }
 
   const PartLayout& layout() const override { return layout_; }
+
+  std::string UploadToken() const override {
+    MutexLock lock(&mu_);
+    return committed_ || aborted_ ? "" : upload_id_;
+  }
+
+  Status Begin() override {
+    MutexLock lock(&mu_);
+    if (committed_ || aborted_) return FailedPreconditionError("write of " + resource_ + " ended");
+    return EnsureUpload();
+  }
 
   Status WritePart(uint32_t index, std::span<const char> data) override {
     std::string upload_id;
@@ -310,29 +323,14 @@ class S3UnderStorage::Writer : public ObjectWriter {
     return info;
   }
 
-  Status AbortUpload() REQUIRES(mu_) {
-    s3::RequestContext ctx = store_->Context("AbortMultipartUpload", resource_);
-    CAIRN_ASSIGN_OR_RETURN(
-        s3::HttpResponse resp,
-        store_->Send(Request("DELETE", s3::CanonicalQuery({{"uploadId", upload_id_}}), {}, nullptr),
-                     ctx));
-    // 404 NoSuchUpload: already gone (aborted or completed by an attempt whose reply was lost).
-    if (resp.status == 204 || resp.status == 200 || resp.status == 404) return Status::Ok();
-    if (resp.status == 405 || resp.status == 501) {
-      return UnimplementedError("the server at " + store_->endpoint_text_ +
-                                " cannot abort multipart uploads (HTTP " +
-                                std::to_string(resp.status) + "): the parts of " + resource_ +
-                                " stay until a lifecycle rule removes them");
-    }
-    return s3::StatusFromHttp(resp.status, resp.body, ctx);
-  }
+  Status AbortUpload() REQUIRES(mu_) { return store_->AbortUpload(key_, upload_id_); }
 
   S3UnderStorage* const store_;
   const std::string key_;
   const std::string resource_;
   WriteCondition condition_;
   const PartLayout layout_;
-  Mutex mu_;
+  mutable Mutex mu_;
   PartLedger ledger_ GUARDED_BY(mu_);
   std::map<uint32_t, Part> parts_ GUARDED_BY(mu_);
   std::string upload_id_ GUARDED_BY(mu_);  // Empty until the first full part.
@@ -342,6 +340,33 @@ class S3UnderStorage::Writer : public ObjectWriter {
   bool committed_ GUARDED_BY(mu_) = false;
   bool aborted_ GUARDED_BY(mu_) = false;
 };
+
+Status S3UnderStorage::AbortUpload(std::string_view key, std::string_view token) {
+  CAIRN_RETURN_IF_ERROR(ValidateKey(key));
+  // It goes into a signed query string: S3's ids are printable ASCII.
+  if (token.empty() || token.size() > 1024 ||
+      std::any_of(token.begin(), token.end(), [](char c) { return c < 0x21 || c > 0x7e; })) {
+    return InvalidArgumentError("not a multipart upload id: '" + std::string(token) + "'");
+  }
+  const std::string resource = ResourceOf(key);
+  s3::RequestContext ctx = Context("AbortMultipartUpload", resource);
+  s3::HttpRequest req;
+  req.method = "DELETE";
+  req.url = s3::ObjectUrl(endpoint_, bucket_, path_style_, FullKey(key),
+                          s3::CanonicalQuery({{"uploadId", std::string(token)}}));
+  req.headers = BaseHeaders(s3::kEmptySha256);
+  req.timeout_ms = TimeoutFor(0);
+  CAIRN_ASSIGN_OR_RETURN(s3::HttpResponse resp, Send(std::move(req), ctx));
+  // 404 NoSuchUpload: already gone (aborted or completed by an attempt whose reply was lost).
+  if (resp.status == 204 || resp.status == 200 || resp.status == 404) return Status::Ok();
+  if (resp.status == 405 || resp.status == 501) {
+    return UnimplementedError("the server at " + endpoint_text_ +
+                              " cannot abort multipart uploads (HTTP " +
+                              std::to_string(resp.status) + "): the parts of " + resource +
+                              " stay until a lifecycle rule removes them");
+  }
+  return s3::StatusFromHttp(resp.status, resp.body, ctx);
+}
 
 StatusOr<std::unique_ptr<ObjectWriter>> S3UnderStorage::StartWrite(std::string_view key,
                                                                    const WriterOptions& options) {

@@ -125,6 +125,18 @@ class ObjectWriter {
   // Replaces the condition the commit will check (a worker whose other writer of the same key
   // committed a moment ago expects that version now). Not concurrently with Commit.
   virtual void SetCondition(WriteCondition condition) = 0;
+
+  // Creates now what the upload needs in the store (S3: the multipart upload; folders: the
+  // temp file) instead of with the first part, so that UploadToken names it before any data
+  // goes there (a caller records the token first). Idempotent; the store's errors.
+  // Default: nothing to create.
+  virtual Status Begin() { return Status::Ok(); }
+
+  // What UnderStorage::AbortUpload needs to discard what this writer has put in the store if
+  // its process dies before Commit or Abort (S3: the multipart upload's id; folders: the temp
+  // file's name); empty while it has put nothing there that a commit would not take (before
+  // its first part, and after Commit or Abort). Thread-safe. Default: empty.
+  virtual std::string UploadToken() const { return ""; }
 };
 
 // Forwards every call to `target`; subclass it to add retries, limits or counting to a writer.
@@ -142,6 +154,8 @@ class ObjectWriterWrapper : public ObjectWriter {
   void SetCondition(WriteCondition condition) override {
     target_->SetCondition(std::move(condition));
   }
+  std::string UploadToken() const override { return target_->UploadToken(); }
+  Status Begin() override { return target_->Begin(); }
 
  protected:
   ObjectWriter* target() { return target_.get(); }
@@ -203,6 +217,13 @@ class UnderStorage {
   // under the prefix); FailedPrecondition ("not empty") when anything is under it;
   // InvalidArgument when `key` is an object (not a directory).
   virtual Status RemoveDir(std::string_view key) = 0;
+
+  // Discards what a writer of `key` left in the store when its process died, named by the
+  // writer's UploadToken (S3: AbortMultipartUpload; folders: the temp file). OK when nothing
+  // is left (aborted, committed, or collected already); InvalidArgument for a token this store
+  // never makes; Unimplemented when the store cannot (then a lifecycle rule must collect it).
+  // Default: OK (a store whose writers leave nothing behind).
+  virtual Status AbortUpload(std::string_view key, std::string_view token) { return Status::Ok(); }
 };
 
 // Forwards every call to `target`; subclass it to add retries, metrics or fault injection.
@@ -227,6 +248,9 @@ class UnderStorageWrapper : public UnderStorage {
   }
   Status MakeDir(std::string_view key) override { return target_->MakeDir(key); }
   Status RemoveDir(std::string_view key) override { return target_->RemoveDir(key); }
+  Status AbortUpload(std::string_view key, std::string_view token) override {
+    return target_->AbortUpload(key, token);
+  }
 
  protected:
   UnderStorage* target() { return target_.get(); }

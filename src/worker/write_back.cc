@@ -98,6 +98,10 @@ WriteBack::WriteBack(WriteBackOptions options, std::unique_ptr<write::WriteJourn
   next_id_ = journal_->max_id_at_open() + 1;
   for (JournalRecord& record : replayed) {
     next_id_ = std::max(next_id_, record.id + 1);
+    if (record.type == JournalRecord::Type::kUpload) {
+      leftover_uploads_.push_back(std::move(record));
+      continue;
+    }
     bytes_ += record.size;
     const uint64_t id = record.id;
     Item item;
@@ -121,6 +125,7 @@ void WriteBack::Stop() {
 WriteBack::~WriteBack() {
   Stop();
   MutexLock l(&mu_);
+  closed_ = true;
   if (!items_.empty()) {
     spdlog::info("write-back: {} file(s) ({} bytes) left in the journal for the next start",
                  items_.size(), bytes_);
@@ -290,6 +295,55 @@ StatusOr<WriteBack::PendingFile> WriteBack::Retarget(
     released->push_back(Finish(id, JournalRecord::Outcome::kRemoved, "replaced by a rename"));
   }
   return result;
+}
+
+void WriteBack::UploadBegun(const std::string& path, const std::string& token) {
+  MutexLock l(&mu_);
+  if (closed_ || uploads_.count(token) != 0) return;
+  JournalRecord record;
+  record.type = JournalRecord::Type::kUpload;
+  record.id = next_id_++;
+  record.path = path;
+  record.detail = token;
+  Status st = journal_->Append(record);
+  if (!st.ok()) {
+    spdlog::warn(
+        "write-back journal: cannot note the upload of {} ({}); a crash would leave it "
+        "to the bucket's lifecycle rule",
+        path, st.ToString());
+    return;
+  }
+  uploads_.emplace(token, record.id);
+}
+
+void WriteBack::UploadEnded(const std::string& token) {
+  MutexLock l(&mu_);
+  auto it = uploads_.find(token);
+  if (closed_ || it == uploads_.end()) return;
+  JournalRecord done;
+  done.type = JournalRecord::Type::kDone;
+  done.id = it->second;
+  done.outcome = JournalRecord::Outcome::kEnded;
+  // A failure leaves the record: the next start aborts an upload that is gone (harmless).
+  (void)journal_->Append(done);
+  uploads_.erase(it);
+}
+
+std::vector<JournalRecord> WriteBack::LeftoverUploads() const {
+  MutexLock l(&mu_);
+  return leftover_uploads_;
+}
+
+void WriteBack::LeftoverEnded(uint64_t id) {
+  MutexLock l(&mu_);
+  auto it = std::find_if(leftover_uploads_.begin(), leftover_uploads_.end(),
+                         [id](const JournalRecord& r) { return r.id == id; });
+  if (it == leftover_uploads_.end()) return;
+  JournalRecord done;
+  done.type = JournalRecord::Type::kDone;
+  done.id = id;
+  done.outcome = JournalRecord::Outcome::kEnded;
+  if (journal_->Append(done).ok()) leftover_uploads_.erase(it);
 }
 
 bool WriteBack::Cancelled(uint64_t id) const {

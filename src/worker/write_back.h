@@ -99,6 +99,18 @@ class WriteBack {
   // function asks Cancelled. Call with the path's commit lock held.
   void CancelPath(const std::string& path) EXCLUDES(mu_);
   bool Cancelled(uint64_t id) const EXCLUDES(mu_);
+  // ---- Uploads a crash would leave in a source (S3 multipart uploads, folders' temp files) --
+  // Journals that a writer of `path` began the upload `token` (ufs::ObjectWriter::UploadToken)
+  // in its source. Best effort: when the journal cannot be written the upload is not tracked
+  // (logged; the bucket's lifecycle rule is then the only cleanup after a crash).
+  void UploadBegun(const std::string& path, const std::string& token) EXCLUDES(mu_);
+  // Journals that the upload `token` was committed or aborted.
+  void UploadEnded(const std::string& token) EXCLUDES(mu_);
+  // The uploads the journal had begun and not ended when it was opened: their writers died
+  // with the last process. The caller aborts each in its source, then calls LeftoverEnded.
+  std::vector<write::JournalRecord> LeftoverUploads() const EXCLUDES(mu_);
+  void LeftoverEnded(uint64_t id) EXCLUDES(mu_);
+
   // After `version` of `path` was committed: later files of the path replace it.
   void AdoptCommit(const std::string& path, const std::string& version) EXCLUDES(mu_);
 
@@ -195,7 +207,6 @@ class WriteBack {
 
   mutable Mutex mu_;
   CondVar changed_;
-  std::map<uint64_t, Item> items_ GUARDED_BY(mu_);  // By id: the order of closing.
   uint64_t next_id_ GUARDED_BY(mu_) = 1;
   uint64_t bytes_ GUARDED_BY(mu_) = 0;
   size_t failing_ GUARDED_BY(mu_) = 0;       // Items whose last_error is set.
@@ -207,6 +218,11 @@ class WriteBack {
   std::deque<uint64_t> recent_order_ GUARDED_BY(mu_);
   CommitFn commit_;  // Set once by Start, before the threads.
   std::vector<std::thread> threads_;
+  std::map<std::string, uint64_t> uploads_ GUARDED_BY(mu_);  // Begun, by token: their ids.
+  std::vector<write::JournalRecord> leftover_uploads_ GUARDED_BY(mu_);
+  bool closed_ GUARDED_BY(mu_) = false;  // Destroying: upload reports are ignored.
+  // Last: destroyed first (the sessions' destructors may still report to the members above).
+  std::map<uint64_t, Item> items_ GUARDED_BY(mu_);  // By id: the order of closing.
 };
 
 // Whether `path` is `prefix` or under it ("/" holds everything; "/data" does not hold "/data2").

@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "worker/write_back_fixture.h"
+#include "write/journal.h"
 
 namespace cairn::worker {
 namespace {
@@ -227,6 +228,54 @@ TEST_F(WriteBackTest, ANoReplaceRenameOfAPendingFileNeedsTheNameFree) {
   ASSERT_TRUE(SyncAll().ok());
   EXPECT_EQ(Content("free"), "x");
   EXPECT_EQ(Content("taken"), "in the source");
+}
+
+TEST_F(WriteBackTest, AnUploadTheLastProcessLeftIsAbortedAtTheNextStart) {
+  // A writer of a process that died: its part is in the store, under its token.
+  ufs::WriterOptions wo;
+  wo.part_size = kPart;
+  auto orphan = memory_->StartWrite("orphan.bin", wo);
+  ASSERT_TRUE(orphan.ok());
+  const std::string part = testing::RandomBytes(kPart, 11);
+  ASSERT_TRUE((*orphan)->WritePart(0, part).ok());
+  const std::string token = (*orphan)->UploadToken();
+  ASSERT_FALSE(token.empty());
+  writes_.reset();
+  {
+    std::vector<write::JournalRecord> pending;
+    auto journal = write::WriteJournal::Open((dir_.path() / "journal").string(), &pending);
+    ASSERT_TRUE(journal.ok());
+    write::JournalRecord upload;
+    upload.type = write::JournalRecord::Type::kUpload;
+    upload.id = (*journal)->max_id_at_open() + 1;
+    upload.path = "/lake/orphan.bin";
+    upload.detail = token;
+    ASSERT_TRUE((*journal)->Append(upload).ok());
+  }
+  EXPECT_EQ(memory_->OpenUploads(), 1u);
+  Start();
+  EXPECT_TRUE(testing::WaitUntil([&] { return memory_->OpenUploads() == 0; }));
+  EXPECT_FALSE((*orphan)->Commit(kPart + 1, "x").ok());  // Its part is gone.
+  EXPECT_FALSE(InSource("orphan.bin"));
+  EXPECT_TRUE(testing::WaitUntil([&] { return writes_->write_back()->LeftoverUploads().empty(); }));
+  writes_.reset();  // Done with: not tried again.
+  Start();
+  EXPECT_TRUE(writes_->write_back()->LeftoverUploads().empty());
+}
+
+TEST_F(WriteBackTest, TheUploadsOfCommittedFilesLeaveNothingForTheNextStart) {
+  const std::string data = testing::RandomBytes(5 * kPart + 9, 12);  // Parts go up early.
+  ASSERT_TRUE(WriteFile("/lake/parts.bin", data).ok());
+  auto aborted = Open("/lake/aborted.bin");
+  ASSERT_TRUE(aborted.ok());
+  ASSERT_TRUE(Write(aborted->handle, 0, data).ok());
+  ASSERT_TRUE(SyncAll().ok());
+  ASSERT_TRUE(writes_->Serve("team-a", protocol::AbortWriteRequest{0, aborted->handle}).ok());
+  EXPECT_EQ(Content("parts.bin"), data);
+  EXPECT_EQ(memory_->OpenUploads(), 0u);
+  writes_.reset();
+  Start();
+  EXPECT_TRUE(writes_->write_back()->LeftoverUploads().empty());
 }
 
 TEST(PathUnderTest, PrefixesAreWholeComponents) {

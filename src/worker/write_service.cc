@@ -389,9 +389,7 @@ StatusOr<WriteReply> WriteService::Open(const std::string& principal,
   }
   if (!exists && !request.create) return NotFoundError("no such file " + request.path);
 
-  write::WriteSessionOptions session_options;
-  session_options.part_size = options_.part_size;
-  session_options.max_uploads_in_flight = options_.max_uploads_in_flight;
+  write::WriteSessionOptions session_options = SessionOptions(request.path);
   session_options.condition = current.ok() ? ufs::WriteCondition::Version(current->version)
                               : blind      ? ufs::WriteCondition::None()
                                            : ufs::WriteCondition::Absent();
@@ -483,12 +481,54 @@ StatusOr<WriteReply> WriteService::Truncate(OpenFile& file, uint64_t size) {
   return Reply(file.handle, file.session->size());
 }
 
+write::WriteSessionOptions WriteService::SessionOptions(const std::string& path) {
+  write::WriteSessionOptions o;
+  o.part_size = options_.part_size;
+  o.max_uploads_in_flight = options_.max_uploads_in_flight;
+  if (write_back_ != nullptr) {
+    // The journal notes each upload begun in the source, so that the next start can abort what
+    // a crash left there (docs/write-journal.md, type 4).
+    WriteBack* journal = write_back_.get();
+    o.on_upload_begun = [journal, path](const std::string& token) {
+      journal->UploadBegun(path, token);
+    };
+    o.on_upload_ended = [journal](const std::string& token) { journal->UploadEnded(token); };
+  }
+  return o;
+}
+
+size_t WriteService::AbortLeftoverUploads() {
+  if (write_back_ == nullptr) return 0;
+  size_t ended = 0;
+  for (const write::JournalRecord& upload : write_back_->LeftoverUploads()) {
+    // Not waiting for the mount table: a mount not known yet is tried again next round.
+    StatusOr<PageService::PathAt> at = pages_->ResolvePath(upload.path, /*wait=*/false);
+    if (!at.ok() || at->resolved.mount == nullptr || at->resolved.key.empty()) continue;
+    Status st = at->resolved.mount->ufs->AbortUpload(at->resolved.key, upload.detail);
+    const StatusCode code = st.code();
+    if (code == StatusCode::kUnavailable || code == StatusCode::kDeadlineExceeded ||
+        code == StatusCode::kIoError) {
+      spdlog::debug("abort of the upload a crash left for {}: {} (tried again later)", upload.path,
+                    st.ToString());
+      continue;
+    }
+    if (st.ok()) {
+      spdlog::info("aborted the upload of {} that the last process left in its source",
+                   upload.path);
+    } else {
+      spdlog::warn("the upload of {} that the last process left cannot be aborted: {}", upload.path,
+                   st.ToString());
+    }
+    write_back_->LeftoverEnded(upload.id);
+    ++ended;
+  }
+  return ended;
+}
+
 StatusOr<std::unique_ptr<write::WriteSession>> WriteService::SessionFor(
     const OpenFile& file, const std::string& from_spool, uint64_t size,
     ufs::WriteCondition condition) {
-  write::WriteSessionOptions session_options;
-  session_options.part_size = options_.part_size;
-  session_options.max_uploads_in_flight = options_.max_uploads_in_flight;
+  write::WriteSessionOptions session_options = SessionOptions(file.path);
   session_options.condition = std::move(condition);
   const int fd = ::open(from_spool.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return ErrnoToStatus(errno, "reopen spool file of " + file.path);
@@ -500,9 +540,7 @@ StatusOr<std::unique_ptr<write::WriteSession>> WriteService::SessionFor(
 
 StatusOr<std::unique_ptr<write::WriteSession>> WriteService::SessionFromFd(
     const OpenFile& file, int fd, uint64_t size, ufs::WriteCondition condition) {
-  write::WriteSessionOptions session_options;
-  session_options.part_size = options_.part_size;
-  session_options.max_uploads_in_flight = options_.max_uploads_in_flight;
+  write::WriteSessionOptions session_options = SessionOptions(file.path);
   session_options.condition = std::move(condition);
   CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<write::WriteSession> next,
                          write::WriteSession::Create(file.ufs, file.key, file.spool_dir,
@@ -634,9 +672,7 @@ CommitResult WriteService::CommitPending(PendingWrite& write) {
   }
   const bool replayed = write.session == nullptr;
   if (replayed) {
-    write::WriteSessionOptions session_options;
-    session_options.part_size = options_.part_size;
-    session_options.max_uploads_in_flight = options_.max_uploads_in_flight;
+    write::WriteSessionOptions session_options = SessionOptions(record.path);
     session_options.condition = record.condition;
     StatusOr<std::unique_ptr<write::WriteSession>> adopted = write::WriteSession::Adopt(
         mount->ufs, key, record.spool_path, record.size, session_options, uploads_.get());
@@ -972,12 +1008,15 @@ size_t WriteService::AbortIdle() {
 void WriteService::ReapLoop() {
   const auto period = std::clamp(options_.idle_timeout / 4, std::chrono::milliseconds(10),
                                  std::chrono::milliseconds(30000));
+  // At once, then every round until done: the uploads the last process left in its sources.
+  AbortLeftoverUploads();
   MutexLock l(&open_mu_);
   while (!stopping_) {
     stop_cv_.WaitFor(&open_mu_, period, [this]() REQUIRES(open_mu_) { return stopping_; });
     if (stopping_) break;
     open_mu_.Unlock();
     AbortIdle();
+    AbortLeftoverUploads();
     open_mu_.Lock();
   }
 }

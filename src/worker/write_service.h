@@ -107,6 +107,11 @@ class WriteService final : public PendingFiles {
   // Aborts the files idle for longer than idle_timeout; returns how many (the reaper thread
   // calls it; tests call it with a fake clock).
   size_t AbortIdle() EXCLUDES(open_mu_);
+  // Aborts, in their sources, the uploads the journal says the last process began and never
+  // ended (it died: S3 multipart uploads, folders' temp files); returns how many are done
+  // with. One whose source cannot be reached (or whose mount is not known yet) is tried again
+  // by the next call: the reaper thread calls it at start and every round.
+  size_t AbortLeftoverUploads();
   size_t open_files() const EXCLUDES(open_mu_);
 
   // Waits until the write-back files under `prefix` are in their sources (`cairn sync`). OK at
@@ -128,6 +133,8 @@ class WriteService final : public PendingFiles {
                std::unique_ptr<WriteBack> write_back);
   Clock& clock() const { return options_.clock != nullptr ? *options_.clock : *Clock::Real(); }
   Entry EntryOf(const WriteBack::PendingFile& file) const;
+  // The options of a session writing `path` (its uploads noted in the journal, if any).
+  write::WriteSessionOptions SessionOptions(const std::string& path);
 
   StatusOr<protocol::WriteReply> Open(const std::string& principal,
                                       const protocol::OpenWriteRequest& request);

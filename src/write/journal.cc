@@ -132,6 +132,9 @@ std::string EncodeJournalRecord(const JournalRecord& r) {
     PutU8(&out, static_cast<uint8_t>(r.condition.kind));
     PutString(&out, r.condition.version);
     PutU64(&out, static_cast<uint64_t>(r.closed_at_ms));
+  } else if (r.type == JournalRecord::Type::kUpload) {
+    PutString(&out, r.path);
+    PutString(&out, r.detail);
   } else if (r.type == JournalRecord::Type::kRenamed) {
     PutString(&out, r.path);
     PutU8(&out, static_cast<uint8_t>(r.condition.kind));
@@ -166,6 +169,14 @@ StatusOr<JournalRecord> DecodeJournalRecord(std::string_view payload) {
     }
     r.condition.kind = static_cast<ufs::WriteCondition::Kind>(kind);
     r.closed_at_ms = static_cast<int64_t>(closed_at);
+  } else if (type == static_cast<uint8_t>(JournalRecord::Type::kUpload)) {
+    r.type = JournalRecord::Type::kUpload;
+    if (!in.String(&r.path) || !in.String(&r.detail)) {
+      return CorruptionError("upload journal record too short");
+    }
+    if (r.path.empty() || r.path[0] != '/' || r.detail.empty()) {
+      return CorruptionError("upload journal record without a path or token");
+    }
   } else if (type == static_cast<uint8_t>(JournalRecord::Type::kRenamed)) {
     r.type = JournalRecord::Type::kRenamed;
     uint8_t kind = 0;
@@ -185,7 +196,7 @@ StatusOr<JournalRecord> DecodeJournalRecord(std::string_view payload) {
     if (!in.U8(&outcome) || !in.String(&r.detail)) {
       return CorruptionError("done journal record too short");
     }
-    if (outcome < 1 || outcome > static_cast<uint8_t>(JournalRecord::Outcome::kConflict)) {
+    if (outcome < 1 || outcome > static_cast<uint8_t>(JournalRecord::Outcome::kEnded)) {
       return CorruptionError("journal record with an unknown outcome");
     }
     r.outcome = static_cast<JournalRecord::Outcome>(outcome);
@@ -256,7 +267,8 @@ StatusOr<std::unique_ptr<WriteJournal>> WriteJournal::Open(const std::string& pa
       break;
     }
     max_id = std::max(max_id, record->id);
-    if (record->type == JournalRecord::Type::kPending) {
+    if (record->type == JournalRecord::Type::kPending ||
+        record->type == JournalRecord::Type::kUpload) {
       if (!ids.insert(record->id).second) {
         return fail(CorruptionError("write-back journal " + path + " repeats id " +
                                     std::to_string(record->id)));
@@ -265,7 +277,8 @@ StatusOr<std::unique_ptr<WriteJournal>> WriteJournal::Open(const std::string& pa
       live.emplace(id, std::move(*record));
     } else if (record->type == JournalRecord::Type::kRenamed) {
       // A rename of a file finished since (or compacted away with it) needs nothing.
-      if (auto it = live.find(record->id); it != live.end()) {
+      if (auto it = live.find(record->id);
+          it != live.end() && it->second.type == JournalRecord::Type::kPending) {
         it->second.path = std::move(record->path);
         it->second.condition = std::move(record->condition);
       }
@@ -312,7 +325,8 @@ Status WriteJournal::Append(const JournalRecord& record) {
     return InvalidArgumentError("journal record of " + std::to_string(frame.size()) + " bytes");
   }
   MutexLock l(&mu_);
-  const bool pending = record.type == JournalRecord::Type::kPending;
+  const bool pending =
+      record.type == JournalRecord::Type::kPending || record.type == JournalRecord::Type::kUpload;
   const bool renamed = record.type == JournalRecord::Type::kRenamed;
   if (pending && live_.count(record.id) != 0) {
     return InvalidArgumentError("journal id " + std::to_string(record.id) + " is in use");

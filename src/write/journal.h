@@ -6,11 +6,13 @@
 //   * kPending: a closed file waiting for its upload (path, spool file, size, condition);
 //   * kDone: that file needs nothing more (committed, removed, or set aside as a conflict);
 //   * kRenamed: that file now goes to another path, under another condition (a rename of a
-//     file not yet uploaded: docs/write-path.md, decision 8).
-// Open replays the file: the pending records without a matching kDone (renamed as their last
-// kRenamed says), in the order they were made. A torn tail (a crash in the middle of an append,
-// which was never acknowledged) is cut off; a bad record before good ones is Corruption (the
-// journal was damaged, not torn) and the worker refuses to start rather than drop acknowledged
+//     file not yet uploaded: docs/write-path.md, decision 8);
+//   * kUpload: an upload begun in a source (an S3 multipart upload, a folder's temp file) that a
+//     crash would leave there; its kDone says it was committed or aborted.
+// Open replays the file: the pending and upload records without a matching kDone (renamed as
+// their last kRenamed says), in the order they were made. A torn tail (a crash in the middle of an
+// append, which was never acknowledged) is cut off; a bad record before good ones is Corruption
+// (the journal was damaged, not torn) and the worker refuses to start rather than drop acknowledged
 // writes silently.
 //
 // The journal keeps its live (pending) records in memory too: once the file is past
@@ -34,8 +36,9 @@
 namespace cairn::write {
 
 struct JournalRecord {
-  enum class Type : uint8_t { kPending = 1, kDone = 2, kRenamed = 3 };
-  enum class Outcome : uint8_t { kCommitted = 1, kRemoved = 2, kConflict = 3 };
+  enum class Type : uint8_t { kPending = 1, kDone = 2, kRenamed = 3, kUpload = 4 };
+  // kEnded: of an upload record (committed or aborted; nothing of it is left in the source).
+  enum class Outcome : uint8_t { kCommitted = 1, kRemoved = 2, kConflict = 3, kEnded = 4 };
 
   Type type = Type::kPending;
   uint64_t id = 0;  // > 0; unique within the journal.
@@ -48,7 +51,8 @@ struct JournalRecord {
   int64_t closed_at_ms = 0;       // Wall clock (status: the oldest pending write).
   // kDone:
   Outcome outcome = Outcome::kCommitted;
-  std::string detail;  // The committed version, or why the file was set aside.
+  std::string detail;  // The committed version, or why the file was set aside. kUpload: the
+                       // writer's UploadToken (with `path`, the namespace path it writes).
 
   bool operator==(const JournalRecord&) const = default;
 };

@@ -49,9 +49,26 @@ void AppendRaw(const std::string& path, const std::string& bytes) {
   out << bytes;
 }
 
+JournalRecord Upload(uint64_t id, const std::string& path, const std::string& token) {
+  JournalRecord r;
+  r.type = JournalRecord::Type::kUpload;
+  r.id = id;
+  r.path = path;
+  r.detail = token;
+  return r;
+}
+
+JournalRecord Ended(uint64_t id) {
+  JournalRecord r = Done(id);
+  r.outcome = JournalRecord::Outcome::kEnded;
+  r.detail.clear();
+  return r;
+}
+
 TEST(JournalRecordTest, RoundTripsEveryKind) {
   for (const JournalRecord& r :
-       {Pending(7, "/lake/a b/ckpt.pt"), Done(7), Renamed(7, "/lake/final.pt")}) {
+       {Pending(7, "/lake/a b/ckpt.pt"), Done(7), Renamed(7, "/lake/final.pt"),
+        Upload(8, "/lake/big.bin", "upload-id-2~x"), Ended(8)}) {
     StatusOr<JournalRecord> back = DecodeJournalRecord(EncodeJournalRecord(r));
     ASSERT_TRUE(back.ok()) << back.status().ToString();
     EXPECT_EQ(*back, r);
@@ -183,6 +200,29 @@ TEST(WriteJournalTest, ARenamedFileReplaysUnderItsNewPathAndCondition) {
   EXPECT_EQ(pending[0], expected);
   EXPECT_EQ(pending[1].path, "/lake/c");
   EXPECT_EQ(pending[1].spool_path, Pending(3, "").spool_path);
+}
+
+TEST(WriteJournalTest, UploadsBegunAndNotEndedAreReplayedWithThePendingFiles) {
+  TempDir dir;
+  const std::string path = dir.str() + "/journal";
+  std::vector<JournalRecord> pending;
+  {
+    auto journal = WriteJournal::Open(path, &pending);
+    ASSERT_TRUE(journal.ok());
+    ASSERT_TRUE((*journal)->Append(Upload(1, "/lake/a", "t1")).ok());
+    ASSERT_TRUE((*journal)->Append(Pending(2, "/lake/b")).ok());
+    ASSERT_TRUE((*journal)->Append(Upload(3, "/lake/c", "t3")).ok());
+    ASSERT_TRUE((*journal)->Append(Ended(1)).ok());
+    // A rename names pending files only.
+    EXPECT_EQ((*journal)->Append(Renamed(9, "/lake/x")).code(), StatusCode::kInvalidArgument);
+  }
+  auto journal = WriteJournal::Open(path, &pending);
+  ASSERT_TRUE(journal.ok()) << journal.status().ToString();
+  ASSERT_EQ(pending.size(), 2u);
+  EXPECT_EQ(pending[0], Pending(2, "/lake/b"));
+  EXPECT_EQ(pending[1], Upload(3, "/lake/c", "t3"));
+  EXPECT_EQ(DecodeJournalRecord(EncodeJournalRecord(Upload(4, "/lake/d", ""))).status().code(),
+            StatusCode::kCorruption);  // An upload without a token is no record.
 }
 
 TEST(WriteJournalTest, CompactsOnceMostlyDead) {

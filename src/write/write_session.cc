@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <utility>
 #include <vector>
 
 namespace cairn::write {
@@ -213,14 +214,35 @@ void WriteSession::Pump() {
   }
 }
 
+Status WriteSession::BeginUpload(ufs::ObjectWriter* writer, uint64_t writer_generation) {
+  if (!options_.on_upload_begun) return Status::Ok();
+  // One caller per writer creates and reports: no part of it goes up before it is reported.
+  MutexLock begin(&begin_mu_);
+  if (begun_generation_ == writer_generation) return Status::Ok();
+  CAIRN_RETURN_IF_ERROR(writer->Begin());
+  std::string token = writer->UploadToken();
+  if (!token.empty()) {
+    {
+      MutexLock lock(&mu_);
+      reported_token_ = token;
+    }
+    options_.on_upload_begun(token);
+  }
+  begun_generation_ = writer_generation;
+  return Status::Ok();
+}
+
 void WriteSession::Upload(uint32_t index, uint64_t generation, bool early) {
   ufs::ObjectWriter* writer;
+  uint64_t writer_generation;
   {
     MutexLock lock(&mu_);
     writer = writer_.get();  // Replaced only while no upload is in flight.
+    writer_generation = writer_generation_;
   }
   std::vector<char> buffer(layout_.Size(index));
   Status st = ReadSpool(layout_.Offset(index), buffer);
+  if (st.ok()) st = BeginUpload(writer, writer_generation);
   if (st.ok()) st = writer->WritePart(index, buffer);
   MutexLock lock(&mu_);
   Part& part = parts_[index];
@@ -269,8 +291,23 @@ Status WriteSession::ReadSpool(uint64_t offset, std::span<char> out) const {
   return Status::Ok();
 }
 
+void WriteSession::ReportEnded(const std::vector<std::string>& ended) const {
+  if (!options_.on_upload_ended) return;
+  for (const std::string& token : ended) options_.on_upload_ended(token);
+}
+
 StatusOr<ufs::ObjectInfo> WriteSession::Commit() {
-  MutexLock lock(&mu_);
+  std::vector<std::string> ended;
+  StatusOr<ufs::ObjectInfo> info = InternalError("not committed");
+  {
+    MutexLock lock(&mu_);
+    info = CommitLocked(&ended);
+  }
+  ReportEnded(ended);
+  return info;
+}
+
+StatusOr<ufs::ObjectInfo> WriteSession::CommitLocked(std::vector<std::string>* ended) {
   if (committed_) return FailedPreconditionError("write of '" + key_ + "' already committed");
   if (aborted_) return FailedPreconditionError("write of '" + key_ + "' was aborted");
   closing_ = true;
@@ -283,10 +320,13 @@ StatusOr<ufs::ObjectInfo> WriteSession::Commit() {
                   [](const auto& entry) { return entry.second.sent; })) {
     Status aborted = writer_->Abort();
     if (!aborted.ok()) spdlog::warn("write of '{}': {}", key_, aborted.ToString());
+    if (aborted.ok() && !reported_token_.empty()) ended->push_back(reported_token_);
+    reported_token_.clear();
     ufs::WriterOptions writer_options;
     writer_options.part_size = options_.part_size;
     writer_options.condition = condition_;
     CAIRN_ASSIGN_OR_RETURN(writer_, ufs_->StartWrite(key_, writer_options));
+    ++writer_generation_;
     for (auto& [index, part] : parts_) part.sent = false;
     ++stats_.writer_restarts;
   }
@@ -308,11 +348,22 @@ StatusOr<ufs::ObjectInfo> WriteSession::Commit() {
   CAIRN_RETURN_IF_ERROR(ReadSpool(tail_start, tail));
   CAIRN_ASSIGN_OR_RETURN(ufs::ObjectInfo info, writer_->Commit(size_, tail));
   committed_ = true;
+  if (!reported_token_.empty()) ended->push_back(std::exchange(reported_token_, ""));
   return info;
 }
 
 Status WriteSession::Abort() {
-  MutexLock lock(&mu_);
+  std::vector<std::string> ended;
+  Status st;
+  {
+    MutexLock lock(&mu_);
+    st = AbortLocked(&ended);
+  }
+  ReportEnded(ended);
+  return st;
+}
+
+Status WriteSession::AbortLocked(std::vector<std::string>* ended) {
   if (committed_) return FailedPreconditionError("write of '" + key_ + "' already committed");
   closing_ = true;
   queued_.clear();
@@ -320,6 +371,7 @@ Status WriteSession::Abort() {
   if (aborted_) return Status::Ok();
   CAIRN_RETURN_IF_ERROR(writer_->Abort());
   aborted_ = true;
+  if (!reported_token_.empty()) ended->push_back(std::exchange(reported_token_, ""));
   return Status::Ok();
 }
 

@@ -27,11 +27,13 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 #include "common/thread_annotations.h"
@@ -45,6 +47,14 @@ struct WriteSessionOptions {
   uint64_t part_size = 8 << 20;   // Base of the part layout (S3: at least 5 MiB).
   int max_uploads_in_flight = 4;  // Parts of this session being sent at once (>= 1).
   ufs::WriteCondition condition;  // Checked when the object is committed.
+  // Told when the session's writer has begun an upload in the source that a crash would leave
+  // there (its ufs::ObjectWriter::UploadToken, once per writer: after ObjectWriter::Begin,
+  // before its first part goes up), and when such an upload ended in a Commit or an Abort of this
+  // session. (An upload aborted by the session's destructor is not reported: the worker's next
+  // start aborts it again, which costs one request.) Called without the session's lock, on an
+  // upload thread or the caller's; may block (the worker journals them). Either may be empty.
+  std::function<void(const std::string& token)> on_upload_begun;
+  std::function<void(const std::string& token)> on_upload_ended;
 };
 
 struct WriteSessionStats {
@@ -133,6 +143,13 @@ class WriteSession {
   void WaitForUploads() REQUIRES(mu_);
   Status ReadSpool(uint64_t offset, std::span<char> out) const;
   Status CheckOpen() const REQUIRES(mu_);
+  // Before the first part of writer `writer_generation` goes up: creates its upload and tells
+  // on_upload_begun its token (if it has one), once per writer.
+  Status BeginUpload(ufs::ObjectWriter* writer, uint64_t writer_generation) EXCLUDES(mu_);
+  // Commit and Abort; the uploads they ended go to `ended` (reported after the lock).
+  StatusOr<ufs::ObjectInfo> CommitLocked(std::vector<std::string>* ended) REQUIRES(mu_);
+  Status AbortLocked(std::vector<std::string>* ended) REQUIRES(mu_);
+  void ReportEnded(const std::vector<std::string>& ended) const EXCLUDES(mu_);
 
   const std::shared_ptr<ufs::UnderStorage> ufs_;
   const std::string key_;
@@ -157,6 +174,10 @@ class WriteSession {
   bool aborted_ GUARDED_BY(mu_) = false;
   ufs::WriteCondition condition_ GUARDED_BY(mu_);
   WriteSessionStats stats_ GUARDED_BY(mu_);
+  std::string reported_token_ GUARDED_BY(mu_);      // Told on_upload_begun, not yet ended.
+  uint64_t writer_generation_ GUARDED_BY(mu_) = 1;  // Bumped when writer_ is replaced.
+  Mutex begin_mu_;  // Before mu_: BeginUpload's create-and-report, one at a time.
+  uint64_t begun_generation_ GUARDED_BY(begin_mu_) = 0;  // The writer last begun and reported.
 };
 
 }  // namespace cairn::write
