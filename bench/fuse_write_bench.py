@@ -59,6 +59,19 @@ def write_file(path, data, fsync):
     return time.perf_counter() - start
 
 
+def lake_digest(s3, key, want):
+    """The SHA-256 of `key` in s3rver once it holds all of it: s3rver writes an object's
+    file in place, and a GET racing that write (even after a HEAD answered) reads part of it.
+    A wrong object stays wrong: the last answer after 10 s is returned."""
+    deadline = time.monotonic() + 10
+    while True:
+        got = hashlib.sha256(s3.client.get_object(Bucket=S3_BUCKET,
+                                                  Key=key)["Body"].read()).hexdigest()
+        if got == want or time.monotonic() > deadline:
+            return got
+        time.sleep(0.2)
+
+
 def digest(path):
     h = hashlib.sha256()
     with open(path, "rb") as f:
@@ -111,9 +124,8 @@ def main(argv):
                     except Exception:  # noqa: BLE001 (404 until the upload completes)
                         time.sleep(0.01)
                 runs.append({"mode": "back: in the lake", "s": time.perf_counter() - start})
-                body = s3.client.get_object(Bucket=S3_BUCKET,
-                                            Key=f"fuse-bench-back/{name}")["Body"].read()
-                assert hashlib.sha256(body).hexdigest() == want, "write-back object differs"
+                assert lake_digest(s3, f"fuse-bench-back/{name}", want) == want, \
+                    "write-back object differs"
                 # The checkpoint libraries' idiom: a temporary name, then rename(2) onto the
                 # final one. The rename moves the pending upload (it does not wait for it).
                 final = f"renamed-{run}.bin"
@@ -124,21 +136,21 @@ def main(argv):
                 runs.append({"mode": "back: tmp + rename", "s": time.perf_counter() - start})
                 while True:
                     try:
-                        got = s3.client.get_object(Bucket=S3_BUCKET,
-                                                   Key=f"fuse-bench-back/{final}")["Body"].read()
+                        s3.client.head_object(Bucket=S3_BUCKET, Key=f"fuse-bench-back/{final}")
                         break
                     except Exception:  # noqa: BLE001 (404 until the upload completes)
                         time.sleep(0.01)
                 runs.append({"mode": "back: renamed in lake", "s": time.perf_counter() - start})
-                assert hashlib.sha256(got).hexdigest() == want, "renamed object differs"
+                assert lake_digest(s3, f"fuse-bench-back/{final}", want) == want, \
+                    "renamed object differs"
+                assert digest(os.path.join(back.mountpoint, final)) == want, "mount differs"
                 start = time.perf_counter()
                 write_file(os.path.join(work, "up-" + name), data, fsync=False)
                 s3.client.upload_file(os.path.join(work, "up-" + name), S3_BUCKET,
                                       f"boto/{name}")
                 runs.append({"mode": "local+boto3 upload", "s": time.perf_counter() - start})
-                body = s3.client.get_object(Bucket=S3_BUCKET,
-                                            Key=f"fuse-bench/{name}")["Body"].read()
-                assert hashlib.sha256(body).hexdigest() == want, "s3rver object differs"
+                assert lake_digest(s3, f"fuse-bench/{name}", want) == want, \
+                    "s3rver object differs"
                 for f in (name, "up-" + name):
                     os.unlink(os.path.join(work, f))
         finally:

@@ -176,6 +176,11 @@ StatusOr<uint64_t> WriteBack::Add(PendingWrite& write) {
   bytes_ += size;
   Item item;
   item.write = std::move(write);
+  // Not at once: a rename right after the close (a checkpoint saved under a temporary name)
+  // then finds the file pending and moves it, instead of waiting for its upload.
+  if (options_.commit_delay.count() > 0) {
+    item.next_try_us = clock().NowMicros() + options_.commit_delay.count() * 1000;
+  }
   items_.emplace(id, std::move(item));
   UpdateGauges();
   ++generation_;
@@ -287,8 +292,9 @@ StatusOr<WriteBack::PendingFile> WriteBack::Retarget(
     moved->write.session->KeepSpoolFile();
     released->push_back(std::move(moved->write.session));
   }
+  // A fresh start under the new name, after the commit delay (another rename may follow).
   moved->attempts = 0;
-  moved->next_try_us = 0;
+  moved->next_try_us = clock().NowMicros() + options_.commit_delay.count() * 1000;
   PendingFile result{record.path, record.id, record.size, record.closed_at_ms};
   for (uint64_t id : replaced) {
     metrics_->removed->Increment();
@@ -365,6 +371,18 @@ void WriteBack::AdoptCommit(const std::string& path, const std::string& version)
 
 Status WriteBack::Sync(const std::string& prefix, std::chrono::milliseconds timeout) {
   MutexLock l(&mu_);
+  // Someone waits: files still in their commit delay go now.
+  bool hurried = false;
+  for (auto& [id, item] : items_) {
+    if (item.attempts == 0 && item.next_try_us != 0 && PathUnder(item.write.record.path, prefix)) {
+      item.next_try_us = 0;
+      hurried = true;
+    }
+  }
+  if (hurried) {
+    ++generation_;
+    changed_.NotifyAll();
+  }
   auto waiting = [&]() REQUIRES(mu_) {
     size_t n = 0;
     for (const auto& [id, item] : items_) n += PathUnder(item.write.record.path, prefix) ? 1 : 0;

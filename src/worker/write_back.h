@@ -6,7 +6,8 @@
 // again (its spool file adopted by the commit function), nothing acknowledged is lost.
 //
 // Order: files of one path are committed one at a time, in the order they were closed (a later
-// close of a path never lands before an earlier one). A commit function decides what a file
+// close of a path never lands before an earlier one); each starts commit_delay after its close
+// (or at once when someone Syncs it). A commit function decides what a file
 // becomes (CommitResult): committed, removed (the path was removed meanwhile), a conflict (the
 // source changed under it: the spool file is set aside for an operator, never dropped), or
 // retry later.
@@ -44,6 +45,9 @@ struct WriteBackOptions {
   uint64_t max_pending_bytes = 64ull << 30;     // Closed files waiting for upload, all together.
   std::chrono::milliseconds full_wait{60'000};  // How long a close waits for room.
   int threads = 4;                              // Files committed at once.
+  // How long a closed file waits before its upload starts (a rename in that time moves it
+  // instead of waiting for the upload); Sync starts the waiting files at once.
+  std::chrono::milliseconds commit_delay{1000};
   std::chrono::milliseconds retry_min{500};     // Backoff after a failed commit, doubling...
   std::chrono::milliseconds retry_max{60'000};  // ...up to this.
   Clock* clock = nullptr;                       // Not owned; null: Clock::Real().

@@ -40,7 +40,8 @@ class WriteBackTest : public ::testing::Test {
     Start();
   }
 
-  void Start(uint64_t max_pending = 1ull << 30) {
+  void Start(uint64_t max_pending = 1ull << 30,
+             std::chrono::milliseconds commit_delay = std::chrono::milliseconds(0)) {
     writes_.reset();
     registry_ = std::make_unique<metrics::Registry>();
     WriteServiceOptions wo;
@@ -52,6 +53,7 @@ class WriteBackTest : public ::testing::Test {
     wo.write_back.retry_max = std::chrono::milliseconds(20);
     wo.write_back.max_pending_bytes = max_pending;
     wo.write_back.full_wait = std::chrono::milliseconds(200);
+    wo.write_back.commit_delay = commit_delay;
     auto created = WriteService::Create(pages_.get(), wo);
     ASSERT_TRUE(created.ok()) << created.status().ToString();
     writes_ = std::move(*created);

@@ -200,6 +200,20 @@ TEST_F(WriteBackTest, ARenameRacingTheUploadEndsTheSame) {
   EXPECT_FALSE(InSource("big.tmp"));
 }
 
+TEST_F(WriteBackTest, AFileRenamedRightAfterItsCloseGoesUpOnceUnderItsNewName) {
+  Start(1ull << 30, std::chrono::seconds(30));  // The upload waits for a rename to come.
+  const std::string data = testing::RandomBytes(3 * kPart + 1, 13);
+  ASSERT_TRUE(WriteFile("/lake/ckpt.pt.tmp", data).ok());
+  ASSERT_TRUE(Rename("/lake/ckpt.pt.tmp", "/lake/ckpt.pt").ok());  // Moved, not waited for.
+  EXPECT_TRUE(Pending("/lake/ckpt.pt"));
+  EXPECT_FALSE(InSource("ckpt.pt"));
+  ASSERT_TRUE(SyncAll().ok());  // Starts it at once.
+  EXPECT_EQ(Content("ckpt.pt"), data);
+  EXPECT_FALSE(InSource("ckpt.pt.tmp"));
+  EXPECT_EQ(Metric("cairn_worker_write_back_commits_total"), 1);
+  EXPECT_EQ(memory_->OpenUploads(), 0u);  // The parts sent under the old name were aborted.
+}
+
 TEST_F(WriteBackTest, ARenameReplacesWhatIsPendingUnderTheNewName) {
   SourceDown(true);
   ASSERT_TRUE(WriteFile("/lake/a.tmp", "renamed").ok());

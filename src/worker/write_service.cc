@@ -173,6 +173,7 @@ WriteService::WriteService(PageService* pages, WriteServiceOptions options,
   metrics_ = std::make_unique<Metrics>(registry);
   metrics_->owned = std::move(owned);
   uploads_ = std::make_unique<ThreadPool>(options_.upload_threads, "write-upload");
+  cleanup_ = std::make_unique<ThreadPool>(1, "write-cleanup");
   reaper_ = std::thread([this] { ReapLoop(); });
 }
 
@@ -191,6 +192,7 @@ WriteService::~WriteService() {
   if (reaper_.joinable()) reaper_.join();
   if (!left.empty()) spdlog::info("discarding {} file(s) still open for writing", left.size());
   left.clear();         // Each session's destructor aborts its upload and removes its spool file.
+  cleanup_.reset();     // Sessions let go of (their uploads may still report to write_back_).
   write_back_.reset();  // Keeps the journal's pending files for the next start.
   uploads_.reset();
 }
@@ -902,7 +904,15 @@ StatusOr<std::optional<WriteReply>> WriteService::RenamePending(
   Mutex* second = &CommitLockOf(request.to);
   if (std::less<Mutex*>()(second, first)) std::swap(first, second);
   for (;;) {
-    std::vector<std::unique_ptr<write::WriteSession>> released;  // Destroyed after the locks.
+    // Let go of after the locks, on the cleanup thread: destroying a session waits for its
+    // part uploads in flight and aborts its upload, which the rename need not wait for.
+    std::vector<std::unique_ptr<write::WriteSession>> released;
+    auto let_go = [this](std::vector<std::unique_ptr<write::WriteSession>>* sessions) {
+      if (sessions->empty()) return;
+      auto held =
+          std::make_shared<std::vector<std::unique_ptr<write::WriteSession>>>(std::move(*sessions));
+      cleanup_->Submit([held] { held->clear(); });
+    };
     {
       MutexLock lock_first(first);
       std::optional<MutexLock> lock_second;
@@ -914,6 +924,7 @@ StatusOr<std::optional<WriteReply>> WriteService::RenamePending(
           break;
         case WriteBack::HoldResult::kHeld: {
           StatusOr<WriteBack::PendingFile> moved = MovePending(request, from, to, &released);
+          let_go(&released);
           if (!moved.ok()) return moved.status();
           metrics_->renames->Increment();
           WriteReply reply = Reply(0, moved->size);
