@@ -59,6 +59,16 @@ def write_file(path, data, fsync):
     return time.perf_counter() - start
 
 
+def wait_in_lake(s3, key):
+    """Returns once a HEAD of `key` answers (404 until the upload completes)."""
+    while True:
+        try:
+            s3.client.head_object(Bucket=S3_BUCKET, Key=key)
+            return
+        except Exception:  # noqa: BLE001
+            time.sleep(0.01)
+
+
 def lake_digest(s3, key, want):
     """The SHA-256 of `key` in s3rver once it holds all of it: s3rver writes an object's
     file in place, and a GET racing that write (even after a HEAD answered) reads part of it.
@@ -117,12 +127,7 @@ def main(argv):
                 start = time.perf_counter()
                 t = write_file(os.path.join(back.mountpoint, name), data, fsync=False)
                 runs.append({"mode": "mount s3rver back", "s": t})
-                while True:
-                    try:
-                        s3.client.head_object(Bucket=S3_BUCKET, Key=f"fuse-bench-back/{name}")
-                        break
-                    except Exception:  # noqa: BLE001 (404 until the upload completes)
-                        time.sleep(0.01)
+                wait_in_lake(s3, f"fuse-bench-back/{name}")
                 runs.append({"mode": "back: in the lake", "s": time.perf_counter() - start})
                 assert lake_digest(s3, f"fuse-bench-back/{name}", want) == want, \
                     "write-back object differs"
@@ -134,12 +139,7 @@ def main(argv):
                 os.replace(os.path.join(back.mountpoint, final + ".tmp"),
                            os.path.join(back.mountpoint, final))
                 runs.append({"mode": "back: tmp + rename", "s": time.perf_counter() - start})
-                while True:
-                    try:
-                        s3.client.head_object(Bucket=S3_BUCKET, Key=f"fuse-bench-back/{final}")
-                        break
-                    except Exception:  # noqa: BLE001 (404 until the upload completes)
-                        time.sleep(0.01)
+                wait_in_lake(s3, f"fuse-bench-back/{final}")
                 runs.append({"mode": "back: renamed in lake", "s": time.perf_counter() - start})
                 assert lake_digest(s3, f"fuse-bench-back/{final}", want) == want, \
                     "renamed object differs"
