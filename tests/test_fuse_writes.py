@@ -139,7 +139,7 @@ def test_unlink_removes_from_the_source(rw):
 def test_what_is_not_supported_yet_says_so(rw):
     mnt, src = rw
     for fn, args, code in [
-            (os.chmod, (os.path.join(mnt, "existing.bin"), 0o600), errno.EPERM),
+            (os.chmod, (os.path.join(mnt, "existing.bin"), 0o4755), errno.EPERM),
             (os.symlink, ("existing.bin", os.path.join(mnt, "link")), errno.EPERM),
             (os.link, (os.path.join(mnt, "existing.bin"), os.path.join(mnt, "hard")),
              errno.EPERM)]:
@@ -147,6 +147,11 @@ def test_what_is_not_supported_yet_says_so(rw):
             fn(*args)
         assert info.value.errno == code, f"{fn.__name__}: {info.value!r}"
     os.utime(os.path.join(mnt, "existing.bin"))  # Accepted (touch works), no effect.
+    # Modes and owners: accepted without effect (tar, rsync -a, cp -p set them).
+    os.chmod(os.path.join(mnt, "existing.bin"), 0o600)
+    os.chown(os.path.join(mnt, "existing.bin"), 1234, 1234)
+    st = os.stat(os.path.join(mnt, "existing.bin"))
+    assert (st.st_mode & 0o777, st.st_uid) == (0o644, os.getuid())
 
 
 def test_a_checkpoint_saved_to_a_temporary_name_and_renamed_replaces_the_old_one(rw):

@@ -177,6 +177,11 @@ class FileWriter {
   // Sets the size (shorter: the rest is gone; longer: zeros).
   virtual Status Truncate(uint64_t size) = 0;
   virtual uint64_t size() const = 0;
+  // Reads the file as written so far (after every Write and Truncate that returned) into `out`
+  // from `offset`; returns the bytes read, fewer at the end of the file (0 past it). What tools
+  // that read back a file they are still writing need (`git index-pack`, zip and HDF5 writers).
+  // FailedPrecondition once the writer is closed or aborted.
+  virtual StatusOr<size_t> ReadAt(uint64_t offset, std::span<char> out) = 0;
   // Makes everything written so far durable in the source (fsync); writing may go on.
   virtual StatusOr<FileInfo> Sync() = 0;
   // Sync, then the file is closed (further calls fail). On an error the file stays open: the

@@ -137,6 +137,41 @@ TEST_P(ClientWriteTest, SyncTruncateAndCloseAreEachDurable) {
   EXPECT_EQ(ReadAll("/lake/log.txt"), "step 1 loss 2.3\nstep");
 }
 
+// What `git index-pack` and zip writers do: read back what they are still writing, before any
+// of it is in the source, in pieces larger than one request, with the holes as zeros; after a
+// sync the file reads the same, and a closed writer says it is closed.
+TEST_P(ClientWriteTest, AFileOpenForWritingReadsBackWhatWasWritten) {
+  auto writer = client_->Create("/lake/pack.tmp");
+  ASSERT_TRUE(writer.ok());
+  const std::string head = testing::RandomBytes((3 << 20) + 11, 5);
+  const std::string tail = testing::RandomBytes(4000, 6);
+  ASSERT_TRUE((*writer)->Write(0, head).ok());
+  ASSERT_TRUE((*writer)->Write((4 << 20) + 1, tail).ok());  // A hole before it.
+  std::string expected = head + std::string((4 << 20) + 1 - head.size(), '\0') + tail;
+  EXPECT_EQ(memory_->Stat("pack.tmp").status().code(), StatusCode::kNotFound);
+
+  std::string got(expected.size() + 100, '?');
+  auto n = (*writer)->ReadAt(0, got);
+  ASSERT_TRUE(n.ok()) << n.status().ToString();
+  ASSERT_EQ(*n, expected.size());
+  EXPECT_TRUE(got.substr(0, *n) == expected);
+  std::string piece(10, '?');
+  n = (*writer)->ReadAt(head.size() - 5, piece);
+  ASSERT_TRUE(n.ok());
+  EXPECT_EQ(piece, head.substr(head.size() - 5) + std::string(5, '\0'));
+  n = (*writer)->ReadAt(expected.size(), piece);
+  ASSERT_TRUE(n.ok());
+  EXPECT_EQ(*n, 0u);  // At the end.
+
+  ASSERT_TRUE((*writer)->Sync().ok());
+  ASSERT_TRUE((*writer)->Truncate(100).ok());
+  n = (*writer)->ReadAt(0, got);
+  ASSERT_TRUE(n.ok()) << n.status().ToString();
+  EXPECT_EQ(got.substr(0, *n), head.substr(0, 100));
+  ASSERT_TRUE((*writer)->Close().ok());
+  EXPECT_EQ((*writer)->ReadAt(0, got).status().code(), StatusCode::kFailedPrecondition);
+}
+
 TEST_P(ClientWriteTest, AWriterDroppedWithoutCloseLeavesNothing) {
   {
     auto writer = client_->Create("/lake/abandoned");

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cstring>
 #include <future>
 
 #include "common/checksum.h"
@@ -186,6 +187,33 @@ Status RemoteFileWriter::Truncate(uint64_t size) {
   MutexLock l(&mu_);
   size_ = reply->size;
   return Status::Ok();
+}
+
+StatusOr<size_t> RemoteFileWriter::ReadAt(uint64_t offset, std::span<char> out) {
+  CAIRN_RETURN_IF_ERROR(Drain());  // Writes issued before must be read back.
+  {
+    MutexLock l(&mu_);
+    CAIRN_RETURN_IF_ERROR(CheckOpen());
+  }
+  size_t done = 0;
+  while (done < out.size()) {
+    protocol::ReadWrittenRequest request;
+    request.handle = handle_;
+    request.offset = offset + done;
+    request.length =
+        static_cast<uint32_t>(std::min<size_t>(out.size() - done, protocol::kMaxReadWritten));
+    if (request.offset > protocol::kMaxWriteOffset) break;  // Past any file.
+    StatusOr<protocol::WriteReply> reply = Call(request);
+    if (!reply.ok()) return reply.status().WithContext("read of " + path_ + " (open for writing)");
+    if (reply->data.size() > request.length) {
+      return CorruptionError("worker sent " + std::to_string(reply->data.size()) +
+                             " bytes for a read of " + std::to_string(request.length));
+    }
+    std::memcpy(out.data() + done, reply->data.data(), reply->data.size());
+    done += reply->data.size();
+    if (reply->data.size() < request.length) break;  // The end of the file.
+  }
+  return done;
 }
 
 StatusOr<FileInfo> RemoteFileWriter::Commit(bool close) {

@@ -49,6 +49,7 @@ class RemoteFileWriter : public FileWriter {
   Status Write(uint64_t offset, std::span<const char> data) override EXCLUDES(mu_);
   Status Truncate(uint64_t size) override EXCLUDES(mu_);
   uint64_t size() const override EXCLUDES(mu_);
+  StatusOr<size_t> ReadAt(uint64_t offset, std::span<char> out) override EXCLUDES(mu_);
   StatusOr<FileInfo> Sync() override EXCLUDES(mu_);
   StatusOr<FileInfo> Close() override EXCLUDES(mu_);
   Status Abort() override EXCLUDES(mu_);

@@ -455,6 +455,20 @@ void Filesystem::Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     }
     return;
   }
+  if (std::shared_ptr<FileWriter> writer = WriterOf(entry->path)) {
+    // Being written here: the bytes are on the worker, not (all) in the source yet. Reads see
+    // what was written, as on a local disk (`git index-pack` reads back the pack it writes).
+    auto file = std::make_unique<OpenFile>();
+    file->written = std::move(writer);
+    file->path = entry->path;
+    file->ino = ino;
+    fi->keep_cache = 0;
+    fi->direct_io = 0;
+    fi->noflush = 1;
+    Track(std::move(file), fi);
+    if (fuse_reply_open(req, fi) == -ENOENT) Untrack(fi->fh);  // Interrupted: no release.
+    return;
+  }
   StatusOr<std::unique_ptr<FileReader>> opened = client_->Open(entry->path);
   if (!opened.ok()) {
     fuse_reply_err(req, ErrnoForReply(opened.status(), "open", entry->path));
@@ -507,8 +521,7 @@ void Filesystem::Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
 void Filesystem::Read(fuse_req_t req, size_t size, off_t off, fuse_file_info* fi) {
   auto* file = reinterpret_cast<OpenFile*>(fi->fh);
   if (file->reader == nullptr) {
-    // Open for writing (O_RDWR): the bytes are on the worker, not in the source yet.
-    fuse_reply_err(req, EBADF);
+    ReadWhileWriting(req, size, off, file);
     return;
   }
   if (off < 0) {
@@ -544,6 +557,35 @@ void Filesystem::Read(fuse_req_t req, size_t size, off_t off, fuse_file_info* fi
   fuse_reply_iov(req, iov.data(), static_cast<int>(iov.size()));
 }
 
+void Filesystem::ReadWhileWriting(fuse_req_t req, size_t size, off_t off, OpenFile* file) {
+  if (off < 0) {
+    fuse_reply_err(req, EINVAL);
+    return;
+  }
+  thread_local std::vector<char> scratch;
+  if (scratch.size() < size) scratch.resize(size);
+  const std::span<char> out(scratch.data(), size);
+  FileWriter* writer = file->writer ? file->writer.get() : file->written.get();
+  StatusOr<size_t> n = writer->ReadAt(static_cast<uint64_t>(off), out);
+  if (!n.ok() && file->written && n.status().code() == StatusCode::kFailedPrecondition) {
+    // The writer was closed meanwhile: read what it committed.
+    MutexLock lock(&file->committed_mu);
+    if (file->committed_reader == nullptr) {
+      StatusOr<std::unique_ptr<FileReader>> opened = client_->Open(file->path);
+      if (opened.ok()) file->committed_reader = std::move(*opened);
+      n = opened.status();
+    }
+    if (file->committed_reader != nullptr) {
+      n = file->committed_reader->Read(static_cast<uint64_t>(off), out);
+    }
+  }
+  if (!n.ok()) {
+    fuse_reply_err(req, ErrnoForReply(n.status(), "read", file->path));
+    return;
+  }
+  fuse_reply_buf(req, scratch.data(), std::min(*n, size));
+}
+
 void Filesystem::Release(fuse_req_t req, fuse_file_info* fi) {
   std::unique_ptr<OpenFile> dropped = Untrack(fi->fh);
   if (dropped && dropped->writer) {
@@ -561,7 +603,7 @@ void Filesystem::Release(fuse_req_t req, fuse_file_info* fi) {
     }
     inodes_.CloseWriter(dropped->ino);
     InvalidateKernelAttrs(dropped->ino);  // The object's new version and size.
-  } else if (dropped) {
+  } else if (dropped && dropped->reader) {
     inodes_.CloseReader(dropped->ino);
   }
   fuse_reply_err(req, 0);
@@ -588,6 +630,13 @@ std::unique_ptr<Filesystem::OpenFile> Filesystem::Untrack(uint64_t fh) {
     }
   }
   return file;
+}
+
+std::shared_ptr<FileWriter> Filesystem::WriterOf(const std::string& path) const {
+  MutexLock lock(&handles_mu_);
+  auto it = writing_.find(path);
+  if (it == writing_.end() || it->second.empty()) return nullptr;
+  return it->second.back()->writer;
 }
 
 std::optional<uint64_t> Filesystem::WritingSize(const std::string& path) const {
@@ -697,13 +746,13 @@ void Filesystem::SetAttr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int 
     fuse_reply_err(req, EROFS);
     return;
   }
-  // An object store keeps no owner or mode bits: setting them to what they are is accepted
-  // (`mv` across file systems and `cp -p` do), anything else is EPERM. Times are the source's:
-  // a change of them is accepted and has no effect (so `touch` works).
-  const mode_t mode = entry->is_dir ? 0755 : 0644;
-  if (((to_set & FUSE_SET_ATTR_MODE) != 0 && (attr->st_mode & 07777) != mode) ||
-      ((to_set & FUSE_SET_ATTR_UID) != 0 && attr->st_uid != config_.uid) ||
-      ((to_set & FUSE_SET_ATTR_GID) != 0 && attr->st_gid != config_.gid)) {
+  // An object store keeps no owner or mode bits. A change of them is accepted and has no
+  // effect (files stay 0644, directories 0755, owned by the mount's user), as rclone and goofys
+  // have it: `tar x`, `rsync -a`, `cp -p`, shutil.copy and git set modes on what they write and
+  // fail when they cannot. Setuid, setgid and sticky bits are refused (EPERM): a program asking
+  // for them relies on them. Times are the source's: a change of them is accepted and has no
+  // effect (so `touch` works).
+  if ((to_set & FUSE_SET_ATTR_MODE) != 0 && (attr->st_mode & 07000) != 0) {
     fuse_reply_err(req, EPERM);
     return;
   }

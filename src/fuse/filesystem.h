@@ -21,8 +21,9 @@
 //                                   rename: directories on S3, across mounts; `mv` then
 //                                   copies). Only in write-through mounts.
 //   statfs                          fixed, large figures.
-//   every other mutating request    EROFS in read-only mounts; in write-through ones links and
-//                                   special files EPERM, chmod/chown EPERM.
+//   every other mutating request    EROFS in read-only mounts; in writable ones links and
+//                                   special files EPERM, chmod/chown accepted without effect
+//                                   (setuid/setgid/sticky bits: EPERM).
 //
 // Lock order (outer to inner): OpenDir::mu -> handles_mu_ or InodeTable's mutex (never both).
 // handles_mu_ is never held across a client call or a FUSE reply; under it only FileWriter::size()
@@ -135,7 +136,13 @@ class Filesystem {
  private:
   struct OpenFile {
     std::unique_ptr<FileReader> reader;  // A file open for reading; or:
-    std::unique_ptr<FileWriter> writer;  // a file open for writing (thread-safe itself).
+    std::shared_ptr<FileWriter> writer;  // a file open for writing (thread-safe itself); or:
+    // a file opened for reading while this mount writes it: reads go to its newest writer
+    // (FileWriter::ReadAt, what was written so far) until that writer is closed, then to the
+    // object it committed (`committed_reader`, opened then).
+    std::shared_ptr<FileWriter> written;
+    Mutex committed_mu;
+    std::unique_ptr<FileReader> committed_reader GUARDED_BY(committed_mu);
     // Written since its last commit (a created or truncated file starts so: closing it must
     // commit even without a write).
     std::atomic<bool> dirty{false};
@@ -183,6 +190,11 @@ class Filesystem {
   // when none has it open. Lookup and getattr answer from it: the object is not in the source
   // until the first commit.
   std::optional<uint64_t> WritingSize(const std::string& path) const EXCLUDES(handles_mu_);
+  // The newest writer of `path` open in this mount; null when none.
+  std::shared_ptr<FileWriter> WriterOf(const std::string& path) const EXCLUDES(handles_mu_);
+  // Read of a handle without a reader: one open for writing (O_RDWR), or a read-only open of a
+  // file this mount is writing.
+  void ReadWhileWriting(fuse_req_t req, size_t size, off_t off, OpenFile* file);
   // Registers an open file under fi->fh (a writer also under its path).
   void Track(std::unique_ptr<OpenFile> file, fuse_file_info* fi) EXCLUDES(handles_mu_);
   std::unique_ptr<OpenFile> Untrack(uint64_t fh) EXCLUDES(handles_mu_);

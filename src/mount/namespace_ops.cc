@@ -15,12 +15,13 @@ StatusOr<Entry> StatKey(const Mount& mount, const std::string& key, const std::s
     return entry;
   }
   if (object.status().code() != StatusCode::kNotFound) return object.status();
-  // Not an object: a directory if anything lives under "key/".
+  // Not an object: a directory if anything lives under "key/", or it exists empty (a folder,
+  // an S3 "key/" marker).
   ufs::ListOptions probe;
   probe.prefix = key + "/";
   probe.max_keys = 1;
   CAIRN_ASSIGN_OR_RETURN(ufs::ListResult listed, mount.ufs->List(probe));
-  if (listed.objects.empty() && listed.common_prefixes.empty()) {
+  if (listed.objects.empty() && listed.common_prefixes.empty() && !listed.directory_exists) {
     return NotFoundError("no such file or directory: " + key);
   }
   entry.is_dir = true;

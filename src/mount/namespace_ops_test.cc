@@ -43,6 +43,15 @@ TEST_F(NamespaceOpsTest, StatTellsFilesDirectoriesAndNothingApart) {
   EXPECT_EQ(StatKey(mount(), "d/f", "f").status().code(), StatusCode::kNotFound);  // A prefix.
 }
 
+// An empty directory (a folder, an S3 "dir/" marker) is a directory: `mkdir d; touch d/f` on
+// a write-back mount stats d through the worker (git clone did, and found no d).
+TEST_F(NamespaceOpsTest, AnEmptyDirectoryIsADirectory) {
+  ASSERT_TRUE(memory_->MakeDir("empty").ok());
+  auto dir = StatKey(mount(), "empty", "empty");
+  ASSERT_TRUE(dir.ok()) << dir.status().ToString();
+  EXPECT_TRUE(dir->is_dir);
+}
+
 TEST_F(NamespaceOpsTest, ListsOneDirectoryInPagesAndAnObjectShadowsItsPrefix) {
   for (std::string key : {"top", "a", "a/inner", "b/c/deep", "b/x", "c.bin"}) {
     memory_->Put(key, "v");

@@ -23,6 +23,8 @@ class ByteWriter {
     U16(static_cast<uint16_t>(s.size()));
     out_.append(s.data(), s.size());
   }
+  // Raw bytes, no length (the caller wrote it).
+  void Bytes(std::span<const char> b) { out_.append(b.data(), b.size()); }
   std::string Take() { return std::move(out_); }
 
  private:
@@ -46,6 +48,13 @@ class ByteReader {
   bool Str(std::string* s) {
     uint16_t n = 0;
     if (!U16(&n) || in_.size() - pos_ < n) return false;
+    s->assign(in_.data() + pos_, n);
+    pos_ += n;
+    return true;
+  }
+  // `n` raw bytes.
+  bool Bytes(std::string* s, size_t n) {
+    if (in_.size() - pos_ < n) return false;
     s->assign(in_.data() + pos_, n);
     pos_ += n;
     return true;

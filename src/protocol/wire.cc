@@ -51,8 +51,9 @@ uint32_t HeaderCheck(const char* header20) {
   return static_cast<uint32_t>(Hash64(std::string_view(header20, 20)));
 }
 
-// Every type from kHello to kSyncPath is in use (v5 took 15 and 19..25, v7 26 and 27, v8 28).
-bool KnownType(uint8_t t) { return t >= 1 && t <= static_cast<uint8_t>(MessageType::kSyncPath); }
+// Every type from kHello to kReadWritten is in use (v5 took 15 and 19..25, v7 26 and 27, v8 28,
+// v9 29).
+bool KnownType(uint8_t t) { return t >= 1 && t <= static_cast<uint8_t>(MessageType::kReadWritten); }
 
 // ReadPage option bits (the only bit field left, and local to that one message).
 constexpr uint8_t kReadRefetch = 1u << 0;
@@ -525,11 +526,11 @@ StatusOr<MetadataReply> DecodeMetadataReply(std::span<const char> payload) {
 namespace {
 
 // The write request types, in the order of WriteRequest's alternatives.
-constexpr MessageType kWriteTypes[] = {MessageType::kOpenWrite,     MessageType::kWritePage,
-                                       MessageType::kTruncateWrite, MessageType::kSyncWrite,
-                                       MessageType::kCloseWrite,    MessageType::kAbortWrite,
-                                       MessageType::kRemovePath,    MessageType::kMakeDir,
-                                       MessageType::kRename,        MessageType::kSyncPath};
+constexpr MessageType kWriteTypes[] = {
+    MessageType::kOpenWrite,  MessageType::kWritePage,  MessageType::kTruncateWrite,
+    MessageType::kSyncWrite,  MessageType::kCloseWrite, MessageType::kAbortWrite,
+    MessageType::kRemovePath, MessageType::kMakeDir,    MessageType::kRename,
+    MessageType::kSyncPath,   MessageType::kReadWritten};
 
 // OpenWrite flag bits.
 constexpr uint8_t kOpenCreate = 1u << 0;
@@ -581,6 +582,12 @@ struct WriteEncoder {
   void operator()(const SyncPathRequest& q) {
     w.U32(q.deadline_ms);
     w.Str(q.path);
+  }
+  void operator()(const ReadWrittenRequest& q) {
+    w.U32(q.deadline_ms);
+    w.U64(q.handle);
+    w.U64(q.offset);
+    w.U32(q.length);
   }
   void operator()(const RenameRequest& q) {
     w.U32(q.deadline_ms);
@@ -650,6 +657,15 @@ struct WriteValidator {
   Status operator()(const RenameRequest& q) const {
     CAIRN_RETURN_IF_ERROR(ValidateMetadataPath(q.from));
     return ValidateMetadataPath(q.to);
+  }
+  Status operator()(const ReadWrittenRequest& q) const {
+    if (q.length == 0 || q.length > kMaxReadWritten) {
+      return InvalidArgumentError("ReadWritten needs 1.." + std::to_string(kMaxReadWritten) +
+                                  " bytes, not " + std::to_string(q.length));
+    }
+    if (q.offset > kMaxWriteOffset)
+      return InvalidArgumentError("ReadWritten past the largest size");
+    return CheckHandle(q.handle);
   }
   static Status CheckHandle(uint64_t handle) {
     return handle == 0 ? InvalidArgumentError("a write request without a handle") : Status::Ok();
@@ -759,6 +775,12 @@ StatusOr<WriteRequest> DecodeWriteRequest(MessageType type, std::span<const char
       out = std::move(q);
       break;
     }
+    case MessageType::kReadWritten: {
+      ReadWrittenRequest q;
+      ok = r.U32(&q.deadline_ms) && r.U64(&q.handle) && r.U64(&q.offset) && r.U32(&q.length);
+      out = q;
+      break;
+    }
     case MessageType::kRename: {
       RenameRequest q;
       uint8_t no_replace = 0;
@@ -789,6 +811,11 @@ std::string EncodeWriteReply(const WriteReply& reply) {
   w.U64(reply.size);
   w.Str(reply.version);
   w.U64(static_cast<uint64_t>(reply.mtime_ns));
+  const std::span<const char> data(reply.data.data(),
+                                   std::min<size_t>(reply.data.size(), kMaxReadWritten));
+  w.U32(static_cast<uint32_t>(data.size()));
+  for (uint64_t c : ChunkChecksums(data)) w.U64(c);
+  w.Bytes(data);
   return w.Take();
 }
 
@@ -805,10 +832,25 @@ StatusOr<WriteReply> DecodeWriteReply(std::span<const char> payload) {
     if (!r.Str(&w.error_message)) return CorruptionError("truncated write error reply");
   } else {
     uint64_t mtime = 0;
-    if (!r.U64(&w.handle) || !r.U64(&w.size) || !r.Str(&w.version) || !r.U64(&mtime)) {
+    uint32_t length = 0;
+    if (!r.U64(&w.handle) || !r.U64(&w.size) || !r.Str(&w.version) || !r.U64(&mtime) ||
+        !r.U32(&length)) {
       return CorruptionError("truncated write reply");
     }
     w.mtime_ns = static_cast<int64_t>(mtime);
+    if (length > kMaxReadWritten) return CorruptionError("write reply with too much data");
+    const uint32_t count = ChunkCount(length);
+    if (r.remaining() != uint64_t{count} * sizeof(uint64_t) + length) {
+      return CorruptionError("write reply data length disagrees with its payload");
+    }
+    std::vector<uint64_t> checksums(count);
+    for (uint64_t& c : checksums) {
+      if (!r.U64(&c)) return CorruptionError("truncated write reply checksums");
+    }
+    if (!r.Bytes(&w.data, length)) return CorruptionError("truncated write reply data");
+    if (ChunkChecksums(w.data) != checksums) {
+      return CorruptionError("write reply data does not match its checksums");
+    }
   }
   if (r.remaining() != 0) return CorruptionError("trailing bytes in write reply");
   return w;

@@ -28,10 +28,11 @@ inline constexpr uint32_t kMagic = 0x4E524143;  // "CARN" in little-endian byte 
 // written through the worker that owns the path, docs/write-path.md). v6: checksums cover 4 KiB
 // chunks (kChecksumChunkSize), not 64 KiB: a v5 peer would check the wrong chunks, so it is
 // refused. v7: MakeDir and Rename, and RemovePath of directories (a v6 worker would not know
-// the types). v8: SyncPath (waits for the write-back uploads under a path). Older peers get a
+// the types). v8: SyncPath (waits for the write-back uploads under a path). v9: ReadWritten
+// (reads of a file open for writing), and write replies carry data. Older peers get a
 // kVersionMismatch naming both.
-inline constexpr uint8_t kVersion = 8;
-inline constexpr uint8_t kMinVersion = 8;  // Oldest version this build still speaks.
+inline constexpr uint8_t kVersion = 9;
+inline constexpr uint8_t kMinVersion = 9;  // Oldest version this build still speaks.
 inline constexpr size_t kFrameHeaderSize = 24;
 // Largest payload accepted (a page of at most 16 MiB plus metadata); bigger frames are rejected.
 inline constexpr uint32_t kMaxPayload = (16u << 20) + (64u << 10);
@@ -66,6 +67,7 @@ enum class MessageType : uint8_t {
   kMakeDir = 26,          // -> kWriteReply (v7).
   kRename = 27,           // -> kWriteReply with the object under its new name (v7).
   kSyncPath = 28,         // -> kWriteReply once the path's write-back files are uploaded (v8).
+  kReadWritten = 29,      // -> kWriteReply with the bytes of a file open for writing (v9).
 };
 
 struct FrameHeader {
@@ -355,10 +357,21 @@ struct SyncPathRequest {
   uint32_t deadline_ms = 0;
   std::string path;
 };
+// Reads bytes of a file open for writing, as written so far through any of its handles' writes
+// that the worker has answered (v9): what `git index-pack`, zip and HDF5 writers read back
+// before the file is closed. 1..kMaxReadWritten bytes; the reply's data is shorter at the end of
+// the file (empty past it). Needs the read grant on the file's path.
+inline constexpr uint32_t kMaxReadWritten = 1u << 20;
+struct ReadWrittenRequest {
+  uint32_t deadline_ms = 0;
+  uint64_t handle = 0;
+  uint64_t offset = 0;  // At most kMaxWriteOffset.
+  uint32_t length = 0;
+};
 using WriteRequest =
     std::variant<OpenWriteRequest, WritePageRequest, TruncateWriteRequest, SyncWriteRequest,
                  CloseWriteRequest, AbortWriteRequest, RemovePathRequest, MakeDirRequest,
-                 RenameRequest, SyncPathRequest>;
+                 RenameRequest, SyncPathRequest, ReadWrittenRequest>;
 
 MessageType TypeOf(const WriteRequest& request);
 bool IsWriteRequest(MessageType type);
@@ -378,7 +391,9 @@ StatusOr<WriteRequest> DecodeWriteRequest(MessageType type, std::span<const char
 // kWriteReply payload. OK replies carry what the request produced: OpenWrite the handle and the
 // file's size; WritePage, TruncateWrite the size; SyncWrite, CloseWrite the size, version and
 // mtime of the object now in the source; Rename those of the object under its new name (size 0
-// and an empty version for a directory); AbortWrite, RemovePath, MakeDir nothing.
+// and an empty version for a directory); AbortWrite, RemovePath, MakeDir nothing; ReadWritten
+// the file's size and the bytes read, with one checksum per 4 KiB chunk of them (checked by
+// DecodeWriteReply: Corruption when they differ).
 struct WriteReply {
   StatusCode status = StatusCode::kOk;
   std::string error_message;  // Only when status != kOk.
@@ -386,7 +401,11 @@ struct WriteReply {
   uint64_t size = 0;
   std::string version;
   int64_t mtime_ns = 0;
+  std::string data;  // ReadWritten only; at most kMaxReadWritten bytes.
 };
+// Largest kWriteReply payload a client accepts.
+inline constexpr uint32_t kMaxWriteReplyPayload =
+    kMaxReadWritten + (kMaxReadWritten / 4096) * 8 + 70000;
 std::string EncodeWriteReply(const WriteReply& reply);
 StatusOr<WriteReply> DecodeWriteReply(std::span<const char> payload);
 

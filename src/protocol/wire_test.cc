@@ -48,14 +48,14 @@ std::array<char, kFrameHeaderSize> HeaderOfType(uint8_t type) {
 }
 
 // v5 took type 15 (kept for WritePage) and 19..25; v7 26 (MakeDir) and 27 (Rename); v8 28
-// (SyncPath).
-TEST(WireTest, FrameHeadersAcceptEveryV8TypeAndNothingElse) {
-  for (int type = 1; type <= 28; ++type) {
+// (SyncPath); v9 29 (ReadWritten).
+TEST(WireTest, FrameHeadersAcceptEveryV9TypeAndNothingElse) {
+  for (int type = 1; type <= 29; ++type) {
     auto d = DecodeFrameHeader(HeaderOfType(static_cast<uint8_t>(type)));
     ASSERT_TRUE(d.ok()) << type << ": " << d.status().ToString();
     EXPECT_EQ(static_cast<int>(d->type), type);
   }
-  for (int type : {0, 29, 30, 255}) {
+  for (int type : {0, 30, 31, 255}) {
     EXPECT_EQ(DecodeFrameHeader(HeaderOfType(static_cast<uint8_t>(type))).status().code(),
               StatusCode::kCorruption)
         << type;
@@ -68,7 +68,7 @@ TEST(WireTest, OtherVersionsAreAMismatchNotCorruption) {
   std::array<char, kFrameHeaderSize> buf;
   EncodeFrameHeader({MessageType::kHello, 0, 1, 0}, buf.data());
   for (uint8_t version : {uint8_t{1}, uint8_t{2}, uint8_t{3}, uint8_t{4}, uint8_t{5}, uint8_t{6},
-                          uint8_t{7}, uint8_t{9}, uint8_t{200}}) {
+                          uint8_t{7}, uint8_t{8}, uint8_t{10}, uint8_t{200}}) {
     auto copy = buf;
     copy[4] = static_cast<char>(version);
     // Re-seal the header checksum over the changed version byte.
@@ -507,9 +507,9 @@ TEST(WireTest, EveryWriteRequestRoundTripsAndTruncationsAreRejected) {
 
 TEST(WireTest, OnlyWriteTypesAreWriteRequests) {
   std::string bytes = EncodeWriteRequest(SyncWriteRequest{0, 1});
-  for (int t = 0; t <= 29; ++t) {
+  for (int t = 0; t <= 30; ++t) {
     auto type = static_cast<MessageType>(t);
-    bool write = t == 15 || (t >= 19 && t <= 28 && t != 20);
+    bool write = t == 15 || (t >= 19 && t <= 29 && t != 20);
     EXPECT_EQ(IsWriteRequest(type), write) << t;
     if (!write) {
       EXPECT_EQ(DecodeWriteRequest(type, bytes).status().code(), StatusCode::kCorruption) << t;
@@ -685,6 +685,51 @@ TEST(WireTest, WriteRepliesRoundTrip) {
   std::string bad = EncodeWriteReply(reply);
   bad[0] = static_cast<char>(static_cast<int>(StatusCode::kInternal) + 1);
   EXPECT_EQ(DecodeWriteReply(bad).status().code(), StatusCode::kCorruption);
+}
+
+// ReadWritten (v9): the request round-trips and is validated; its reply carries the bytes with
+// their checksums, and a reply whose bytes do not match them is Corruption.
+TEST(WireTest, ReadWrittenRoundTripsAndItsReplyIsChecked) {
+  WriteRequest read = ReadWrittenRequest{500, 42, (1ull << 40) + 7, kMaxReadWritten};
+  auto got = DecodeWriteRequest(MessageType::kReadWritten, EncodeWriteRequest(read));
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  const auto& q = std::get<ReadWrittenRequest>(*got);
+  EXPECT_EQ(q.deadline_ms, 500u);
+  EXPECT_EQ(q.handle, 42u);
+  EXPECT_EQ(q.offset, (1ull << 40) + 7);
+  EXPECT_EQ(q.length, kMaxReadWritten);
+  EXPECT_EQ(TypeOf(read), MessageType::kReadWritten);
+  EXPECT_EQ(HandleOf(read), 42u);
+  for (const ReadWrittenRequest& bad :
+       {ReadWrittenRequest{0, 42, 0, 0}, ReadWrittenRequest{0, 42, 0, kMaxReadWritten + 1},
+        ReadWrittenRequest{0, 0, 0, 1}, ReadWrittenRequest{0, 42, kMaxWriteOffset + 1, 1}}) {
+    EXPECT_EQ(
+        DecodeWriteRequest(MessageType::kReadWritten, EncodeWriteRequest(bad)).status().code(),
+        StatusCode::kInvalidArgument);
+  }
+
+  WriteReply reply;
+  reply.handle = 42;
+  reply.size = 10000;
+  reply.data.assign(5000, 'w');
+  reply.data[4097] = 'x';
+  std::string encoded = EncodeWriteReply(reply);
+  auto decoded = DecodeWriteReply(encoded);
+  ASSERT_TRUE(decoded.ok()) << decoded.status().ToString();
+  EXPECT_EQ(decoded->data, reply.data);
+  EXPECT_EQ(decoded->size, 10000u);
+  for (size_t n = 0; n < encoded.size(); n += 97) {
+    EXPECT_EQ(DecodeWriteReply(std::string_view(encoded).substr(0, n)).status().code(),
+              StatusCode::kCorruption)
+        << n;
+  }
+  std::string damaged = encoded;
+  damaged[damaged.size() - 10] ^= 1;  // A byte of the data.
+  EXPECT_EQ(DecodeWriteReply(damaged).status().code(), StatusCode::kCorruption);
+  EXPECT_LE(EncodeWriteReply(WriteReply{StatusCode::kOk, "", 1, 1, std::string(255, 'v'), 0,
+                                        std::string(kMaxReadWritten, 'd')})
+                .size(),
+            kMaxWriteReplyPayload);
 }
 
 TEST(WireTest, AlignedRangeCoversChunks) {

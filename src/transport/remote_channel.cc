@@ -288,7 +288,7 @@ class RemoteChannel::Conn : public std::enable_shared_from_this<Conn> {
   }
 
   Status ReadWriteReply(const FrameHeader& h, std::string* scratch) {
-    if (h.payload_length > protocol::kMaxPageReplyMeta) {
+    if (h.payload_length > protocol::kMaxWriteReplyPayload) {
       return CorruptionError("oversized write reply");
     }
     scratch->resize(h.payload_length);

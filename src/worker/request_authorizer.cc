@@ -240,6 +240,12 @@ StatusOr<auth::Visibility> RequestAuthorizer::CheckMetadata(
 
 Status RequestAuthorizer::CheckWrite(const auth::Identity& who, const std::string& path,
                                      std::string_view op, ConnectionAudit* audit) {
+  return CheckAccess(who, path, auth::Access::kWrite, op, audit);
+}
+
+Status RequestAuthorizer::CheckAccess(const auth::Identity& who, const std::string& path,
+                                      auth::Access access, std::string_view op,
+                                      ConnectionAudit* audit) {
   std::shared_ptr<const auth::PolicyIndex> policy;
   bool awaiting = false;
   {
@@ -257,7 +263,7 @@ Status RequestAuthorizer::CheckWrite(const auth::Identity& who, const std::strin
     return UnavailableError(
         "this worker has not read the authorization policy from etcd yet; try another");
   } else {
-    verdict = policy->Authorize(who, path, auth::Access::kWrite);
+    verdict = policy->Authorize(who, path, access);
   }
   if (!verdict.ok() && policy->enabled()) {
     denied_->Increment();

@@ -115,6 +115,9 @@ class RequestAuthorizer {
   // normalised (whether or not a policy is enabled), Unavailable while awaiting the policy.
   Status CheckWrite(const auth::Identity& who, const std::string& path, std::string_view op,
                     ConnectionAudit* audit);
+  // CheckWrite for any access (ReadWritten needs kRead on the file it reads).
+  Status CheckAccess(const auth::Identity& who, const std::string& path, auth::Access access,
+                     std::string_view op, ConnectionAudit* audit);
 
  private:
   Clock& clock() const { return options_.clock != nullptr ? *options_.clock : *Clock::Real(); }

@@ -337,8 +337,8 @@ class WorkerServer::Connection : public std::enable_shared_from_this<Connection>
     return Status::Ok();
   }
 
-  // Write requests: authorized here; WritePage and TruncateWrite (local disk only) answered
-  // inline, the others (they talk to the source) on a pool thread.
+  // Write requests: authorized here; WritePage, TruncateWrite and ReadWritten (local disk only)
+  // answered inline, the others (they talk to the source) on a pool thread.
   Status DispatchWrite(const FrameHeader& header, const std::string& payload, int64_t received) {
     const uint64_t id = header.request_id;
     auto request = protocol::DecodeWriteRequest(header.type, payload);
@@ -381,7 +381,19 @@ class WorkerServer::Connection : public std::enable_shared_from_this<Connection>
       }
     }
     const std::string principal = identity().principal;
-    if (header.type == MessageType::kWritePage || header.type == MessageType::kTruncateWrite) {
+    if (const auto* read = std::get_if<protocol::ReadWrittenRequest>(&*request)) {
+      // The file's bytes: its content before the open too (an open without truncate), so the
+      // read grant on its path, like any read.
+      if (options_.authorizer != nullptr) {
+        StatusOr<std::string> of = writes->PathOf(principal, read->handle);
+        if (!of.ok()) return Write(WriteReplyWith(id, of.status()));
+        Status allowed =
+            options_.authorizer->CheckAccess(identity(), *of, auth::Access::kRead, "read", &audit_);
+        if (!allowed.ok()) return Write(WriteReplyWith(id, std::move(allowed)));
+      }
+    }
+    if (header.type == MessageType::kWritePage || header.type == MessageType::kTruncateWrite ||
+        header.type == MessageType::kReadWritten) {
       return Write(WriteReplyWith(id, writes->Serve(principal, *request)));
     }
     WriteService::RecheckFn recheck;

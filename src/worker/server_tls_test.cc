@@ -437,6 +437,18 @@ TEST_F(ServerTlsTest, WritesNeedTheWriteGrantAndAHandleServesOnlyItsPrincipal) {
   // Another principal cannot use the handle: to it, there is none.
   EXPECT_EQ(send(team_b.get(), protocol::CloseWriteRequest{0, opened->handle}).status().code(),
             StatusCode::kNotFound);
+  // Reading back what the handle wrote (ReadWritten) needs the read grant on its path: a
+  // write-only principal cannot read an object through an open without truncate.
+  auto read_back = send(team_a.get(), protocol::ReadWrittenRequest{0, opened->handle, 1, 4096});
+  ASSERT_TRUE(read_back.ok()) << read_back.status().ToString();
+  EXPECT_EQ(read_back->data, data.substr(1, 4096));
+  EXPECT_EQ(
+      send(team_b.get(), protocol::ReadWrittenRequest{0, opened->handle, 0, 1}).status().code(),
+      StatusCode::kNotFound);
+  worker_->authorizer()->SetPolicy({true, {{"team-a", "/lake/team-a", kWrite}}});
+  EXPECT_EQ(
+      send(team_a.get(), protocol::ReadWrittenRequest{0, opened->handle, 0, 1}).status().code(),
+      StatusCode::kPermissionDenied);
   // A grant revoked before the commit stops it; given back, the commit goes through.
   worker_->authorizer()->SetPolicy({true, {{"team-a", "/lake/team-a", kRead}}});
   EXPECT_EQ(send(team_a.get(), protocol::CloseWriteRequest{0, opened->handle}).status().code(),

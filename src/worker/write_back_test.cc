@@ -140,6 +140,34 @@ TEST_F(WriteBackTest, WritesAfterASyncContinueTheFile) {
   EXPECT_EQ(Metric("cairn_worker_write_back_conflicts_total"), 0);
 }
 
+// ReadWritten of a write-back file: before its close, after a sync (the sealed spool file
+// answers: the session went to the upload queue), and a foreign principal gets nothing.
+TEST_F(WriteBackTest, AFileOpenForWritingReadsBackBeforeAndAfterItsSync) {
+  SourceDown(true);  // Nothing reaches the lake: every byte read comes from the worker.
+  auto opened = Open("/lake/readback.bin");
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  ASSERT_TRUE(Write(opened->handle, 0, "hello, ").ok());
+  ASSERT_TRUE(Write(opened->handle, 10, "world").ok());
+  auto read = [&](uint64_t offset, uint32_t length, const std::string& who = "team-a") {
+    return writes_->Serve(who, protocol::ReadWrittenRequest{0, opened->handle, offset, length});
+  };
+  auto got = read(0, 100);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(got->data, std::string("hello, \0\0\0world", 15));
+  EXPECT_EQ(got->size, 15u);
+  ASSERT_TRUE(writes_->Serve("team-a", protocol::SyncWriteRequest{0, opened->handle}).ok());
+  got = read(7, 100);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(got->data, std::string("\0\0\0world", 8));
+  got = read(15, 1);
+  ASSERT_TRUE(got.ok());
+  EXPECT_TRUE(got->data.empty());
+  EXPECT_EQ(read(0, 100, "team-b").status().code(), StatusCode::kNotFound);
+  SourceDown(false);
+  ASSERT_TRUE(Close(opened->handle).ok());
+  EXPECT_EQ(read(0, 100).status().code(), StatusCode::kNotFound);  // The handle is gone.
+}
+
 TEST_F(WriteBackTest, ARemoveCancelsThePendingUpload) {
   SourceDown(true);
   ASSERT_TRUE(WriteFile("/lake/tmp.bin", "scratch").ok());

@@ -324,6 +324,8 @@ StatusOr<WriteReply> WriteService::Serve(const std::string& principal,
     reply = Write(*file, *write);
   } else if (const auto* truncate = std::get_if<protocol::TruncateWriteRequest>(&request)) {
     reply = Truncate(*file, truncate->size);
+  } else if (const auto* read = std::get_if<protocol::ReadWrittenRequest>(&request)) {
+    reply = ReadWritten(*file, *read);
   } else {
     reply = Commit(*file, recheck);
     if (reply.ok() && std::holds_alternative<protocol::CloseWriteRequest>(request)) {
@@ -588,6 +590,39 @@ ufs::WriteCondition WriteService::ConditionAfterSync(const OpenFile& file,
   StatusOr<ufs::ObjectInfo> now = file.ufs->Stat(file.key);
   if (now.ok()) return ufs::WriteCondition::Version(now->version);
   return ufs::WriteCondition::Absent();
+}
+
+StatusOr<WriteReply> WriteService::ReadWritten(OpenFile& file,
+                                               const protocol::ReadWrittenRequest& request) {
+  WriteReply reply = Reply(file.handle, 0);
+  reply.data.resize(request.length);
+  std::span<char> out(reply.data.data(), reply.data.size());
+  MutexLock l(&file.mu);
+  if (file.session != nullptr) {
+    reply.size = file.session->size();
+    CAIRN_ASSIGN_OR_RETURN(size_t n, file.session->ReadAt(request.offset, out));
+    reply.data.resize(n);
+    return reply;
+  }
+  // A write-back file closed through this handle (its session went to the queue): the sealed
+  // spool file holds exactly the committed bytes.
+  if (file.sealed_fd < 0 || !file.committed) {
+    return FailedPreconditionError(file.path + " has nothing written to read");
+  }
+  reply.size = file.committed->size;
+  const uint64_t end = std::min<uint64_t>(reply.size, request.offset + request.length);
+  size_t done = 0;
+  const size_t want = request.offset < end ? static_cast<size_t>(end - request.offset) : 0;
+  while (done < want) {
+    const ssize_t n = ::pread(file.sealed_fd, out.data() + done, want - done,
+                              static_cast<off_t>(request.offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return ErrnoToStatus(errno, "read spool file of " + file.path);
+    if (n == 0) return CorruptionError("spool file of " + file.path + " is shorter than its size");
+    done += static_cast<size_t>(n);
+  }
+  reply.data.resize(want);
+  return reply;
 }
 
 StatusOr<WriteReply> WriteService::Commit(OpenFile& file, const RecheckFn& recheck) {
@@ -980,6 +1015,11 @@ StatusOr<std::shared_ptr<WriteService::OpenFile>> WriteService::Find(const std::
                          " s idle, or the worker restarted)");
   }
   return it->second;
+}
+
+StatusOr<std::string> WriteService::PathOf(const std::string& principal, uint64_t handle) {
+  CAIRN_ASSIGN_OR_RETURN(std::shared_ptr<OpenFile> file, Find(principal, handle));
+  return file->path;
 }
 
 std::shared_ptr<WriteService::OpenFile> WriteService::Take(uint64_t handle) {

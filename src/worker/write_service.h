@@ -103,6 +103,9 @@ class WriteService final : public PendingFiles {
   StatusOr<protocol::WriteReply> Serve(const std::string& principal,
                                        const protocol::WriteRequest& request,
                                        const RecheckFn& recheck = nullptr);
+  // The path of `principal`'s open file `handle` (the server checks the read grant on it before
+  // a ReadWritten); NotFound as Serve.
+  StatusOr<std::string> PathOf(const std::string& principal, uint64_t handle) EXCLUDES(open_mu_);
 
   // Aborts the files idle for longer than idle_timeout; returns how many (the reaper thread
   // calls it; tests call it with a fake clock).
@@ -140,6 +143,10 @@ class WriteService final : public PendingFiles {
                                       const protocol::OpenWriteRequest& request);
   StatusOr<protocol::WriteReply> Write(OpenFile& file, const protocol::WritePageRequest& request);
   StatusOr<protocol::WriteReply> Truncate(OpenFile& file, uint64_t size);
+  // The bytes written so far (ReadWritten): from the session, or the sealed spool file of a
+  // write-back file closed through this handle.
+  StatusOr<protocol::WriteReply> ReadWritten(OpenFile& file,
+                                             const protocol::ReadWrittenRequest& request);
   StatusOr<protocol::WriteReply> Commit(OpenFile& file, const RecheckFn& recheck);
   // Commit of a write-back file: seal, journal, answer.
   StatusOr<protocol::WriteReply> CommitBack(OpenFile& file, const RecheckFn& recheck);

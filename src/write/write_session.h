@@ -97,6 +97,11 @@ class WriteSession {
   // Sets the file's size (shorter: the rest is gone; longer: zeros). Errors as Write.
   Status Truncate(uint64_t size) EXCLUDES(mu_);
   uint64_t size() const EXCLUDES(mu_);
+  // Reads the file as written so far into `out` from `offset` (ranges never written read as
+  // zeros); returns the bytes read: fewer than out.size() at the end of the file, 0 past it.
+  // Works in every state while the session exists (also after Commit, Seal or Abort: the spool
+  // file stays until destruction). IoError if the spool file cannot be read.
+  StatusOr<size_t> ReadAt(uint64_t offset, std::span<char> out) const EXCLUDES(mu_);
 
   // Refuses writes from now on and makes the spool file durable (fdatasync): after it returns
   // OK, the file survives a crash of the process or the machine (write-back's close). Early
