@@ -1,0 +1,328 @@
+#!/usr/bin/python3
+"""Checkpoint save and restore, side by side (issue 10's benchmark): one large file written with
+1 MiB write(2)s, and a sharded checkpoint (torch.save of a state dict split into N shard files,
+written one after another as a one-rank torch.distributed.checkpoint does), into:
+
+  local+fsync        the local disk, each file fsync'd (the ceiling)
+  local+upload       the local disk, then uploaded to the lake with boto3 (what the AWS CLI
+                     does; the shards 8 at a time, as `aws s3 cp --recursive` does)
+  cairn through      a `cairn up --write-mode through` mount (close: the file is in the lake)
+  cairn back         a `--write-mode back` mount: close returns once the file is journaled on
+                     the worker's disk; "back: in lake" adds the wait until every object is there
+  s3fs               an s3fs mount (close uploads the file)
+  rclone             an rclone mount, --vfs-cache-mode writes (close returns before the upload;
+                     "rclone: in lake" adds the wait, as for write-back)
+
+then restored (read back whole; the shards with torch.load) from Cairn cold (a fresh worker
+cache: every byte from the lake), Cairn warm (the kernel page cache dropped, the worker cache
+kept) and the local disk (page cache dropped). The lake is s3rver on this machine. Each state is
+timed in every run, medians and ratios of one run.
+
+A benchmark, not a test: it fails (exit 1) only if something reads back wrong or a process
+misbehaves. Needs root (FUSE, drop_caches), the release build, s3fs, rclone and python3-torch:
+
+    /usr/bin/python3 bench/checkpoint_bench.py [--size-mib 1024] [--shards 100] [--runs 3]
+                                               [--out FILE.json]
+
+docs/benchmarks.md ("Checkpoint save and restore") has a recorded run.
+"""
+import argparse
+import concurrent.futures
+import hashlib
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(BENCH_DIR)
+sys.path.insert(0, os.path.join(REPO, "tests"))
+sys.path.insert(0, BENCH_DIR)
+
+from conftest import S3_BUCKET, S3_KEY, S3_SECRET, Harness, S3Server  # noqa: E402
+from readbench import procs  # noqa: E402
+from write_bench import start_s3rver  # noqa: E402
+
+CHUNK = 1 << 20
+SAVE_MODES = ("local+fsync", "local+upload", "cairn through", "cairn back", "back: in lake",
+              "s3fs", "rclone", "rclone: in lake")
+RESTORE_MODES = ("local read", "cairn cold", "cairn warm")
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--bin", default=os.path.join(REPO, "build", "cairn"))
+    p.add_argument("--size-mib", type=int, default=1024, help="of each checkpoint")
+    p.add_argument("--shards", type=int, default=100)
+    p.add_argument("--runs", type=int, default=3)
+    p.add_argument("--out", help="write all runs and the summary here (JSON)")
+    return p.parse_args(argv)
+
+
+def drop_caches():
+    subprocess.run(["sync"], check=True)
+    with open("/proc/sys/vm/drop_caches", "w") as f:
+        f.write("3\n")
+
+
+def timed(fn):
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def write_file(path, data, fsync):
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        view = memoryview(data)
+        for i in range(0, len(data), CHUNK):
+            os.write(fd, view[i:i + CHUNK])
+        if fsync:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def save_shards(torch, folder, shards, fsync):
+    os.makedirs(folder, exist_ok=True)
+    for i, shard in enumerate(shards):
+        with open(os.path.join(folder, f"shard-{i:03d}.pt"), "wb") as f:
+            torch.save(shard, f)
+            if fsync:
+                f.flush()
+                os.fsync(f.fileno())
+
+
+def save(torch, kind, where, data, shards, fsync=False):
+    if kind == "file":
+        write_file(os.path.join(where, "model.bin"), data, fsync)
+    else:
+        save_shards(torch, os.path.join(where, "sharded"), shards, fsync)
+
+
+def restore(torch, kind, where, data, shards):
+    """Reads the checkpoint back and checks it."""
+    if kind == "file":
+        h = hashlib.sha256()
+        with open(os.path.join(where, "model.bin"), "rb", buffering=0) as f:
+            while chunk := f.read(4 * CHUNK):
+                h.update(chunk)
+        if h.hexdigest() != hashlib.sha256(data).hexdigest():
+            raise AssertionError(f"{where}/model.bin reads back wrong")
+        return
+    for i, shard in enumerate(shards):
+        got = torch.load(os.path.join(where, "sharded", f"shard-{i:03d}.pt"))
+        for name, tensor in shard.items():
+            if not torch.equal(got[name], tensor):
+                raise AssertionError(f"{where}/sharded/shard-{i:03d}.pt: {name} differs")
+
+
+def lake_keys(s3, prefix):
+    keys, token = {}, None
+    while True:
+        kw = {"Bucket": S3_BUCKET, "Prefix": prefix}
+        if token:
+            kw["ContinuationToken"] = token
+        page = s3.client.list_objects_v2(**kw)
+        for o in page.get("Contents", []):
+            keys[o["Key"]] = o["Size"]
+        token = page.get("NextContinuationToken")
+        if not token:
+            return keys
+
+
+def wait_in_lake(s3, prefix, kind, data, shards_dir, shard_count):
+    """Returns once every object of the checkpoint is listed under `prefix` at its size."""
+    while True:
+        keys = lake_keys(s3, prefix)
+        if kind == "file":
+            if keys.get(prefix + "model.bin") == len(data):
+                return
+        else:
+            want = {f"{prefix}sharded/shard-{i:03d}.pt":
+                    os.path.getsize(os.path.join(shards_dir, f"shard-{i:03d}.pt"))
+                    for i in range(shard_count)}
+            if all(keys.get(k) == size for k, size in want.items()):
+                return
+        time.sleep(0.05)
+
+
+def upload(s3, kind, local, prefix, shard_count):
+    if kind == "file":
+        s3.client.upload_file(os.path.join(local, "model.bin"), S3_BUCKET, prefix + "model.bin")
+        return
+    names = [f"shard-{i:03d}.pt" for i in range(shard_count)]
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        list(pool.map(lambda n: s3.client.upload_file(os.path.join(local, "sharded", n),
+                                                      S3_BUCKET, f"{prefix}sharded/{n}"),
+                      names))
+
+
+def mount_s3fs(work, port, prefix):
+    mnt = os.path.join(work, "mnt-s3fs")
+    os.makedirs(mnt)
+    passwd = os.path.join(work, "s3fs.passwd")
+    with open(passwd, "w") as f:
+        f.write(f"{S3_KEY}:{S3_SECRET}\n")
+    os.chmod(passwd, 0o600)
+    opts = (f"url=http://127.0.0.1:{port},use_path_request_style,passwd_file={passwd},"
+            f"use_cache={os.path.join(work, 'cache-s3fs')}")
+    d = procs.Daemon("s3fs", ["s3fs", f"{S3_BUCKET}:/{prefix.rstrip('/')}", mnt, "-f", "-o",
+                              opts], os.path.join(work, "s3fs.log"), mountpoint=mnt).start()
+    d.wait_ready(lambda: procs.is_mounted(mnt), 60, "mounted")
+    return d, mnt
+
+
+def mount_rclone(work, port, prefix):
+    mnt = os.path.join(work, "mnt-rclone")
+    os.makedirs(mnt)
+    conf = os.path.join(work, "rclone.conf")
+    with open(conf, "w") as f:
+        f.write("[bench]\ntype = s3\nprovider = Other\nenv_auth = false\n"
+                f"access_key_id = {S3_KEY}\nsecret_access_key = {S3_SECRET}\n"
+                f"endpoint = http://127.0.0.1:{port}\nforce_path_style = true\n"
+                "region = us-east-1\n")
+    env = dict(os.environ)
+    env.pop("AWS_CA_BUNDLE", None)
+    d = procs.Daemon("rclone", ["rclone", "--config", conf, "mount",
+                                f"bench:{S3_BUCKET}/{prefix.rstrip('/')}", mnt,
+                                "--vfs-cache-mode", "writes", "--vfs-write-back", "0s",
+                                "--cache-dir", os.path.join(work, "cache-rclone")],
+                     os.path.join(work, "rclone.log"), env=env, mountpoint=mnt).start()
+    d.wait_ready(lambda: procs.is_mounted(mnt), 60, "mounted")
+    return d, mnt
+
+
+def main(argv):
+    args = parse_args(argv)
+    import torch
+    if not os.path.exists(args.bin):
+        sys.exit(f"{args.bin} missing: build it (scripts/build.sh release)")
+    data = os.urandom(args.size_mib * CHUNK)
+    per_shard = args.size_mib * CHUNK // args.shards // 4  # float32 elements per shard
+    gen = torch.Generator().manual_seed(1)
+    shards = [{f"layer{i}.weight": torch.randn(per_shard // 2, generator=gen),
+               f"layer{i}.bias": torch.randn(per_shard - per_shard // 2, generator=gen)}
+              for i in range(args.shards)]
+    runs = []
+    daemons = []
+    with tempfile.TemporaryDirectory(prefix="cairn-ckpt-bench-", dir="/var/tmp") as work:
+        harness = Harness(args.bin, work)
+        s3proc = None
+        try:
+            s3proc, port = start_s3rver(work)
+            s3 = S3Server(port, s3proc)
+            local = os.path.join(work, "local")
+            os.makedirs(local)
+            ups = {}
+            for mode in ("through", "back"):
+                ups[mode] = harness.up(f"s3://{S3_BUCKET}/{mode}", s3=s3, metrics=False,
+                                       cache_dir=os.path.join(work, f"cache-{mode}"),
+                                       cache_size=f"{4 * args.size_mib + 1024}MiB",
+                                       extra=["--write-mode", mode], name=f"up-{mode}")
+            s3fs, s3fs_mnt = mount_s3fs(work, port, "s3fs/")
+            rclone, rclone_mnt = mount_rclone(work, port, "rclone/")
+            daemons += [s3fs, rclone]
+            for run in range(args.runs):
+                for kind in ("file", "sharded"):
+                    def note(mode, s):
+                        runs.append({"run": run, "kind": kind, "mode": mode, "s": s})
+                        print(f"run {run} {kind:<8} {mode:<16} {s:7.2f} s", flush=True)
+                    sub = f"r{run}/"
+                    where = {m: os.path.join(ups[m].mountpoint, sub) for m in ups}
+                    for p in list(where.values()) + [os.path.join(s3fs_mnt, sub),
+                                                     os.path.join(rclone_mnt, sub),
+                                                     os.path.join(local, sub)]:
+                        os.makedirs(p, exist_ok=True)
+                    drop_caches()
+                    note("local+fsync", timed(lambda: save(torch, kind, os.path.join(local, sub),
+                                                           data, shards, fsync=True)))
+                    note("local+upload", timed(lambda: (
+                        save(torch, kind, os.path.join(local, sub), data, shards),
+                        upload(s3, kind, os.path.join(local, sub), f"upload/{sub}",
+                               args.shards))))
+                    note("cairn through", timed(lambda: save(torch, kind, where["through"], data,
+                                                             shards)))
+                    start = time.perf_counter()
+                    save(torch, kind, where["back"], data, shards)
+                    note("cairn back", time.perf_counter() - start)
+                    wait_in_lake(s3, f"back/{sub}", kind, data,
+                                 os.path.join(local, sub, "sharded"), args.shards)
+                    note("back: in lake", time.perf_counter() - start)
+                    note("s3fs", timed(lambda: save(torch, kind, os.path.join(s3fs_mnt, sub),
+                                                    data, shards)))
+                    start = time.perf_counter()
+                    save(torch, kind, os.path.join(rclone_mnt, sub), data, shards)
+                    note("rclone", time.perf_counter() - start)
+                    wait_in_lake(s3, f"rclone/{sub}", kind, data,
+                                 os.path.join(local, sub, "sharded"), args.shards)
+                    note("rclone: in lake", time.perf_counter() - start)
+
+                    # Restores. Local disk: page cache dropped.
+                    drop_caches()
+                    note("local read", timed(lambda: restore(torch, kind,
+                                                             os.path.join(local, sub), data,
+                                                             shards)))
+                    # Cairn cold: a new worker with an empty cache, every byte from the lake.
+                    ups["through"].stop()
+                    ups["through"] = harness.up(
+                        f"s3://{S3_BUCKET}/through", s3=s3, metrics=False,
+                        cache_dir=os.path.join(work, f"cache-cold-{run}-{kind}"),
+                        cache_size=f"{4 * args.size_mib + 1024}MiB",
+                        extra=["--write-mode", "through"], name=f"up-cold-{run}-{kind}")
+                    where["through"] = os.path.join(ups["through"].mountpoint, sub)
+                    drop_caches()
+                    note("cairn cold", timed(lambda: restore(torch, kind, where["through"], data,
+                                                             shards)))
+                    drop_caches()
+                    note("cairn warm", timed(lambda: restore(torch, kind, where["through"], data,
+                                                             shards)))
+        finally:
+            for d in daemons:
+                d.stop()
+            errors = harness.cleanup()
+            if s3proc is not None:
+                s3proc.stop()
+            if errors:
+                print("cleanup:", errors, file=sys.stderr)
+    report(args, runs)
+    return 0
+
+
+def report(args, runs):
+    machine = f"{platform.node()}: {os.cpu_count()} CPUs, Linux {platform.release()}"
+    print(f"machine: {machine}")
+    summary = {}
+    for kind, label in (("file", f"one {args.size_mib} MiB file"),
+                        ("sharded", f"{args.shards} torch.save shards, {args.size_mib} MiB")):
+        print(f"{label}: medians of {args.runs} runs")
+        med = {}
+        for mode in SAVE_MODES + RESTORE_MODES:
+            times = [r["s"] for r in runs if r["kind"] == kind and r["mode"] == mode]
+            if times:
+                med[mode] = statistics.median(times)
+                print(f"  {mode:<16} {med[mode]:7.2f} s {args.size_mib * 1.048576 / med[mode]:7.0f}"
+                      " MB/s")
+        ratios = {
+            "local+fsync / cairn back (>= 0.7)": med["local+fsync"] / med["cairn back"],
+            "local+upload / cairn through (>= 1.0)": med["local+upload"] / med["cairn through"],
+            "s3fs / cairn through (>= 1.5)": med["s3fs"] / med["cairn through"],
+            "cairn cold / cairn warm (>= 3)": med["cairn cold"] / med["cairn warm"],
+            "local read / cairn warm (>= 0.9)": med["local read"] / med["cairn warm"],
+        }
+        for name, value in ratios.items():
+            print(f"  {name}: {value:.2f}")
+        summary[kind] = {"medians_s": med, "ratios": ratios}
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump({"machine": machine, "args": vars(args), "runs": runs,
+                       "summary": summary}, f, indent=1)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
