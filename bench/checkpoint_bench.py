@@ -43,8 +43,8 @@ REPO = os.path.dirname(BENCH_DIR)
 sys.path.insert(0, os.path.join(REPO, "tests"))
 sys.path.insert(0, BENCH_DIR)
 
-from conftest import S3_BUCKET, S3_KEY, S3_SECRET, Harness, S3Server  # noqa: E402
-from readbench import procs  # noqa: E402
+from conftest import S3_BUCKET, Harness, S3Server  # noqa: E402
+from mounts import mount_rclone, mount_s3fs  # noqa: E402
 from write_bench import start_s3rver  # noqa: E402
 
 CHUNK = 1 << 20
@@ -163,41 +163,6 @@ def upload(s3, kind, local, prefix, shard_count):
                       names))
 
 
-def mount_s3fs(work, port, prefix):
-    mnt = os.path.join(work, "mnt-s3fs")
-    os.makedirs(mnt)
-    passwd = os.path.join(work, "s3fs.passwd")
-    with open(passwd, "w") as f:
-        f.write(f"{S3_KEY}:{S3_SECRET}\n")
-    os.chmod(passwd, 0o600)
-    opts = (f"url=http://127.0.0.1:{port},use_path_request_style,passwd_file={passwd},"
-            f"use_cache={os.path.join(work, 'cache-s3fs')}")
-    d = procs.Daemon("s3fs", ["s3fs", f"{S3_BUCKET}:/{prefix.rstrip('/')}", mnt, "-f", "-o",
-                              opts], os.path.join(work, "s3fs.log"), mountpoint=mnt).start()
-    d.wait_ready(lambda: procs.is_mounted(mnt), 60, "mounted")
-    return d, mnt
-
-
-def mount_rclone(work, port, prefix):
-    mnt = os.path.join(work, "mnt-rclone")
-    os.makedirs(mnt)
-    conf = os.path.join(work, "rclone.conf")
-    with open(conf, "w") as f:
-        f.write("[bench]\ntype = s3\nprovider = Other\nenv_auth = false\n"
-                f"access_key_id = {S3_KEY}\nsecret_access_key = {S3_SECRET}\n"
-                f"endpoint = http://127.0.0.1:{port}\nforce_path_style = true\n"
-                "region = us-east-1\n")
-    env = dict(os.environ)
-    env.pop("AWS_CA_BUNDLE", None)
-    d = procs.Daemon("rclone", ["rclone", "--config", conf, "mount",
-                                f"bench:{S3_BUCKET}/{prefix.rstrip('/')}", mnt,
-                                "--vfs-cache-mode", "writes", "--vfs-write-back", "0s",
-                                "--cache-dir", os.path.join(work, "cache-rclone")],
-                     os.path.join(work, "rclone.log"), env=env, mountpoint=mnt).start()
-    d.wait_ready(lambda: procs.is_mounted(mnt), 60, "mounted")
-    return d, mnt
-
-
 def main(argv):
     args = parse_args(argv)
     import torch
@@ -226,7 +191,7 @@ def main(argv):
                                        cache_size=f"{4 * args.size_mib + 1024}MiB",
                                        extra=["--write-mode", mode], name=f"up-{mode}")
             s3fs, s3fs_mnt = mount_s3fs(work, port, "s3fs/")
-            rclone, rclone_mnt = mount_rclone(work, port, "rclone/")
+            rclone, rclone_mnt = mount_rclone(work, port, "rclone/", cache_mode="writes")
             daemons += [s3fs, rclone]
             for run in range(args.runs):
                 for kind in ("file", "sharded"):

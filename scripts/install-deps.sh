@@ -9,6 +9,7 @@ BUILD_PKGS=(cmake ninja-build g++ pkg-config git
   libcli11-dev libspdlog-dev libfmt-dev libpugixml-dev libgtest-dev libgmock-dev
   libbenchmark-dev libboost-dev clang clang-format pybind11-dev python3-dev)
 TEST_PKGS=(python3 python3-pytest python3-boto3 python3-fsspec python3-torch python3-numpy
+  python3-pandas
   fio procps psmisc curl rsync etcd-server etcd-client prometheus
   ceph-mon ceph-osd ceph-mgr radosgw ceph-common)
 BENCH_PKGS=(s3fs rclone)

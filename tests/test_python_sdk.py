@@ -582,6 +582,26 @@ def test_fsspec_filesystems_pickle(fs, dataset):
     assert copy.cat_file("/data/one.bin") == dataset.bytes("one.bin")
 
 
+def test_pandas_reads_and_writes_cairn_urls(cairn, node, s3server):
+    """pandas opens `cairn://` URLs through fsspec (storage_options are connect()'s
+    arguments): metrics written as CSV and JSON lines, read back equal. (pyarrow, and so
+    Parquet, is not packaged in Debian 12.)"""
+    pd = pytest.importorskip("pandas")
+    opts = {"config": node[1]}
+    df = pd.DataFrame({"step": range(200), "loss": [1.0 / (i + 1) for i in range(200)],
+                       "split": ["train", "eval"] * 100})
+    df.to_csv("cairn:///w/pandas/metrics.csv", index=False, storage_options=opts)
+    assert s3server.object("sdk/pandas/metrics.csv").startswith(b"step,loss,split\n")
+    pd.testing.assert_frame_equal(
+        pd.read_csv("cairn:///w/pandas/metrics.csv", storage_options=opts), df)
+    df.to_json("cairn:///w/pandas/metrics.jsonl", orient="records", lines=True,
+               storage_options=opts)
+    pd.testing.assert_frame_equal(
+        pd.read_json("cairn:///w/pandas/metrics.jsonl", lines=True, storage_options=opts), df)
+    with pytest.raises(FileNotFoundError):
+        pd.read_csv("cairn:///w/pandas/missing.csv", storage_options=opts)
+
+
 # -- PyTorch -------------------------------------------------------------------------------------
 
 def _digest(data):

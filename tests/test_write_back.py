@@ -147,7 +147,7 @@ CRASHES = [
     ("write-back-journal-torn", False, "absent"),
     # The record is durable but the client was not answered: the file may be uploaded (whole).
     ("write-back-journaled", False, "whole"),
-    # The upload (parts sent while writing) not completed.
+    # The upload not completed (its parts are in the lake).
     ("write-back-uploading", None, "whole"),
     # Committed; the journal does not know: not uploaded a second time.
     ("write-back-committed", None, "whole"),
@@ -163,7 +163,7 @@ def test_kill_9_at_a_named_point_loses_nothing_acknowledged(wb, point, answered,
     _ok(w.sync())
     w.proc.stop()
     w.start(crash_at=point)
-    data = random.Random(8).randbytes(20 * MiB + 5)  # Parts go up while it is written.
+    data = random.Random(8).randbytes(20 * MiB + 5)  # Several parts.
     out = w.put(data, "/wb/ckpt.pt", timeout=120)
     if answered is not None:
         assert (out.returncode == 0) == answered, out.stderr.decode()

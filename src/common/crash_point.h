@@ -7,8 +7,8 @@
 //
 // Points in use (grep for CrashPoint): write-back-journal-torn (half a journal record written),
 // write-back-journaled (the record is durable, the client not yet answered),
-// write-back-uploading (a closed file's upload is about to be completed: parts sent while it
-// was written are in the source as an unfinished multipart upload), write-back-committed (the
+// write-back-uploading (a closed file's upload is about to be completed: its parts are in the
+// source as an unfinished multipart upload), write-back-committed (the
 // object is in the source, the journal does not say so yet).
 //
 // Thread-safety: thread-safe.

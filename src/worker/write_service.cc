@@ -393,7 +393,7 @@ StatusOr<WriteReply> WriteService::Open(const std::string& principal,
   }
   if (!exists && !request.create) return NotFoundError("no such file " + request.path);
 
-  write::WriteSessionOptions session_options = SessionOptions(request.path);
+  write::WriteSessionOptions session_options = SessionOptions(request.path, file->write_back);
   session_options.condition = current.ok() ? ufs::WriteCondition::Version(current->version)
                               : blind      ? ufs::WriteCondition::None()
                                            : ufs::WriteCondition::Absent();
@@ -485,9 +485,11 @@ StatusOr<WriteReply> WriteService::Truncate(OpenFile& file, uint64_t size) {
   return Reply(file.handle, file.session->size());
 }
 
-write::WriteSessionOptions WriteService::SessionOptions(const std::string& path) {
+write::WriteSessionOptions WriteService::SessionOptions(const std::string& path, bool write_back) {
   write::WriteSessionOptions o;
   o.part_size = options_.part_size;
+  o.upload_early = !write_back;
+  if (write_back) o.before_complete = [] { CrashPoint("write-back-uploading"); };
   o.max_uploads_in_flight = options_.max_uploads_in_flight;
   if (write_back_ != nullptr) {
     // The journal notes each upload begun in the source, so that the next start can abort what
@@ -532,7 +534,7 @@ size_t WriteService::AbortLeftoverUploads() {
 StatusOr<std::unique_ptr<write::WriteSession>> WriteService::SessionFor(
     const OpenFile& file, const std::string& from_spool, uint64_t size,
     ufs::WriteCondition condition) {
-  write::WriteSessionOptions session_options = SessionOptions(file.path);
+  write::WriteSessionOptions session_options = SessionOptions(file.path, file.write_back);
   session_options.condition = std::move(condition);
   const int fd = ::open(from_spool.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return ErrnoToStatus(errno, "reopen spool file of " + file.path);
@@ -544,7 +546,7 @@ StatusOr<std::unique_ptr<write::WriteSession>> WriteService::SessionFor(
 
 StatusOr<std::unique_ptr<write::WriteSession>> WriteService::SessionFromFd(
     const OpenFile& file, int fd, uint64_t size, ufs::WriteCondition condition) {
-  write::WriteSessionOptions session_options = SessionOptions(file.path);
+  write::WriteSessionOptions session_options = SessionOptions(file.path, file.write_back);
   session_options.condition = std::move(condition);
   CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<write::WriteSession> next,
                          write::WriteSession::Create(file.ufs, file.key, file.spool_dir,
@@ -709,7 +711,7 @@ CommitResult WriteService::CommitPending(PendingWrite& write) {
   }
   const bool replayed = write.session == nullptr;
   if (replayed) {
-    write::WriteSessionOptions session_options = SessionOptions(record.path);
+    write::WriteSessionOptions session_options = SessionOptions(record.path, true);
     session_options.condition = record.condition;
     StatusOr<std::unique_ptr<write::WriteSession>> adopted = write::WriteSession::Adopt(
         mount->ufs, key, record.spool_path, record.size, session_options, uploads_.get());
@@ -734,8 +736,7 @@ CommitResult WriteService::CommitPending(PendingWrite& write) {
                  already->version);
     info = *already;
   } else {
-    CrashPoint("write-back-uploading");
-    info = write.session->Commit();
+    info = write.session->Commit();  // Crash point "write-back-uploading" inside.
   }
   if (!info.ok() && (info.status().code() == StatusCode::kAlreadyExists ||
                      info.status().code() == StatusCode::kFailedPrecondition)) {

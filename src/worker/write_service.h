@@ -136,8 +136,9 @@ class WriteService final : public PendingFiles {
                std::unique_ptr<WriteBack> write_back);
   Clock& clock() const { return options_.clock != nullptr ? *options_.clock : *Clock::Real(); }
   Entry EntryOf(const WriteBack::PendingFile& file) const;
-  // The options of a session writing `path` (its uploads noted in the journal, if any).
-  write::WriteSessionOptions SessionOptions(const std::string& path);
+  // The options of a session writing `path` (its uploads noted in the journal, if any); a
+  // write-back file's parts wait for its commit (WriteSessionOptions::upload_early).
+  write::WriteSessionOptions SessionOptions(const std::string& path, bool write_back);
 
   StatusOr<protocol::WriteReply> Open(const std::string& principal,
                                       const protocol::OpenWriteRequest& request);

@@ -217,7 +217,9 @@ void WriteSession::TouchParts(uint32_t first, uint32_t last) {
     const uint64_t begin = layout_.Offset(i);
     const uint64_t end = begin + layout_.Size(i);
     // Only full parts go early; the final one waits for Commit.
-    if (!part.sending && end <= size_ && written_.Covers(begin, end)) queued_.insert(i);
+    if (options_.upload_early && !part.sending && end <= size_ && written_.Covers(begin, end)) {
+      queued_.insert(i);
+    }
   }
 }
 
@@ -364,6 +366,7 @@ StatusOr<ufs::ObjectInfo> WriteSession::CommitLocked(std::vector<std::string>* e
       return st.WithContext("write of '" + key_ + "'");
     }
   }
+  if (options_.before_complete) options_.before_complete();
   const uint64_t tail_start = count == 0 ? 0 : layout_.Offset(count - 1);
   std::vector<char> tail(size_ - tail_start);
   CAIRN_RETURN_IF_ERROR(ReadSpool(tail_start, tail));

@@ -46,6 +46,15 @@ namespace cairn::write {
 struct WriteSessionOptions {
   uint64_t part_size = 8 << 20;   // Base of the part layout (S3: at least 5 MiB).
   int max_uploads_in_flight = 4;  // Parts of this session being sent at once (>= 1).
+  // Send full parts while the file is being written (write-through: the close has little left
+  // to send). False: nothing goes up before Commit (write-back: the upload starts after the
+  // close, and a rename before it would make parts already sent to the old name's key wasted
+  // bytes, since an upload is bound to its key).
+  bool upload_early = true;
+  // Called in Commit once every part but the last is in the source, before the upload is
+  // completed (under the session's lock; it must not call the session). The worker's crash
+  // point "write-back-uploading" (common/crash_point.h). May be empty.
+  std::function<void()> before_complete;
   ufs::WriteCondition condition;  // Checked when the object is committed.
   // Told when the session's writer has begun an upload in the source that a crash would leave
   // there (its ufs::ObjectWriter::UploadToken, once per writer: after ObjectWriter::Begin,

@@ -84,6 +84,23 @@ TEST_F(WriteSessionTest, FullPartsGoUpWhileWritingAndNothingIsVisibleBeforeCommi
   EXPECT_EQ(counting_->counts().bytes_written, content.size()) << "no byte sent twice";
 }
 
+// Write-back sessions: nothing goes up while the file is written; Commit sends every part.
+TEST_F(WriteSessionTest, WithoutEarlyUploadsEverythingGoesUpAtCommit) {
+  const std::string content = Pattern(5 * kPart + 99, 2);
+  WriteSessionOptions options;
+  options.upload_early = false;
+  auto s = Open("ckpt/back.pt", options);
+  ASSERT_NE(s, nullptr);
+  WriteSequentially(*s, content, 10000);
+  EXPECT_EQ(s->stats().parts_sent, 0u);
+  auto info = s->Commit();
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  EXPECT_EQ(Stored("ckpt/back.pt"), content);
+  EXPECT_EQ(s->stats().parts_sent_early, 0u);  // Counted at submit: no race with Commit.
+  EXPECT_EQ(s->stats().parts_sent, 5u);
+  EXPECT_EQ(counting_->counts().bytes_written, content.size());
+}
+
 TEST_F(WriteSessionTest, RandomOffsetsAndAHeaderPatchedAtTheEnd) {
   // A zip or safetensors writer: data in any order, then the header at offset 0 rewritten.
   std::string content = Pattern(4 * kPart + 77, 2);
