@@ -27,7 +27,8 @@ process fails. Needs root (FUSE, drop_caches), the release build with the Python
 (build/python), s3fs, rclone and python3-torch:
 
     /usr/bin/python3 bench/au_bench.py [--workloads resnet50,unet3d] [--paths ...]
-        [--resnet-files 6000] [--unet-files 12] [--steps 5] [--num-workers 2] [--max-accel 8]
+        [--resnet-files 6000] [--unet-files 12] [--resnet-steps 5] [--unet-steps 2]
+        [--num-workers 2] [--max-accel 8]
         [--out FILE.json]
 
 docs/benchmarks.md ("Emulated accelerator utilisation") has a recorded run.
@@ -59,8 +60,9 @@ PASS_AU = 0.90
 
 
 class Workload:
-    def __init__(self, name, sizes, batch, compute_s):
+    def __init__(self, name, sizes, batch, compute_s, steps):
         self.name, self.sizes, self.batch, self.compute_s = name, sizes, batch, compute_s
+        self.steps = steps  # Batches per accelerator per run.
 
     def rel(self, i):
         return f"{self.name}/sample-{i:06d}.bin"
@@ -69,9 +71,11 @@ class Workload:
 def workloads(args):
     rnd = random.Random(11)
     out = {
-        "resnet50": Workload("resnet50", [114_660] * args.resnet_files, 400, 0.224),
+        "resnet50": Workload("resnet50", [114_660] * args.resnet_files, 400, 0.224,
+                             args.resnet_steps),
         "unet3d": Workload("unet3d", [int(146_600_000 * rnd.uniform(0.9, 1.1))
-                                      for _ in range(args.unet_files)], 7, 0.323),
+                                      for _ in range(args.unet_files)], 7, 0.323,
+                           args.unet_steps),
     }
     return [out[w] for w in args.workloads]
 
@@ -84,7 +88,10 @@ def parse_args(argv):
     p.add_argument("--paths", default=",".join(ALL_PATHS), type=lambda s: s.split(","))
     p.add_argument("--resnet-files", type=int, default=6000)
     p.add_argument("--unet-files", type=int, default=12)
-    p.add_argument("--steps", type=int, default=5, help="batches per accelerator per run")
+    p.add_argument("--resnet-steps", type=int, default=5,
+                   help="resnet50 batches per accelerator per run")
+    p.add_argument("--unet-steps", type=int, default=2,
+                   help="unet3d batches per accelerator per run")
     p.add_argument("--num-workers", type=int, default=2, help="DataLoader workers per accelerator")
     p.add_argument("--max-accel", type=int, default=8)
     p.add_argument("--out", help="write every run and the summary here (JSON)")
@@ -158,11 +165,10 @@ def sum_lengths(batch):
     return sum(batch)
 
 
-def accelerator(rank, count, workload, path, where, sdk_config, steps, num_workers, barrier,
-                results):
+def accelerator(rank, count, workload, path, where, sdk_config, num_workers, barrier, results):
     import torch.utils.data as tud
     n = len(workload.sizes)
-    per = steps * workload.batch
+    per = workload.steps * workload.batch
     order = list(range(n))
     random.Random(0).shuffle(order)  # One shuffled epoch order, shared by the accelerators.
     # Accelerators read disjoint slices of it (as DLIO shards an epoch), wrapping around only
@@ -192,7 +198,7 @@ def run_count(args, workload, path, where, sdk_config, count):
     barrier = ctx.Barrier(count)
     results = ctx.Queue()
     procs = [ctx.Process(target=accelerator,
-                         args=(rank, count, workload, path, where, sdk_config, args.steps,
+                         args=(rank, count, workload, path, where, sdk_config,
                                args.num_workers, barrier, results))
              for rank in range(count)]
     drop_caches()

@@ -174,7 +174,7 @@ def main(argv):
     shards = [{f"layer{i}.weight": torch.randn(per_shard // 2, generator=gen),
                f"layer{i}.bias": torch.randn(per_shard - per_shard // 2, generator=gen)}
               for i in range(args.shards)]
-    runs = []
+    runs, failures = [], []
     daemons = []
     with tempfile.TemporaryDirectory(prefix="cairn-ckpt-bench-", dir="/var/tmp") as work:
         harness = Harness(args.bin, work)
@@ -219,14 +219,27 @@ def main(argv):
                     wait_in_lake(s3, f"back/{sub}", kind, data,
                                  os.path.join(local, sub, "sharded"), args.shards)
                     note("back: in lake", time.perf_counter() - start)
-                    note("s3fs", timed(lambda: save(torch, kind, os.path.join(s3fs_mnt, sub),
-                                                    data, shards)))
-                    start = time.perf_counter()
-                    save(torch, kind, os.path.join(rclone_mnt, sub), data, shards)
-                    note("rclone", time.perf_counter() - start)
-                    wait_in_lake(s3, f"rclone/{sub}", kind, data,
-                                 os.path.join(local, sub, "sharded"), args.shards)
-                    note("rclone: in lake", time.perf_counter() - start)
+                    # The peers: a failure is recorded (s3fs answered EIO once over s3rver)
+                    # and the run goes on.
+                    try:
+                        note("s3fs", timed(lambda: save(torch, kind,
+                                                        os.path.join(s3fs_mnt, sub), data,
+                                                        shards)))
+                    except OSError as e:
+                        failures.append({"run": run, "kind": kind, "mode": "s3fs",
+                                         "error": repr(e)})
+                        print(f"run {run} {kind} s3fs failed: {e!r}", flush=True)
+                    try:
+                        start = time.perf_counter()
+                        save(torch, kind, os.path.join(rclone_mnt, sub), data, shards)
+                        note("rclone", time.perf_counter() - start)
+                        wait_in_lake(s3, f"rclone/{sub}", kind, data,
+                                     os.path.join(local, sub, "sharded"), args.shards)
+                        note("rclone: in lake", time.perf_counter() - start)
+                    except OSError as e:
+                        failures.append({"run": run, "kind": kind, "mode": "rclone",
+                                         "error": repr(e)})
+                        print(f"run {run} {kind} rclone failed: {e!r}", flush=True)
 
                     # Restores. Local disk: page cache dropped.
                     drop_caches()
@@ -255,11 +268,11 @@ def main(argv):
                 s3proc.stop()
             if errors:
                 print("cleanup:", errors, file=sys.stderr)
-    report(args, runs)
+    report(args, runs, failures)
     return 0
 
 
-def report(args, runs):
+def report(args, runs, failures):
     machine = f"{platform.node()}: {os.cpu_count()} CPUs, Linux {platform.release()}"
     print(f"machine: {machine}")
     summary = {}
@@ -273,20 +286,23 @@ def report(args, runs):
                 med[mode] = statistics.median(times)
                 print(f"  {mode:<16} {med[mode]:7.2f} s {args.size_mib * 1.048576 / med[mode]:7.0f}"
                       " MB/s")
-        ratios = {
-            "local+fsync / cairn back (>= 0.7)": med["local+fsync"] / med["cairn back"],
-            "local+upload / cairn through (>= 1.0)": med["local+upload"] / med["cairn through"],
-            "s3fs / cairn through (>= 1.5)": med["s3fs"] / med["cairn through"],
-            "cairn cold / cairn warm (>= 3)": med["cairn cold"] / med["cairn warm"],
-            "local read / cairn warm (>= 0.9)": med["local read"] / med["cairn warm"],
-        }
-        for name, value in ratios.items():
-            print(f"  {name}: {value:.2f}")
+        ratios = {}
+        for name, a, b in (("local+fsync / cairn back (>= 0.7)", "local+fsync", "cairn back"),
+                           ("local+upload / cairn through (>= 1.0)", "local+upload",
+                            "cairn through"),
+                           ("s3fs / cairn through (>= 1.5)", "s3fs", "cairn through"),
+                           ("cairn cold / cairn warm (>= 3)", "cairn cold", "cairn warm"),
+                           ("local read / cairn warm (>= 0.9)", "local read", "cairn warm")):
+            if a in med and b in med:
+                ratios[name] = med[a] / med[b]
+                print(f"  {name}: {ratios[name]:.2f}")
         summary[kind] = {"medians_s": med, "ratios": ratios}
     if args.out:
         with open(args.out, "w") as f:
             json.dump({"machine": machine, "args": vars(args), "runs": runs,
-                       "summary": summary}, f, indent=1)
+                       "failures": failures, "summary": summary}, f, indent=1)
+    for fail in failures:
+        print(f"failed: run {fail['run']} {fail['kind']} {fail['mode']}: {fail['error']}")
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ import os
 import random
 import struct
 import subprocess
+import time
 
 import pytest
 
@@ -101,6 +102,30 @@ def test_close_returns_and_sync_waits_for_the_upload(wb):
     assert m["cairn_worker_write_back_pending_files"] == 0
     # Once in the lake, the file reads back through the worker.
     assert _ok(w.run("cat", "/wb/ckpt/model.pt", timeout=60)) == data
+
+
+def test_the_delay_before_an_upload_is_the_workers_setting(wb):
+    """--write-back-delay: a closed file waits that long before its upload starts (here 10
+    minutes: it is still waiting when checked), `cairn sync` starts it at once; a bad value is
+    refused at start."""
+    w, s3 = wb
+    bad = w.harness.run(["worker", "--cache-dir", w.cache, "--write-back-delay", "2h",
+                         "--config", w.config])
+    assert bad.returncode != 0 and b"--write-back-delay" in bad.stderr, bad.stderr
+    bad = w.harness.run(["worker", "--cache-dir", w.cache, "--write-back-delay", "soon",
+                         "--config", w.config])
+    assert bad.returncode != 0 and b"--write-back-delay" in bad.stderr, bad.stderr
+    w.start(extra=["--write-back-delay", "10m"])
+    data = random.Random(4).randbytes(MiB + 3)
+    _ok(w.put(data, "/wb/delayed.bin"))
+    # Well past the default 1 s; nothing has started for the lake.
+    wait_until(lambda: w.proc.metrics()["cairn_worker_write_back_pending_files"] == 1, 10,
+               "the file to be pending")
+    time.sleep(3)
+    assert s3.object("wb/delayed.bin") is None
+    assert w.proc.metrics()["cairn_worker_write_back_pending_files"] == 1
+    _ok(w.sync("/wb/delayed.bin"))
+    assert s3.object("wb/delayed.bin") == data
 
 
 def test_an_outage_of_the_source_delays_uploads_and_loses_nothing(harness, tmp_path):

@@ -25,6 +25,7 @@ struct WorkerFlags {
   int ufs_max_concurrency = 0;
   std::string ufs_max_bandwidth;
   std::string write_back_budget;
+  std::string write_back_delay;
   bool no_peer_fill = false;
   std::string source_read_size;
   std::string insecure_plaintext;
@@ -79,6 +80,16 @@ Status BuildWorkerOptions(const WorkerFlags& f, worker::WorkerOptions* out) {
     if (*budget == 0) return InvalidArgumentError("--write-back-budget must be greater than 0");
     w.write_back_max_pending_bytes = *budget;
   }
+  if (!f.write_back_delay.empty()) {
+    auto delay = ParseDuration(f.write_back_delay);
+    if (!delay.ok()) return delay.status().WithContext("--write-back-delay");
+    if (*delay > std::chrono::hours(1)) {
+      return InvalidArgumentError(
+          "--write-back-delay is at most 1h (files wait that long in "
+          "the journal before they start for the lake)");
+    }
+    w.write_back_delay = std::chrono::duration_cast<std::chrono::milliseconds>(*delay);
+  }
   out->config = w;
   out->mounts = cfg.client.mounts;
   out->etcd_endpoints = cfg.client.etcd_endpoints;
@@ -126,6 +137,10 @@ Runner RegisterWorker(CLI::App* app) {
   cmd->add_option("--write-back-budget", f->write_back_budget,
                   "Bytes of closed files of write-back mounts that may wait for upload before "
                   "closes wait, then fail with ENOSPC (default: a quarter of the cache)");
+  cmd->add_option("--write-back-delay", f->write_back_delay,
+                  "How long a closed file of a write-back mount waits before its upload starts, "
+                  "e.g. 0s, 1s, 30s (default 1s: a rename in that time moves the file instead "
+                  "of waiting for its upload; cairn sync starts it at once)");
   cmd->add_option("--ufs-max-bandwidth", f->ufs_max_bandwidth,
                   "Cap on bytes per second this worker reads from the sources, e.g. 500MiB");
   cmd->add_option("--lease-ttl", f->lease_ttl_s,

@@ -15,6 +15,7 @@
 #ifndef CAIRN_CONFIG_CONFIG_H_
 #define CAIRN_CONFIG_CONFIG_H_
 
+#include <chrono>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -61,6 +62,9 @@ struct WorkerConfig {
   // Closed files of write-back mounts waiting for upload, all together, before closes wait and
   // then fail with ENOSPC (docs/write-path.md). 0: a quarter of the cache capacity.
   uint64_t write_back_max_pending_bytes = 0;
+  // How long a closed write-back file waits before its upload starts (a rename in that time
+  // moves it without an upload; `cairn sync` starts it at once). Negative: the default, 1 s.
+  std::chrono::milliseconds write_back_delay{-1};
 };
 
 struct Config {

@@ -260,6 +260,7 @@ Status Worker::Init(WorkerOptions options) {
     wo.write_back.max_pending_bytes = cfg.write_back_max_pending_bytes != 0
                                           ? cfg.write_back_max_pending_bytes
                                           : std::max<uint64_t>(capacity / 4, 64 << 20);
+    if (cfg.write_back_delay.count() >= 0) wo.write_back.commit_delay = cfg.write_back_delay;
   }
   WrittenPagesOptions wpo;
   wpo.registry = registry_.get();
