@@ -14,6 +14,9 @@ Access paths, all on warm data (each warmed by reading the dataset once through 
 page cache dropped before every run):
   local       the files on the local disk (the ceiling)
   cairn-sdk   cairn.connect() to the `cairn up` node, client.open(..., buffering=0).readinto
+  cairn-sdk-batch  the same client, each DataLoader worker fetching a whole batch with one
+              client.read_many (parallel reads on C++ threads; a BatchSampler hands the
+              worker the batch's indices, as Debian's torch 1.13 has no __getitems__)
   cairn-fuse  the same node's FUSE mount
   s3fs        s3fs with its local file cache (use_cache)
   rclone      rclone mount --vfs-cache-mode full
@@ -54,7 +57,8 @@ sys.path.insert(0, BENCH_DIR)
 from conftest import S3_BUCKET, S3_KEY, S3_SECRET, Harness, free_port, start_s3server  # noqa
 from mounts import mount_rclone, mount_s3fs  # noqa: E402
 
-ALL_PATHS = ("local", "cairn-sdk", "cairn-fuse", "s3fs", "rclone", "direct")
+ALL_PATHS = ("local", "cairn-sdk", "cairn-sdk-batch", "cairn-fuse", "s3fs", "rclone", "direct")
+BATCHED = ("cairn-sdk-batch",)  # A DataLoader worker fetches a whole batch in one call.
 PREFIX = "au"
 PASS_AU = 0.90
 
@@ -126,7 +130,7 @@ class SampleSet:
 
     def _connection(self):
         if self._conn is None:
-            if self.path == "cairn-sdk":
+            if self.path in ("cairn-sdk", "cairn-sdk-batch"):
                 import cairn
                 self._conn = cairn.connect(**self.sdk_config)
             elif self.path == "direct":
@@ -137,6 +141,12 @@ class SampleSet:
         return self._conn
 
     def __getitem__(self, i):
+        if isinstance(i, list):  # A whole batch (BATCHED paths).
+            got = self._connection().read_many([("/" + self.rels[k], 0, -1) for k in i])
+            for k, data in zip(i, got):
+                if len(data) != self.sizes[k]:
+                    raise RuntimeError(f"{self.path}: {self.rels[k]} read {len(data)} bytes")
+            return sum(len(data) for data in got)
         rel, size = self.rels[i], self.sizes[i]
         if self._buf is None or len(self._buf) < size:
             self._buf = bytearray(size)
@@ -145,7 +155,7 @@ class SampleSet:
             body = self._connection().get_object(Bucket=S3_BUCKET, Key=f"{PREFIX}/{rel}")["Body"]
             n = len(body.read())
         else:
-            if self.path == "cairn-sdk":
+            if self.path in ("cairn-sdk", "cairn-sdk-batch"):
                 f = self._connection().open("/" + rel, "rb", buffering=0)
             else:
                 f = open(os.path.join(self.where, rel), "rb", buffering=0)
@@ -175,9 +185,13 @@ def accelerator(rank, count, workload, path, where, sdk_config, num_workers, bar
     # when the dataset holds fewer than count * steps * batch samples.
     picks = [order[(rank * per + k) % n] for k in range(per)]
     ds = SampleSet(path, where, [workload.rel(i) for i in range(n)], workload.sizes, sdk_config)
-    loader = tud.DataLoader(ds, batch_size=workload.batch, sampler=picks,
-                            num_workers=num_workers, collate_fn=sum_lengths,
-                            prefetch_factor=2 if num_workers else None)
+    if path in BATCHED:
+        loader = tud.DataLoader(ds, batch_size=None,
+                                sampler=tud.BatchSampler(picks, workload.batch, drop_last=False),
+                                num_workers=num_workers)
+    else:
+        loader = tud.DataLoader(ds, batch_size=workload.batch, sampler=picks,
+                                num_workers=num_workers, collate_fn=sum_lengths)
     barrier.wait()
     start = time.perf_counter()
     compute = 0.0
@@ -261,13 +275,13 @@ def main(argv):
             total = sum(sum(w.sizes) for w in loads)
             where = {"local": local, "direct": s3.endpoint}
             sdk_config = {}
-            if {"cairn-sdk", "cairn-fuse"} & set(args.paths):
+            if {"cairn-sdk", "cairn-sdk-batch", "cairn-fuse"} & set(args.paths):
                 port = free_port()
                 up = harness.up(f"s3://{S3_BUCKET}/{PREFIX}", s3=s3, metrics=False,
                                 cache_size=f"{total // (1 << 20) * 2 + 1024}MiB",
                                 extra=["--listen", f"127.0.0.1:{port}"], name="up-au")
                 where["cairn-fuse"] = up.mountpoint
-                where["cairn-sdk"] = ""
+                where["cairn-sdk"] = where["cairn-sdk-batch"] = ""
                 sdk_config = {"workers": [f"127.0.0.1:{port}"],
                               "mounts": {"/": {"uri": f"s3://{S3_BUCKET}/{PREFIX}",
                                                "options": {"endpoint": s3.endpoint,

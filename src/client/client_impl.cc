@@ -183,17 +183,30 @@ std::optional<StatusOr<FileInfo>> ClientImpl::StatFromParentListing(const mount:
   // A write-back mount's file may be pending at its owner, which is not the listing's (the
   // directory's) owner: only a stat of the file itself finds it.
   if (mount.spec.write_back) return std::nullopt;
-  // At most one LIST per directory and TTL: the first page stays cached with the listings.
-  std::optional<DirPage> page = metadata_.GetList(parent_path, "");
-  if (!page) {
-    auto listed = ListPage(mount, parent_key, parent_path, "", 1000);
-    if (!listed.ok()) return std::nullopt;  // The HEAD path reports errors precisely.
-    page = std::move(listed).value();
+  // At most one LIST per page of the directory and TTL: the pages stay cached with the
+  // listings, and a name is looked for page after page (sorted names), up to
+  // kMaxListingPagesPerStat pages: a DataLoader worker's stats of a 6,000-file folder cost 6
+  // LISTs, not 6,000 HEADs.
+  std::string token;
+  std::optional<DirPage> page;
+  for (int walked = 0;; ++walked) {
+    if (walked == kMaxListingPagesPerStat) return std::nullopt;  // A huge folder: HEAD it.
+    page = metadata_.GetList(parent_path, token);
+    if (!page) {
+      auto listed = ListPageOnce(mount, parent_key, parent_path, token);
+      if (!listed.ok()) return std::nullopt;  // The HEAD path reports errors precisely.
+      page = std::move(listed).value();
+    }
+    auto it = std::lower_bound(page->entries.begin(), page->entries.end(), name,
+                               [](const FileInfo& e, const std::string& n) { return e.name < n; });
+    if (it != page->entries.end() && it->name == name) return StatusOr<FileInfo>(*it);
+    if (page->next_token.empty()) break;  // The whole directory was seen.
+    // Past this page's last name: the next page. Otherwise the name would be here; a source's
+    // order can still put a directory ("a", from "a/") after a key ("a-b") of an earlier page,
+    // so only the HEAD path can say it is absent.
+    if (page->entries.empty() || page->entries.back().name >= name) return std::nullopt;
+    token = page->next_token;
   }
-  auto it = std::lower_bound(page->entries.begin(), page->entries.end(), name,
-                             [](const FileInfo& e, const std::string& n) { return e.name < n; });
-  if (it != page->entries.end() && it->name == name) return StatusOr<FileInfo>(*it);
-  if (!page->next_token.empty()) return std::nullopt;  // Beyond the first page: ask the source.
   // A worker's listing shows only what this client's grants allow: a name missing from it may
   // be hidden rather than absent, and the worker's own answer for it says which.
   if (MetadataViaWorkers(mount)) return std::nullopt;
@@ -233,6 +246,35 @@ StatusOr<DirPage> ClientImpl::ListPage(const mount::Mount& mount, const std::str
   if (!page) page = ListFromSource(mount, key, token, max_entries);
   if (page->ok()) RememberListing(mount, path, token, **page);
   return std::move(*page);
+}
+
+StatusOr<DirPage> ClientImpl::ListPageOnce(const mount::Mount& mount, const std::string& key,
+                                           const std::string& path, const std::string& token) {
+  std::string flight_key = path;
+  flight_key += '\0';
+  flight_key += token;
+  std::promise<StatusOr<DirPage>> mine;
+  std::shared_future<StatusOr<DirPage>> theirs;
+  {
+    MutexLock l(&listings_mu_);
+    auto [it, leader] = listings_.try_emplace(flight_key);
+    if (leader) {
+      it->second = mine.get_future().share();
+    } else {
+      theirs = it->second;
+    }
+  }
+  if (theirs.valid()) return theirs.get();  // A copy of the leader's answer.
+  // A leader that finished between this caller's cache miss and now cached the page first.
+  std::optional<DirPage> cached = metadata_.GetList(path, token);
+  StatusOr<DirPage> page =
+      cached ? StatusOr<DirPage>(std::move(*cached)) : ListPage(mount, key, path, token, 1000);
+  {
+    MutexLock l(&listings_mu_);
+    listings_.erase(flight_key);  // Later misses list again (the page is cached if it is OK).
+  }
+  mine.set_value(page);
+  return page;
 }
 
 StatusOr<FileInfo> ClientImpl::StatFromWorkers(const std::string& path, const std::string& name) {

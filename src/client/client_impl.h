@@ -2,8 +2,11 @@
 #ifndef CAIRN_CLIENT_CLIENT_IMPL_H_
 #define CAIRN_CLIENT_CLIENT_IMPL_H_
 
+#include <future>
 #include <memory>
 #include <optional>
+#include <string>
+#include <unordered_map>
 
 #include "cairn/client.h"
 #include "client/cache_ops.h"
@@ -69,12 +72,20 @@ class ClientImpl : public Client {
   void ForgetWritten(const std::string& path);
   StatusOr<ObjectRef> ObjectRefFor(const std::string& path, FileInfo info);
   CacheOpsContext OpsContext();
-  // Answers a stat miss from the parent directory's first listing page (one LIST instead of a
-  // HEAD per file: readers usually open many siblings), listed at most once per directory and
-  // TTL. nullopt when the page cannot decide (the name sorts beyond it, or listing failed).
+  // Answers a stat miss from the parent directory's listing pages (one LIST per 1,000 names
+  // instead of a HEAD per file: readers usually open many siblings), each page listed at most
+  // once per directory and TTL, the pages walked in order up to kMaxListingPagesPerStat.
+  // nullopt when the pages cannot decide (the name sorts beyond them, or a listing failed).
+  static constexpr int kMaxListingPagesPerStat = 16;
   std::optional<StatusOr<FileInfo>> StatFromParentListing(const mount::Mount& mount,
                                                           const std::string& key,
                                                           const std::string& path);
+  // ListPage (1,000 entries) with concurrent callers for one page coalesced: the first lists,
+  // the others wait for its answer (read_many's threads and a DataLoader worker's first batch
+  // miss on many siblings at once; each LIST of a large folder is slow and billed).
+  StatusOr<DirPage> ListPageOnce(const mount::Mount& mount, const std::string& key,
+                                 const std::string& path, const std::string& token)
+      EXCLUDES(listings_mu_);
   // What `key` of `mount` (at namespace `path`) is: from a worker or the source (below).
   StatusOr<FileInfo> StatPath(const mount::Mount& mount, const std::string& key,
                               const std::string& path, const std::string& name);
@@ -109,6 +120,10 @@ class ClientImpl : public Client {
   std::shared_ptr<const mount::MountTable> mounts_ GUARDED_BY(mu_);
   std::atomic<uint64_t> mount_table_updates_{0};
   MetadataCache metadata_;
+  Mutex listings_mu_;
+  // Listings in flight (ListPageOnce), by path '\0' token.
+  std::unordered_map<std::string, std::shared_future<StatusOr<DirPage>>> listings_
+      GUARDED_BY(listings_mu_);
   std::unique_ptr<PageFetcher> fetcher_;
   PageBuffer buffer_;
   std::atomic<uint64_t> buffer_hits_{0};

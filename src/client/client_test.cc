@@ -2,6 +2,7 @@
 // store, with in-memory under-storage.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -238,13 +239,38 @@ TEST_P(ClientTest, StatsOfSiblingsCostOneListingNotOneRequestEach) {
   ufs::UfsCounts c = client_ufs_->counts();
   EXPECT_EQ(c.lists, 1u);
   EXPECT_EQ(c.stats, 0u);
-  // A directory larger than one listing page: names past it still resolve (by HEAD).
+  // A directory larger than one listing page: the pages are walked, one LIST each, once.
   client_ufs_->Reset();
   EXPECT_TRUE(client_->Stat("/lake/huge/f10001").ok());
   EXPECT_TRUE(client_->Stat("/lake/huge/f11400").ok());
+  EXPECT_TRUE(client_->Stat("/lake/huge/f11499").ok());
   EXPECT_EQ(client_->Stat("/lake/huge/f99999").status().code(), StatusCode::kNotFound);
-  EXPECT_EQ(client_ufs_->counts().lists, 2u);  // The first page, and the not-found dir probe.
-  EXPECT_EQ(client_ufs_->counts().stats, 2u);  // The two names past the first page.
+  EXPECT_EQ(client_ufs_->counts().lists, 2u);  // Its two pages.
+  EXPECT_EQ(client_ufs_->counts().stats, 0u);
+  // A name inside a page's range that the page does not hold: the source says (a directory
+  // can sort differently in a listing), with a HEAD.
+  client_ufs_->Reset();
+  EXPECT_EQ(client_->Stat("/lake/huge/f10500x").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(client_ufs_->counts().stats, 1u);
+}
+
+// Many threads missing on siblings at once (read_many, a DataLoader worker's first batch):
+// one LIST per page of the folder, not one per thread.
+TEST_P(ClientTest, ConcurrentStatsOfSiblingsShareEachListing) {
+  for (int i = 0; i < 2500; ++i) memory_->Put("wide/f" + std::to_string(10000 + i), "x");
+  MakeClient();
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int t = 0; t < 16; ++t) {
+    threads.emplace_back([&, t] {
+      // Names on the third page: each thread walks all three.
+      if (!client_->Stat("/lake/wide/f" + std::to_string(12100 + t)).ok()) ++failures;
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(client_ufs_->counts().lists, 3u);
+  EXPECT_EQ(client_ufs_->counts().stats, 0u);
 }
 
 TEST_P(ClientTest, OverwrittenObjectShowsNewContentAfterTtlNeverAMix) {
