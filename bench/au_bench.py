@@ -10,8 +10,8 @@ Workloads (MLPerf Storage v1.0 H100 shapes, fewer files to fit this machine):
   resnet50  samples of 114,660 bytes, batch 400, 0.224 s of compute per batch
   unet3d    files of about 146.6 MB (sizes vary +-10%), batch 7, 0.323 s per batch
 
-Access paths, all on warm data (each warmed by reading the dataset once through it; the kernel
-page cache dropped before every run):
+Access paths, all on warm data (each warmed by reading the dataset once through it, and for
+Cairn until the worker's cache stops growing; the kernel page cache dropped before every run):
   local       the files on the local disk (the ceiling)
   cairn-sdk   cairn.connect() to the `cairn up` node, client.open(..., buffering=0).readinto
   cairn-sdk-batch  the same client, each DataLoader worker fetching a whole batch with one
@@ -239,6 +239,16 @@ def warm(path, where, workload, sdk_config):
         list(pool.map(ds.__getitem__, range(len(ds))))
 
 
+def wait_stored(up):
+    """Waits until the worker's cache stops growing (its page stores have drained)."""
+    last, still = -1.0, 0
+    while still < 4:
+        used = up.metric("cairn_cache_used_bytes")
+        still = still + 1 if used == last else 0
+        last = used
+        time.sleep(0.5)
+
+
 # ------------------------------------------------------------------------------------------
 # Set-up and the run.
 # ------------------------------------------------------------------------------------------
@@ -277,7 +287,7 @@ def main(argv):
             sdk_config = {}
             if {"cairn-sdk", "cairn-sdk-batch", "cairn-fuse"} & set(args.paths):
                 port = free_port()
-                up = harness.up(f"s3://{S3_BUCKET}/{PREFIX}", s3=s3, metrics=False,
+                up = harness.up(f"s3://{S3_BUCKET}/{PREFIX}", s3=s3,
                                 cache_size=f"{total // (1 << 20) * 2 + 1024}MiB",
                                 extra=["--listen", f"127.0.0.1:{port}"], name="up-au")
                 where["cairn-fuse"] = up.mountpoint
@@ -301,6 +311,11 @@ def main(argv):
                     if path != "direct":
                         t = time.perf_counter()
                         warm(path, where[path], w, sdk_config)
+                        if path.startswith("cairn"):
+                            # The worker stores fetched pages after replying: until its page
+                            # files are written, readers on this machine cannot read them
+                            # directly (short-circuit) and go through the worker.
+                            wait_stored(up)
                         print(f"{w.name} {path}: warmed in {time.perf_counter() - t:.1f} s",
                               flush=True)
                     passed, results = 0, []
