@@ -5,6 +5,7 @@ import os
 
 from conftest import S3_BUCKET, S3_KEY, S3_SECRET
 from readbench import procs
+from readbench.systems import rclone_env, write_rclone_config, write_s3fs_passwd
 
 MOUNT_TIMEOUT_S = 60
 
@@ -14,9 +15,7 @@ def mount_s3fs(work, port, prefix, read_only=False):
     mnt = os.path.join(work, "mnt-s3fs")
     os.makedirs(mnt, exist_ok=True)
     passwd = os.path.join(work, "s3fs.passwd")
-    with open(passwd, "w") as f:
-        f.write(f"{S3_KEY}:{S3_SECRET}\n")
-    os.chmod(passwd, 0o600)
+    write_s3fs_passwd(passwd, S3_KEY, S3_SECRET)
     opts = (f"url=http://127.0.0.1:{port},use_path_request_style,passwd_file={passwd},"
             f"use_cache={os.path.join(work, 'cache-s3fs')}" + (",ro" if read_only else ""))
     daemon = procs.Daemon("s3fs", ["s3fs", f"{S3_BUCKET}:/{prefix.strip('/')}", mnt, "-f", "-o",
@@ -31,13 +30,8 @@ def mount_rclone(work, port, prefix, cache_mode="full", read_only=False):
     mnt = os.path.join(work, "mnt-rclone")
     os.makedirs(mnt, exist_ok=True)
     conf = os.path.join(work, "rclone.conf")
-    with open(conf, "w") as f:
-        f.write("[bench]\ntype = s3\nprovider = Other\nenv_auth = false\n"
-                f"access_key_id = {S3_KEY}\nsecret_access_key = {S3_SECRET}\n"
-                f"endpoint = http://127.0.0.1:{port}\nforce_path_style = true\n"
-                "region = us-east-1\n")
-    env = dict(os.environ)
-    env.pop("AWS_CA_BUNDLE", None)  # rclone's S3 backend refuses to start with it set.
+    write_rclone_config(conf, f"http://127.0.0.1:{port}", S3_KEY, S3_SECRET)
+    env = rclone_env()
     argv = ["rclone", "--config", conf, "mount", f"bench:{S3_BUCKET}/{prefix.strip('/')}", mnt,
             "--vfs-cache-mode", cache_mode, "--vfs-write-back", "0s",
             "--cache-dir", os.path.join(work, "cache-rclone")]

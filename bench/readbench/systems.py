@@ -16,6 +16,27 @@ ALL_SYSTEMS = ("cairn", "s3fs", "rclone", "direct", "local")
 MOUNT_READY_TIMEOUT_S = 60
 
 
+def write_s3fs_passwd(path, access_key, secret_key):
+    """s3fs's passwd_file (it refuses one others can read)."""
+    with open(path, "w") as f:
+        f.write(f"{access_key}:{secret_key}\n")
+    os.chmod(path, 0o600)
+
+
+def write_rclone_config(path, endpoint, access_key, secret_key):
+    """An rclone config whose remote `bench:` is the S3 endpoint (path-style buckets)."""
+    with open(path, "w") as f:
+        f.write("[bench]\ntype = s3\nprovider = Other\nenv_auth = false\n"
+                f"access_key_id = {access_key}\nsecret_access_key = {secret_key}\n"
+                f"endpoint = {endpoint}\nforce_path_style = true\nregion = us-east-1\n")
+
+
+def rclone_env():
+    env = dict(os.environ)
+    env.pop("AWS_CA_BUNDLE", None)  # rclone's S3 backend refuses to start with it set.
+    return env
+
+
 class S3Env:
     """Where the shared bucket lives."""
 
@@ -143,9 +164,7 @@ class S3fsSystem(System):
         cache = self._fresh_dir(os.path.join(self.workdir, "cache-s3fs"))
         mnt = os.path.join(self.workdir, "mnt-s3fs")
         passwd = os.path.join(self.workdir, "s3fs.passwd")
-        with open(passwd, "w") as f:
-            f.write(f"{self.s3.access_key}:{self.s3.secret_key}\n")
-        os.chmod(passwd, 0o600)
+        write_s3fs_passwd(passwd, self.s3.access_key, self.s3.secret_key)
         opts = (f"url={self.s3.endpoint},use_path_request_style,use_cache={cache},"
                 f"passwd_file={passwd},ro")
         self._mount("s3fs", ["s3fs", self.s3.bucket, mnt, "-f", "-o", opts], mnt)
@@ -162,14 +181,8 @@ class RcloneSystem(System):
         cache = self._fresh_dir(os.path.join(self.workdir, "cache-rclone"))
         mnt = os.path.join(self.workdir, "mnt-rclone")
         conf = os.path.join(self.workdir, "rclone.conf")
-        with open(conf, "w") as f:
-            f.write("[bench]\ntype = s3\nprovider = Other\nenv_auth = false\n"
-                    f"access_key_id = {self.s3.access_key}\n"
-                    f"secret_access_key = {self.s3.secret_key}\n"
-                    f"endpoint = {self.s3.endpoint}\nforce_path_style = true\n"
-                    "region = us-east-1\n")
-        env = dict(os.environ)
-        env.pop("AWS_CA_BUNDLE", None)  # rclone's S3 backend refuses to start with it set.
+        write_rclone_config(conf, self.s3.endpoint, self.s3.access_key, self.s3.secret_key)
+        env = rclone_env()
         argv = ["rclone", "--config", conf, "mount", f"bench:{self.s3.bucket}", mnt,
                 "--vfs-cache-mode", "full", "--cache-dir", cache, "--read-only"]
         self._mount("rclone", argv, mnt, env=env)

@@ -91,6 +91,23 @@ uint64_t RandomHandle() {
   return h;
 }
 
+// Reads exactly out.size() bytes at `offset` of the spool file `fd` of `path` (a closed file:
+// its size is known); IoError if it cannot, or is short.
+Status ReadSealedSpool(int fd, uint64_t offset, std::span<char> out, const std::string& path) {
+  size_t done = 0;
+  while (done < out.size()) {
+    const ssize_t n =
+        ::pread(fd, out.data() + done, out.size() - done, static_cast<off_t>(offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      return IoError("cannot read the spool file of " + path +
+                     (n < 0 ? std::string(": ") + std::strerror(errno) : ": it is short"));
+    }
+    done += static_cast<size_t>(n);
+  }
+  return Status::Ok();
+}
+
 // Creates `dir` and removes what a previous process left in it, but for the files of `keep`
 // (named by the write-back journal).
 Status PrepareSpoolDir(const std::string& dir, const std::set<std::string>& keep) {
@@ -250,17 +267,8 @@ StatusOr<PendingFiles::Page> WriteService::ReadPendingPage(const protocol::PageR
   }
   auto bytes = std::make_shared<PageBytes>(page_length);
   const uint64_t base = page.page_index * uint64_t{page.page_size};  // Inside the file (decoded).
-  size_t done = 0;
-  while (done < page_length) {
-    const ssize_t n =
-        ::pread(fd, bytes->data.get() + done, page_length - done, static_cast<off_t>(base + done));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      return IoError("cannot read the spool file of " + path +
-                     (n < 0 ? std::string(": ") + std::strerror(errno) : ": it is short"));
-    }
-    done += static_cast<size_t>(n);
-  }
+  CAIRN_RETURN_IF_ERROR(
+      ReadSealedSpool(fd, base, std::span<char>(bytes->data.get(), page_length), path));
   return Page{std::move(bytes), ""};
 }
 
@@ -613,16 +621,9 @@ StatusOr<WriteReply> WriteService::ReadWritten(OpenFile& file,
   }
   reply.size = file.committed->size;
   const uint64_t end = std::min<uint64_t>(reply.size, request.offset + request.length);
-  size_t done = 0;
   const size_t want = request.offset < end ? static_cast<size_t>(end - request.offset) : 0;
-  while (done < want) {
-    const ssize_t n = ::pread(file.sealed_fd, out.data() + done, want - done,
-                              static_cast<off_t>(request.offset + done));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return ErrnoToStatus(errno, "read spool file of " + file.path);
-    if (n == 0) return CorruptionError("spool file of " + file.path + " is shorter than its size");
-    done += static_cast<size_t>(n);
-  }
+  CAIRN_RETURN_IF_ERROR(
+      ReadSealedSpool(file.sealed_fd, request.offset, out.first(want), file.path));
   reply.data.resize(want);
   return reply;
 }

@@ -6,7 +6,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstring>
 #include <cerrno>
 #include <utility>
 #include <vector>
@@ -195,18 +194,7 @@ StatusOr<size_t> WriteSession::ReadAt(uint64_t offset, std::span<char> out) cons
   if (offset >= size) return 0;
   const size_t want = static_cast<size_t>(std::min<uint64_t>(out.size(), size - offset));
   // Outside the lock, as writes are: a read racing a write sees either bytes, as with pread.
-  size_t done = 0;
-  while (done < want) {
-    const ssize_t n =
-        ::pread(spool_fd_, out.data() + done, want - done, static_cast<off_t>(offset + done));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return ErrnoToStatus(errno, "read spool file of '" + key_ + "'");
-    }
-    if (n == 0) break;  // A truncate raced this read: what is gone reads as zeros.
-    done += static_cast<size_t>(n);
-  }
-  std::memset(out.data() + done, 0, want - done);
+  CAIRN_RETURN_IF_ERROR(ReadSpool(offset, out.first(want)));
   return want;
 }
 
