@@ -16,7 +16,8 @@ written one after another as a one-rank torch.distributed.checkpoint does), into
 then restored (read back whole; the shards with torch.load) from Cairn cold (a fresh worker
 cache: every byte from the lake), Cairn warm (the kernel page cache dropped, the worker cache
 kept) and the local disk (page cache dropped). The lake is s3rver on this machine. Each state is
-timed in every run, medians and ratios of one run.
+timed in every run, medians and ratios of one run. Each save starts with the page cache dropped
+and the machine idle (the uploads, cache fills and write-outs of the save before it finished).
 
 A benchmark, not a test: it fails (exit 1) only if something reads back wrong or a process
 misbehaves. Needs root (FUSE, drop_caches), the release build, s3fs, rclone and python3-torch:
@@ -32,6 +33,7 @@ import hashlib
 import json
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
@@ -68,6 +70,28 @@ def drop_caches():
     subprocess.run(["sync"], check=True)
     with open("/proc/sys/vm/drop_caches", "w") as f:
         f.write("3\n")
+
+
+def cpu_busy_fraction(seconds):
+    """Share of the machine's CPU time that was busy over the next `seconds`."""
+    def sample():
+        with open("/proc/stat") as f:
+            fields = [int(x) for x in f.readline().split()[1:]]
+        return sum(fields), fields[3] + fields[4]  # total, idle + iowait
+    total0, idle0 = sample()
+    time.sleep(seconds)
+    total1, idle1 = sample()
+    return 1.0 - (idle1 - idle0) / max(1, total1 - total0)
+
+
+def settle(limit_s=30.0):
+    """Drops the page cache and waits (at most `limit_s`) until the machine is nearly idle, so
+    each save starts from the same state: no other system's background upload, cache fill or
+    write-out still running (on 2 cores they would take the CPU the save needs)."""
+    drop_caches()
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline and cpu_busy_fraction(0.5) > 0.15:
+        pass
 
 
 def timed(fn):
@@ -163,6 +187,15 @@ def upload(s3, kind, local, prefix, shard_count):
                       names))
 
 
+def delete_run(s3, sub, local_dir):
+    """Deletes one run's objects from the lake (every system's prefix) and its local copy."""
+    keys = [k for k in lake_keys(s3, "") if f"/{sub}" in k]
+    for i in range(0, len(keys), 1000):
+        s3.client.delete_objects(Bucket=S3_BUCKET, Delete={
+            "Objects": [{"Key": k} for k in keys[i:i + 1000]], "Quiet": True})
+    shutil.rmtree(local_dir, ignore_errors=True)
+
+
 def main(argv):
     args = parse_args(argv)
     import torch
@@ -204,15 +237,18 @@ def main(argv):
                                                      os.path.join(rclone_mnt, sub),
                                                      os.path.join(local, sub)]:
                         os.makedirs(p, exist_ok=True)
-                    drop_caches()
+                    settle()
                     note("local+fsync", timed(lambda: save(torch, kind, os.path.join(local, sub),
                                                            data, shards, fsync=True)))
+                    settle()
                     note("local+upload", timed(lambda: (
                         save(torch, kind, os.path.join(local, sub), data, shards),
                         upload(s3, kind, os.path.join(local, sub), f"upload/{sub}",
                                args.shards))))
+                    settle()
                     note("cairn through", timed(lambda: save(torch, kind, where["through"], data,
                                                              shards)))
+                    settle()
                     start = time.perf_counter()
                     save(torch, kind, where["back"], data, shards)
                     note("cairn back", time.perf_counter() - start)
@@ -221,6 +257,7 @@ def main(argv):
                     note("back: in lake", time.perf_counter() - start)
                     # The peers: a failure is recorded (s3fs answered EIO once over s3rver)
                     # and the run goes on.
+                    settle()
                     try:
                         note("s3fs", timed(lambda: save(torch, kind,
                                                         os.path.join(s3fs_mnt, sub), data,
@@ -229,6 +266,7 @@ def main(argv):
                         failures.append({"run": run, "kind": kind, "mode": "s3fs",
                                          "error": repr(e)})
                         print(f"run {run} {kind} s3fs failed: {e!r}", flush=True)
+                    settle()
                     try:
                         start = time.perf_counter()
                         save(torch, kind, os.path.join(rclone_mnt, sub), data, shards)
@@ -248,6 +286,7 @@ def main(argv):
                                                              shards)))
                     # Cairn cold: a new worker with an empty cache, every byte from the lake.
                     ups["through"].stop()
+                    shutil.rmtree(ups["through"].cache_dir, ignore_errors=True)
                     ups["through"] = harness.up(
                         f"s3://{S3_BUCKET}/through", s3=s3, metrics=False,
                         cache_dir=os.path.join(work, f"cache-cold-{run}-{kind}"),
@@ -260,6 +299,9 @@ def main(argv):
                     drop_caches()
                     note("cairn warm", timed(lambda: restore(torch, kind, where["through"], data,
                                                              shards)))
+                    # This checkpoint is not read again: free the disk for the next (a run
+                    # writes about 10 times the checkpoint's size into the lake).
+                    delete_run(s3, sub, os.path.join(local, sub))
         finally:
             for d in daemons:
                 d.stop()

@@ -2,6 +2,15 @@
 
 namespace cairn::worker {
 
+LocalChannel::LocalChannel(PageService* service, WriteService* writes, int write_threads)
+    : service_(service), writes_(writes) {
+  if (writes_ != nullptr && write_threads > 0) {
+    write_pool_ = std::make_unique<ThreadPool>(write_threads, "local-write");
+  }
+}
+
+LocalChannel::~LocalChannel() { write_pool_.reset(); }
+
 void LocalChannel::Call(const protocol::Request& request, std::span<char> dest, Callback done) {
   auto served = service_->Serve(request);
   if (!served.ok()) {
@@ -42,6 +51,14 @@ void LocalChannel::Call(const protocol::Request& request, std::span<char> dest, 
 void LocalChannel::CallWrite(const protocol::WriteRequest& request, WriteCallback done) {
   if (writes_ == nullptr) {
     done(FailedPreconditionError("the in-process worker takes no writes"));
+    return;
+  }
+  if (write_pool_ != nullptr && std::holds_alternative<protocol::WritePageRequest>(request) &&
+      write_pool_->QueueLength() < kMaxQueuedWrites) {
+    // The request's data belongs to the caller until `done` runs; the request itself (handle,
+    // offset, checksums, a span) is copied.
+    write_pool_->Submit(
+        [this, request, done = std::move(done)]() { done(writes_->Serve("", request)); });
     return;
   }
   done(writes_->Serve("", request));

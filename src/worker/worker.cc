@@ -17,6 +17,10 @@
 namespace cairn::worker {
 namespace {
 
+// Threads that write the in-process client's pages to the spool (LocalChannel): enough to keep
+// several open files going while their writers copy the next bytes.
+constexpr int kLocalWriteThreads = 4;
+
 std::string NewInstanceToken() {
   std::random_device rd;
   Hash128 h{(uint64_t{rd()} << 32) | rd(), (uint64_t{rd()} << 32) | rd()};
@@ -267,7 +271,8 @@ Status Worker::Init(WorkerOptions options) {
   written_pages_ = std::make_unique<WrittenPages>(service_.get(), wpo);
   wo.written_pages = written_pages_.get();
   CAIRN_ASSIGN_OR_RETURN(writes_, WriteService::Create(service_.get(), std::move(wo)));
-  local_channel_ = std::make_unique<LocalChannel>(service_.get(), writes_.get());
+  local_channel_ =
+      std::make_unique<LocalChannel>(service_.get(), writes_.get(), kLocalWriteThreads);
   RegisterStoreMetrics();
   RegisterLimiterMetrics();
   if (options.etcd_endpoints.empty()) {  // Cluster mode: the agent keeps them up to date.

@@ -83,6 +83,8 @@ struct WriteService::Metrics {
 namespace {
 
 constexpr size_t kCopyChunk = 4 << 20;
+// Write-back spool files start their disk write every this many bytes (WriteSessionOptions).
+constexpr uint64_t kWriteBehindBytes = 8 << 20;
 
 uint64_t RandomHandle() {
   static thread_local std::random_device rd;
@@ -497,6 +499,8 @@ write::WriteSessionOptions WriteService::SessionOptions(const std::string& path,
   write::WriteSessionOptions o;
   o.part_size = options_.part_size;
   o.upload_early = !write_back;
+  // A write-back close waits for the spool to be on disk: start that while the file is written.
+  if (write_back) o.write_behind_bytes = kWriteBehindBytes;
   if (write_back) o.before_complete = [] { CrashPoint("write-back-uploading"); };
   o.max_uploads_in_flight = options_.max_uploads_in_flight;
   if (write_back_ != nullptr) {

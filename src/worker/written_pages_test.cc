@@ -5,6 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <future>
+#include <thread>
+
 #include "common/checksum.h"
 #include "policy/path_rules.h"
 #include "testing/test_util.h"
@@ -251,6 +254,41 @@ TEST_F(WrittenPagesTest, StoppingDropsWhatIsQueuedAndClosesTheSpools) {
   EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir_.path() / "spool"),
                           std::filesystem::directory_iterator()),
             0);
+}
+
+// The in-process channel of `cairn up` answers a WritePage on its own pool (the FUSE thread goes
+// on to the next write) and every other write request on the caller's thread; the bytes land
+// either way.
+TEST_F(WrittenPagesTest, TheLocalChannelWritesPagesOffTheCallersThread) {
+  Start(/*cluster=*/false);
+  LocalChannel channel(a().pages.get(), writes_.get(), /*write_threads=*/2);
+  auto call = [&](const protocol::WriteRequest& request, std::thread::id* ran_on) {
+    std::promise<StatusOr<protocol::WriteReply>> promise;
+    channel.CallWrite(request, [&](StatusOr<protocol::WriteReply> reply) {
+      *ran_on = std::this_thread::get_id();
+      promise.set_value(std::move(reply));
+    });
+    return promise.get_future().get();
+  };
+  std::thread::id ran_on;
+  protocol::OpenWriteRequest open;
+  open.path = "/lake/local.bin";
+  open.create = true;
+  auto opened = call(open, &ran_on);
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  EXPECT_EQ(ran_on, std::this_thread::get_id());
+  const std::string content = testing::RandomBytes(3 * kPage, 7);
+  protocol::WritePageRequest w;
+  w.handle = opened->handle;
+  w.data = content;
+  w.checksums = ChunkChecksums(w.data);
+  auto written = call(w, &ran_on);
+  ASSERT_TRUE(written.ok()) << written.status().ToString();
+  EXPECT_NE(ran_on, std::this_thread::get_id());
+  auto closed = call(protocol::CloseWriteRequest{0, opened->handle}, &ran_on);
+  ASSERT_TRUE(closed.ok()) << closed.status().ToString();
+  EXPECT_EQ(ran_on, std::this_thread::get_id());
+  EXPECT_EQ(memory_->Get("local.bin"), content);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
 #include <utility>
 #include <vector>
 
@@ -136,6 +137,7 @@ Status WriteSession::Write(uint64_t offset, std::span<const char> data) {
     }
     done += static_cast<size_t>(n);
   }
+  StartWriteBehind(data.size());
   const uint64_t end = offset + data.size();
   MutexLock lock(&mu_);
   // A Commit that started meanwhile did not wait for these bytes: they may or may not be in the
@@ -148,6 +150,18 @@ Status WriteSession::Write(uint64_t offset, std::span<const char> data) {
   TouchParts(*layout_.PartOf(offset), *layout_.PartOf(end - 1));
   Pump();
   return recorded;
+}
+
+void WriteSession::StartWriteBehind(uint64_t written) {
+  if (options_.write_behind_bytes == 0) return;
+  if (unflushed_bytes_.fetch_add(written) + written < options_.write_behind_bytes) return;
+  unflushed_bytes_ = 0;
+  ++write_behinds_;
+  // The whole file: random-offset writers leave dirty pages anywhere. Pages already under
+  // write-out are skipped. A failure here is not the write's: Seal's fdatasync reports it.
+  if (::sync_file_range(spool_fd_, 0, 0, SYNC_FILE_RANGE_WRITE) != 0) {
+    spdlog::debug("write-behind of the spool file of '{}': {}", key_, std::strerror(errno));
+  }
 }
 
 Status WriteSession::Truncate(uint64_t size) {
@@ -400,7 +414,9 @@ ufs::WriteCondition WriteSession::condition() const {
 
 WriteSessionStats WriteSession::stats() const {
   MutexLock lock(&mu_);
-  return stats_;
+  WriteSessionStats stats = stats_;
+  stats.write_behinds = write_behinds_.load();
+  return stats;
 }
 
 }  // namespace cairn::write

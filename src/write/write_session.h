@@ -51,6 +51,12 @@ struct WriteSessionOptions {
   // close, and a rename before it would make parts already sent to the old name's key wasted
   // bytes, since an upload is bound to its key).
   bool upload_early = true;
+  // Start the disk write of the spool file's dirty pages each time this many bytes have been
+  // written since the last start (sync_file_range(2), SYNC_FILE_RANGE_WRITE: it does not wait for
+  // the disk), so that Seal's fdatasync finds little left to write: the disk works while the
+  // file is being written, as RocksDB's bytes_per_sync does. 0: never (write-through sessions,
+  // whose spool files need not reach the disk).
+  uint64_t write_behind_bytes = 0;
   // Called in Commit once every part but the last is in the source, before the upload is
   // completed (under the session's lock; it must not call the session). The worker's crash
   // point "write-back-uploading" (common/crash_point.h). May be empty.
@@ -73,6 +79,7 @@ struct WriteSessionStats {
   uint64_t bytes_sent = 0;        // Bytes of those parts.
   uint64_t upload_failures = 0;   // Part uploads that failed (sent again at Commit).
   uint64_t writer_restarts = 0;   // Uploads started over because the file shrank.
+  uint64_t write_behinds = 0;     // Disk writes of the spool started early (write_behind_bytes).
 };
 
 class WriteSession {
@@ -157,6 +164,8 @@ class WriteSession {
   void WaitForUploads() REQUIRES(mu_);
   Status ReadSpool(uint64_t offset, std::span<char> out) const;
   Status CheckOpen() const REQUIRES(mu_);
+  // Counts `written` bytes; past options_.write_behind_bytes, starts the spool's disk write.
+  void StartWriteBehind(uint64_t written);
   // Before the first part of writer `writer_generation` goes up: creates its upload and tells
   // on_upload_begun its token (if it has one), once per writer.
   Status BeginUpload(ufs::ObjectWriter* writer, uint64_t writer_generation) EXCLUDES(mu_);
@@ -173,6 +182,8 @@ class WriteSession {
   const WriteSessionOptions options_;
   ThreadPool* const uploads_;
   std::atomic<bool> keep_spool_{false};
+  std::atomic<uint64_t> unflushed_bytes_{0};  // Written since the last write-behind start.
+  std::atomic<uint64_t> write_behinds_{0};
 
   mutable Mutex mu_;
   CondVar uploads_done_;

@@ -101,6 +101,28 @@ TEST_F(WriteSessionTest, WithoutEarlyUploadsEverythingGoesUpAtCommit) {
   EXPECT_EQ(counting_->counts().bytes_written, content.size());
 }
 
+// Write-back sessions start the spool's disk write every write_behind_bytes, so that Seal's
+// fdatasync has little left; none is started without the option.
+TEST_F(WriteSessionTest, TheSpoolIsWrittenBehindEveryWriteBehindBytes) {
+  const std::string content = Pattern(5 * kPart, 3);
+  WriteSessionOptions options;
+  options.upload_early = false;
+  options.write_behind_bytes = kPart;
+  auto s = Open("ckpt/behind.pt", options);
+  ASSERT_NE(s, nullptr);
+  WriteSequentially(*s, content, kPart / 4);
+  EXPECT_EQ(s->stats().write_behinds, 5u);
+  ASSERT_TRUE(s->Seal().ok());
+  auto info = s->Commit();
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  EXPECT_EQ(Stored("ckpt/behind.pt"), content);
+
+  auto plain = Open("ckpt/plain.pt");
+  ASSERT_NE(plain, nullptr);
+  WriteSequentially(*plain, content, kPart / 4);
+  EXPECT_EQ(plain->stats().write_behinds, 0u);
+}
+
 TEST_F(WriteSessionTest, RandomOffsetsAndAHeaderPatchedAtTheEnd) {
   // A zip or safetensors writer: data in any order, then the header at offset 0 rewritten.
   std::string content = Pattern(4 * kPart + 77, 2);
