@@ -246,6 +246,9 @@ class PyClient {
     options.short_circuit = short_circuit;
     options.no_cache = no_cache;
     if (buffer_bytes != 0) options.buffer_bytes = buffer_bytes;
+    // Each sample is read once into the caller's memory (readinto) or a new bytes object: a
+    // page buffer slot would only add fresh memory and a copy (ClientOptions).
+    options.unbuffered_small_files = true;
     StatusOr<std::unique_ptr<Client>> client = InvalidArgumentError("not created");
     {
       py::gil_scoped_release release;  // Cluster mode waits for etcd's first answer.
@@ -498,6 +501,7 @@ class PyClient {
     d["fallback_bytes"] = s.fallback_bytes;
     d["checksum_failures"] = s.checksum_failures;
     d["buffer_hits"] = s.buffer_hits;
+    d["unbuffered_reads"] = s.unbuffered_reads;
     d["short_circuit_reads"] = s.short_circuit_reads;
     d["metadata_hits"] = s.metadata_hits;
     d["metadata_misses"] = s.metadata_misses;

@@ -65,6 +65,12 @@ struct ClientOptions {
   std::chrono::milliseconds worker_timeout{5000};  // Per page request deadline.
   uint32_t max_readahead_pages = 16;     // Upper bound of the adaptive sequential readahead window.
   uint64_t buffer_bytes = 256ull << 20;  // Client-side page buffer (readahead results).
+  // A one-page object read whole (a dataset sample, a small file) goes straight into the
+  // reader's memory instead of through the page buffer. For a process that reads each sample
+  // once into memory of its own (the Python SDK, a DataLoader worker): a fresh buffer page costs
+  // more in page faults than the read itself. A FUSE daemon keeps it false: its buffer serves
+  // the kernel's repeated and concurrent reads of a small file.
+  bool unbuffered_small_files = false;
   int connections_per_worker = 4;
   // Read cached pages straight from the page files of a worker on the same machine
   // (short-circuit), instead of over TCP. See docs/protocol.md.
@@ -197,6 +203,7 @@ struct ClientStats {
   uint64_t fallback_bytes = 0;       // Bytes read from the under-storage directly.
   uint64_t checksum_failures = 0;    // Pages that failed end-to-end verification.
   uint64_t buffer_hits = 0;          // Reads served from the client page buffer (readahead).
+  uint64_t unbuffered_reads = 0;     // One-page objects read whole into the caller's memory.
   uint64_t short_circuit_reads = 0;  // Page reads served from a local worker's files directly.
   uint64_t metadata_hits = 0;
   uint64_t metadata_misses = 0;

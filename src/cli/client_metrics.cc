@@ -31,6 +31,9 @@ StatusOr<std::unique_ptr<ClientMetricsServer>> ClientMetricsServer::Start(
       &ClientStats::short_circuit_reads);
   add("cairn_client_buffer_hits_total", "Reads served from the client page buffer",
       MetricType::kCounter, &ClientStats::buffer_hits);
+  add("cairn_client_unbuffered_reads_total",
+      "One-page objects read whole straight into the reader's memory (not the page buffer)",
+      MetricType::kCounter, &ClientStats::unbuffered_reads);
   add("cairn_client_ring_updates_total", "Worker-set changes applied", MetricType::kCounter,
       &ClientStats::ring_updates);
   add("cairn_client_mount_table_updates_total", "Mount tables applied (cluster mode)",

@@ -400,8 +400,13 @@ StatusOr<std::unique_ptr<FileReader>> ClientImpl::Open(std::string_view raw_path
   CAIRN_ASSIGN_OR_RETURN(std::string path, mount::NormalizePath(raw_path));
   CAIRN_ASSIGN_OR_RETURN(FileInfo info, Stat(path));
   CAIRN_ASSIGN_OR_RETURN(ObjectRef object, ObjectRefFor(path, std::move(info)));
-  ReadContext ctx{fetcher_.get(), &buffer_, prefetch_pool_.get(), options_.max_readahead_pages,
-                  &buffer_hits_};
+  ReadContext ctx{fetcher_.get(),
+                  &buffer_,
+                  prefetch_pool_.get(),
+                  options_.max_readahead_pages,
+                  &buffer_hits_,
+                  &unbuffered_reads_,
+                  options_.unbuffered_small_files};
   return std::unique_ptr<FileReader>(new FileReaderImpl(std::move(object), ctx));
 }
 
@@ -591,6 +596,7 @@ ClientStats ClientImpl::Stats() const {
   s.checksum_failures = c.checksum_failures.load();
   s.short_circuit_reads = c.short_circuit_reads.load();
   s.buffer_hits = buffer_hits_.load();
+  s.unbuffered_reads = unbuffered_reads_.load();
   s.metadata_hits = metadata_hits_.load();
   s.metadata_misses = metadata_misses_.load();
   s.ring_updates = c.ring_updates.load();

@@ -127,6 +127,7 @@ class ClientImpl : public Client {
   std::unique_ptr<PageFetcher> fetcher_;
   PageBuffer buffer_;
   std::atomic<uint64_t> buffer_hits_{0};
+  std::atomic<uint64_t> unbuffered_reads_{0};
   std::atomic<uint64_t> metadata_hits_{0};
   std::atomic<uint64_t> metadata_misses_{0};
   // Declared late so it is destroyed early: queued readahead uses the members above.

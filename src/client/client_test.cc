@@ -67,9 +67,10 @@ class ClientTest : public ::testing::TestWithParam<Mode> {
     worker_ = std::move(w).value();
   }
 
-  void MakeClient(std::vector<std::string> workers = {}) {
+  void MakeClient(std::vector<std::string> workers = {}, bool unbuffered_small_files = false) {
     ClientOptions co;
     co.page_size = kPage;
+    co.unbuffered_small_files = unbuffered_small_files;
     co.mounts = {spec_};
     co.worker_timeout = std::chrono::milliseconds(2000);
     co.short_circuit = GetParam().short_circuit;
@@ -358,6 +359,42 @@ TEST_P(ClientTest, SequentialReadsUseReadahead) {
   MakeClient();
   EXPECT_EQ(ReadAll("/lake/seq", 128 * 1024), data);
   EXPECT_GT(client_->Stats().buffer_hits, 8u);
+}
+
+// With unbuffered_small_files (the Python SDK), a small file read whole (a dataset sample) goes
+// straight into the reader's memory, cold or warm, and byte-exact; a part of it, or a file of
+// several pages, still goes through the buffer; without it, everything does.
+TEST_P(ClientTest, OnePageFilesReadWholeSkipThePageBufferWhenAskedTo) {
+  const std::string small = RandomBytes(kPage / 3 + 17, 13);
+  memory_->Put("sample", small);
+  const std::string two_pages = RandomBytes(kPage + 5, 14);
+  memory_->Put("two", two_pages);
+  MakeClient({}, /*unbuffered_small_files=*/true);
+  for (int round = 0; round < 2; ++round) {  // Cold (from the source), then warm (cached).
+    auto reader = client_->Open("/lake/sample");
+    ASSERT_TRUE(reader.ok()) << reader.status().ToString();
+    std::string out(small.size() + 100, '\0');  // Larger than the file, as readinto's may be.
+    auto n = (*reader)->Read(0, out);
+    ASSERT_TRUE(n.ok()) << n.status().ToString();
+    ASSERT_EQ(*n, small.size());
+    EXPECT_EQ(out.substr(0, *n), small);
+    for (int i = 0; i < 500 && worker_->store()->Stats().pages < 1; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+  }
+  EXPECT_EQ(client_->Stats().unbuffered_reads, 2u);
+  EXPECT_EQ(client_->Stats().buffer_hits, 0u);
+
+  EXPECT_EQ(ReadAll("/lake/sample", 1000), small);  // In pieces: the buffer serves the rest.
+  EXPECT_GT(client_->Stats().buffer_hits, 0u);
+  EXPECT_EQ(ReadAll("/lake/two", 2 * kPage), two_pages);
+  EXPECT_EQ(client_->Stats().unbuffered_reads, 2u);
+
+  MakeClient();  // A FUSE daemon's client.
+  EXPECT_EQ(ReadAll("/lake/sample", kPage), small);
+  EXPECT_EQ(ReadAll("/lake/sample", kPage), small);
+  EXPECT_EQ(client_->Stats().unbuffered_reads, 0u);
+  EXPECT_EQ(client_->Stats().buffer_hits, 2u);
 }
 
 TEST_P(ClientTcpTest, ShortCircuitServesCachedPagesWithoutAskingTheWorker) {

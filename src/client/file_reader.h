@@ -4,7 +4,8 @@
 // window of whole pages fetched ahead in the background doubles with the streak (1, 2, 4, ...)
 // up to max_readahead_pages. A random read resets it, so random readers fetch only the 4 KiB
 // chunks they touch. Fetched-ahead pages land in the client's PageBuffer, where any reader of the
-// same object version finds them.
+// same object version finds them. With ClientOptions::unbuffered_small_files, a one-page object
+// read whole skips the buffer: its bytes go straight into the caller's memory.
 // Thread-safety: thread-safe (FUSE may call Read for one open file from several threads).
 #ifndef CAIRN_CLIENT_FILE_READER_H_
 #define CAIRN_CLIENT_FILE_READER_H_
@@ -25,6 +26,8 @@ struct ReadContext {
   ThreadPool* prefetch_pool;
   uint32_t max_readahead_pages;
   std::atomic<uint64_t>* buffer_hits;
+  std::atomic<uint64_t>* unbuffered_reads;  // One-page objects read whole past the buffer.
+  bool unbuffered_small_files;              // ClientOptions::unbuffered_small_files.
 };
 
 class FileReaderImpl : public FileReader {
