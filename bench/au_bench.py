@@ -17,6 +17,9 @@ Cairn until the worker's cache stops growing; the kernel page cache dropped befo
   cairn-sdk-batch  the same client, each DataLoader worker fetching a whole batch with one
               client.read_many (parallel reads on C++ threads; a BatchSampler hands the
               worker the batch's indices, as Debian's torch 1.13 has no __getitems__)
+  cairn-dataset  cairn.torch.CairnDataset over the workload's folder (listed when the dataset is
+              made, in the accelerator's process; its forked DataLoader workers start with that
+              listing) reading each sample with client.read_range, decode=len
   cairn-fuse  the same node's FUSE mount
   s3fs        s3fs with its local file cache (use_cache)
   rclone      rclone mount --vfs-cache-mode full
@@ -57,7 +60,8 @@ sys.path.insert(0, BENCH_DIR)
 from conftest import S3_BUCKET, S3_KEY, S3_SECRET, Harness, free_port, start_s3server  # noqa
 from mounts import mount_rclone, mount_s3fs  # noqa: E402
 
-ALL_PATHS = ("local", "cairn-sdk", "cairn-sdk-batch", "cairn-fuse", "s3fs", "rclone", "direct")
+ALL_PATHS = ("local", "cairn-sdk", "cairn-sdk-batch", "cairn-dataset", "cairn-fuse", "s3fs",
+             "rclone", "direct")
 BATCHED = ("cairn-sdk-batch",)  # A DataLoader worker fetches a whole batch in one call.
 PREFIX = "au"
 PASS_AU = 0.90
@@ -184,7 +188,16 @@ def accelerator(rank, count, workload, path, where, sdk_config, num_workers, bar
     # Accelerators read disjoint slices of it (as DLIO shards an epoch), wrapping around only
     # when the dataset holds fewer than count * steps * batch samples.
     picks = [order[(rank * per + k) % n] for k in range(per)]
-    ds = SampleSet(path, where, [workload.rel(i) for i in range(n)], workload.sizes, sdk_config)
+    if path == "cairn-dataset":
+        import cairn
+        import cairn.torch
+        ds = cairn.torch.CairnDataset(prefix="/" + workload.name, decode=len,
+                                      client=cairn.connect(**sdk_config))
+        if ds.paths != ["/" + workload.rel(i) for i in range(n)]:
+            raise RuntimeError("cairn-dataset: the listing is not the dataset")
+    else:
+        ds = SampleSet(path, where, [workload.rel(i) for i in range(n)], workload.sizes,
+                       sdk_config)
     if path in BATCHED:
         loader = tud.DataLoader(ds, batch_size=None,
                                 sampler=tud.BatchSampler(picks, workload.batch, drop_last=False),
@@ -232,11 +245,22 @@ def run_count(args, workload, path, where, sdk_config, count):
 
 def warm(path, where, workload, sdk_config):
     """Reads the dataset once through `path` (fills the path's cache), 4 samples at a time."""
-    ds = SampleSet(path, where, [workload.rel(i) for i in range(len(workload.sizes))],
-                   workload.sizes, sdk_config)
+    if path == "cairn-dataset":
+        path = "cairn-sdk"  # The same node and cache.
     import concurrent.futures
+    import threading
+    # One SampleSet per thread: a SampleSet's read buffer is its own (a DataLoader worker has
+    # one), and threads sharing it would overwrite each other's samples mid-read (a Cairn client
+    # that verifies in the caller's memory then reports checksum mismatches and refetches).
+    local = threading.local()
+
+    def read(i):
+        if not hasattr(local, "ds"):
+            local.ds = SampleSet(path, where, [workload.rel(k) for k in range(len(workload.sizes))],
+                                 workload.sizes, sdk_config)
+        return local.ds[i]
     with concurrent.futures.ThreadPoolExecutor(4) as pool:
-        list(pool.map(ds.__getitem__, range(len(ds))))
+        list(pool.map(read, range(len(workload.sizes))))
 
 
 def wait_stored(up):
@@ -285,13 +309,13 @@ def main(argv):
             total = sum(sum(w.sizes) for w in loads)
             where = {"local": local, "direct": s3.endpoint}
             sdk_config = {}
-            if {"cairn-sdk", "cairn-sdk-batch", "cairn-fuse"} & set(args.paths):
+            if {"cairn-sdk", "cairn-sdk-batch", "cairn-dataset", "cairn-fuse"} & set(args.paths):
                 port = free_port()
                 up = harness.up(f"s3://{S3_BUCKET}/{PREFIX}", s3=s3,
                                 cache_size=f"{total // (1 << 20) * 2 + 1024}MiB",
                                 extra=["--listen", f"127.0.0.1:{port}"], name="up-au")
                 where["cairn-fuse"] = up.mountpoint
-                where["cairn-sdk"] = where["cairn-sdk-batch"] = ""
+                where["cairn-sdk"] = where["cairn-sdk-batch"] = where["cairn-dataset"] = ""
                 sdk_config = {"workers": [f"127.0.0.1:{port}"],
                               "mounts": {"/": {"uri": f"s3://{S3_BUCKET}/{PREFIX}",
                                                "options": {"endpoint": s3.endpoint,

@@ -227,6 +227,11 @@ def main(argv):
             rclone, rclone_mnt = mount_rclone(work, port, "rclone/", cache_mode="writes")
             daemons += [s3fs, rclone]
             for run in range(args.runs):
+                if run > 0:
+                    # The last run's checkpoints are not read again: free the disk (a run writes
+                    # about 10 times the checkpoint's size into the lake). Deleted only once
+                    # no mount works under that prefix any more.
+                    delete_run(s3, f"r{run - 1}/", os.path.join(local, f"r{run - 1}/"))
                 for kind in ("file", "sharded"):
                     def note(mode, s):
                         runs.append({"run": run, "kind": kind, "mode": mode, "s": s})
@@ -299,9 +304,6 @@ def main(argv):
                     drop_caches()
                     note("cairn warm", timed(lambda: restore(torch, kind, where["through"], data,
                                                              shards)))
-                    # This checkpoint is not read again: free the disk for the next (a run
-                    # writes about 10 times the checkpoint's size into the lake).
-                    delete_run(s3, sub, os.path.join(local, sub))
         finally:
             for d in daemons:
                 d.stop()

@@ -235,10 +235,16 @@ class PyWriter {
   std::unique_ptr<FileWriter> writer_;
 };
 
+// A client's cached metadata, handed from a parent process to the client its forked child
+// builds (Client::ExportMetadata, ClientOptions::metadata_seed). Opaque to Python.
+struct PyMetadataSeed {
+  std::shared_ptr<const MetadataSeed> seed;
+};
+
 class PyClient {
  public:
   PyClient(const std::string& config_json, const std::string& token, bool short_circuit,
-           bool no_cache, uint64_t buffer_bytes) {
+           bool no_cache, uint64_t buffer_bytes, const PyMetadataSeed* seed) {
     StatusOr<config::Config> config = config::ParseConfig(config_json);
     if (!config.ok()) RaiseValue("cairn.connect: " + config.status().message());
     ClientOptions options = config->client;
@@ -249,6 +255,7 @@ class PyClient {
     // Each sample is read once into the caller's memory (readinto) or a new bytes object: a
     // page buffer slot would only add fresh memory and a copy (ClientOptions).
     options.unbuffered_small_files = true;
+    if (seed != nullptr) options.metadata_seed = seed->seed;
     StatusOr<std::unique_ptr<Client>> client = InvalidArgumentError("not created");
     {
       py::gil_scoped_release release;  // Cluster mode waits for etcd's first answer.
@@ -261,6 +268,13 @@ class PyClient {
       RaiseStatus(client.status().WithContext("cairn.connect"), Op::kOther, "");
     }
     core_ = Core(std::move(client).value());
+  }
+
+  // The cached metadata, for the client a forked child makes (called just before a fork).
+  PyMetadataSeed ExportMetadata() {
+    Core core = Get();
+    py::gil_scoped_release release;
+    return PyMetadataSeed{core->ExportMetadata()};
   }
 
   py::dict Stat(const std::string& path) {
@@ -589,6 +603,7 @@ class PyClient {
 PYBIND11_MODULE(_cairn, m) {
   namespace py = pybind11;
   using cairn::python::PyClient;
+  using cairn::python::PyMetadataSeed;
   using cairn::python::PyReader;
   using cairn::python::PyWriter;
   m.doc() = "Cairn's client core (libcairn); use the `cairn` package, not this module.";
@@ -609,10 +624,14 @@ PYBIND11_MODULE(_cairn, m) {
       .def("abort", &PyWriter::Abort)
       .def("abandon", &PyWriter::Abandon);
 
+  py::class_<PyMetadataSeed>(m, "MetadataSeed");
   py::class_<PyClient>(m, "Client")
-      .def(py::init<const std::string&, const std::string&, bool, bool, uint64_t>(),
+      .def(py::init<const std::string&, const std::string&, bool, bool, uint64_t,
+                    const PyMetadataSeed*>(),
            py::arg("config_json"), py::arg("token") = "", py::arg("short_circuit") = true,
-           py::arg("no_cache") = false, py::arg("buffer_bytes") = 0)
+           py::arg("no_cache") = false, py::arg("buffer_bytes") = 0,
+           py::arg("seed") = static_cast<const PyMetadataSeed*>(nullptr))
+      .def("export_metadata", &PyClient::ExportMetadata)
       .def("stat", &PyClient::Stat, py::arg("path"))
       .def("list_dir", &PyClient::ListDir, py::arg("path"))
       .def("open", &PyClient::Open, py::arg("path"))

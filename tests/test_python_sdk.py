@@ -413,6 +413,48 @@ def test_a_forked_child_reads_with_its_own_connections(client, dataset):
     f.close()
 
 
+def test_a_forked_child_starts_with_the_parents_cached_metadata(cairn, node, dataset):
+    # A DataLoader worker forked after its dataset listed the folder answers its stats from what
+    # the parent listed (within the TTL), not from the source: a file added to the folder after
+    # the parent's listing is as unknown to the child as to the parent.
+    folder = dataset.root / "forkseed"
+    folder.mkdir()
+    try:
+        for name in ("a.bin", "b.bin"):
+            (folder / name).write_bytes(name.encode() * 100)
+        parent = cairn.connect(config=node[1])
+        assert parent.ls("/data/forkseed") == ["/data/forkseed/a.bin", "/data/forkseed/b.bin"]
+        (folder / "c.bin").write_bytes(b"late")
+        assert not parent.exists("/data/forkseed/c.bin")  # The parent's listing says so.
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                seen = [parent.exists(f"/data/forkseed/{n}") for n in ("a.bin", "b.bin", "c.bin")]
+                got = parent.read_range("/data/forkseed/b.bin")
+                os.write(w, repr(seen).encode())
+                code = 0 if seen == [True, True, False] and got == b"b.bin" * 100 else 2
+            except BaseException as e:
+                os.write(w, repr(e).encode()[:500])
+            finally:
+                os._exit(code)
+        os.close(w)
+        _, status = os.waitpid(pid, 0)
+        message = os.read(r, 1000)
+        os.close(r)
+        assert os.waitstatus_to_exitcode(status) == 0, message
+        # A new client (no parent) lists the folder afresh.
+        fresh = cairn.connect(config=node[1])
+        assert fresh.exists("/data/forkseed/c.bin")
+        fresh.close()
+        parent.close()
+    finally:
+        for f in folder.iterdir():
+            f.unlink()
+        folder.rmdir()
+
+
 def test_a_file_being_written_stays_the_parents_across_fork(client, s3server):
     f = client.open("/w/forked.bin", "wb")
     f.write(b"parent-1 ")

@@ -43,6 +43,11 @@ struct TlsSettings {
   bool enabled() const { return !ca_file.empty(); }
 };
 
+// What a client knows of the namespace: its cached stats and listing pages, each with its
+// expiry (Client::ExportMetadata, ClientOptions::metadata_seed). Opaque; defined in
+// src/client/metadata_cache.h.
+struct MetadataSeed;
+
 struct ClientOptions {
   std::vector<MountSpec> mounts;
   std::vector<std::string> workers;  // "host:port" of cache workers.
@@ -71,6 +76,11 @@ struct ClientOptions {
   // more in page faults than the read itself. A FUSE daemon keeps it false: its buffer serves
   // the kernel's repeated and concurrent reads of a small file.
   bool unbuffered_small_files = false;
+  // Cached metadata to start with: Client::ExportMetadata of the client a forked child's parent
+  // had (the Python SDK passes it on at fork), so that a DataLoader worker does not list again
+  // what its parent listed. Entries keep their expiry; in cluster mode they are taken after the
+  // first mount table arrives.
+  std::shared_ptr<const MetadataSeed> metadata_seed;
   int connections_per_worker = 4;
   // Read cached pages straight from the page files of a worker on the same machine
   // (short-circuit), instead of over TCP. See docs/protocol.md.
@@ -315,6 +325,9 @@ class Client {
   }
   // Drops cached metadata for a path (and below), so the next Stat/Open asks the source.
   virtual void InvalidateMetadata(std::string_view path) = 0;
+  // A copy of the cached metadata that has not expired, for ClientOptions::metadata_seed of a
+  // new client (in a forked child). Null from a client that caches none.
+  virtual std::shared_ptr<const MetadataSeed> ExportMetadata() { return nullptr; }
 
   // Fills the cache with a file or everything under a folder, ahead of a job: lists the source
   // and asks the workers that own each page (every replica) to load it, `parallelism` pages at a

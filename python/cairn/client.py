@@ -8,7 +8,9 @@ does. Blocking calls release the GIL.
 fork(): a client (and every file opened from it) keeps working in a forked child (PyTorch
 DataLoader workers): the child gets a fresh connection set on first use and never touches the
 parent's threads or sockets. A file opened before the fork is reopened in the child at the
-same version; if the object changed since, its next read raises OSError(ESTALE).
+same version; if the object changed since, its next read raises OSError(ESTALE). The child's
+client starts with what the parent's had cached of the namespace (stats and listing pages,
+until their TTL): a DataLoader worker does not list again the folder its dataset listed.
 """
 
 import dataclasses
@@ -228,13 +230,24 @@ def connect(etcd=None, *, workers=None, mounts=None, config=None, tls_ca=None, t
 _CLIENTS = weakref.WeakSet()
 
 
+def _before_fork():
+    for client in list(_CLIENTS):
+        client._export_for_fork()
+
+
+def _after_fork_in_parent():
+    for client in list(_CLIENTS):
+        client._seed = None
+
+
 def _after_fork_in_child():
     for client in list(_CLIENTS):
         client._forked()
 
 
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
+    os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent,
+                        after_in_child=_after_fork_in_child)
 
 
 class Client:
@@ -244,6 +257,7 @@ class Client:
         self._settings = {"config": config, "token": token, "short_circuit": short_circuit,
                           "no_cache": no_cache, "buffer_bytes": buffer_bytes}
         self._lock = threading.Lock()
+        self._seed = None  # The parent's cached metadata, across a fork.
         self._native = self._make_native()
         self._pid = os.getpid()
         self._closed = False
@@ -251,8 +265,20 @@ class Client:
 
     def _make_native(self):
         s = self._settings
+        seed, self._seed = self._seed, None
         return _cairn.Client(json.dumps(s["config"]), s["token"], s["short_circuit"],
-                             s["no_cache"], s["buffer_bytes"])
+                             s["no_cache"], s["buffer_bytes"], seed)
+
+    def _export_for_fork(self):
+        # In the parent, just before a fork: a copy of what the native client has cached, for
+        # the client the child will make. Never fails the fork.
+        native = self._native
+        if native is None or self._pid != os.getpid() or self._closed:
+            return
+        try:
+            self._seed = native.export_metadata()
+        except Exception:  # noqa: BLE001 - a closed client, or anything: the child lists.
+            self._seed = None
 
     def _forked(self):
         # In the child, right after fork: the parent's threads are gone, so the native client

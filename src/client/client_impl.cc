@@ -582,6 +582,10 @@ Status ClientImpl::SyncWrites(std::string_view raw_path, std::chrono::millisecon
   return Status::Ok();
 }
 
+std::shared_ptr<const MetadataSeed> ClientImpl::ExportMetadata() { return metadata_.Export(); }
+
+void ClientImpl::SeedMetadata(const MetadataSeed& seed) { metadata_.Import(seed); }
+
 void ClientImpl::InvalidateMetadata(std::string_view raw_path) {
   auto path = mount::NormalizePath(raw_path);
   if (path.ok()) metadata_.Invalidate(*path);
@@ -627,6 +631,8 @@ StatusOr<std::unique_ptr<Client>> Client::Create(const ClientOptions& options) {
                                                       options.etcd_first_sync_timeout));
     client->AttachFeed(std::move(feed));
   }
+  // After the first mount table (cluster mode): taking it drops whatever was cached.
+  if (options.metadata_seed) client->SeedMetadata(*options.metadata_seed);
   return std::unique_ptr<Client>(std::move(client));
 }
 

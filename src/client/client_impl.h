@@ -40,6 +40,9 @@ class ClientImpl : public Client {
   Status RemoveDir(std::string_view path) override;
   bool Writable(std::string_view path) override;
   void InvalidateMetadata(std::string_view path) override;
+  std::shared_ptr<const MetadataSeed> ExportMetadata() override;
+  // Takes in a parent client's cached metadata (ClientOptions::metadata_seed).
+  void SeedMetadata(const MetadataSeed& seed);
   ClientStats Stats() const override;
   StatusOr<LoadProgress> Load(std::string_view path, const LoadOptions& options,
                               const std::function<void(const LoadProgress&)>& progress) override;

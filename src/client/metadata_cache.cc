@@ -93,4 +93,32 @@ void MetadataCache::Invalidate(std::string_view path) {
   }
 }
 
+std::shared_ptr<const MetadataSeed> MetadataCache::Export() {
+  auto seed = std::make_shared<MetadataSeed>();
+  const int64_t now = clock_->NowMicros();
+  MutexLock l(&mu_);
+  seed->items.reserve(entries_.size());
+  for (const std::string& key : order_) {
+    const Entry& e = entries_.at(key);
+    if (e.expires_us <= now) continue;
+    seed->items.push_back({key, e.expires_us, e.stat, e.list});
+  }
+  return seed;
+}
+
+void MetadataCache::Import(const MetadataSeed& seed) {
+  const int64_t now = clock_->NowMicros();
+  const size_t skip = seed.items.size() > max_entries_ ? seed.items.size() - max_entries_ : 0;
+  MutexLock l(&mu_);
+  for (size_t i = skip; i < seed.items.size(); ++i) {
+    const MetadataSeed::Item& item = seed.items[i];
+    if (item.expires_us <= now || (!item.stat && !item.list)) continue;
+    Entry e;
+    e.expires_us = item.expires_us;
+    e.stat = item.stat;
+    e.list = item.list;
+    Insert(item.key, std::move(e));
+  }
+}
+
 }  // namespace cairn::client

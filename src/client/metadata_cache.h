@@ -5,14 +5,30 @@
 #define CAIRN_CLIENT_METADATA_CACHE_H_
 
 #include <list>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <vector>
 
 #include "cairn/client.h"
 #include "common/clock.h"
 #include "common/thread_annotations.h"
+
+namespace cairn {
+
+struct MetadataSeed {
+  struct Item {
+    std::string key;         // A path, or a path + '\0' + token for a listing page.
+    int64_t expires_us = 0;  // On the cache's clock (steady: valid in a forked child too).
+    std::optional<StatusOr<FileInfo>> stat;
+    std::optional<DirPage> list;
+  };
+  std::vector<Item> items;  // Oldest first.
+};
+
+}  // namespace cairn
 
 namespace cairn::client {
 
@@ -31,6 +47,11 @@ class MetadataCache {
 
   // Drops everything at `path` and below it, and the listing pages of its parent folder.
   void Invalidate(std::string_view path) EXCLUDES(mu_);
+
+  // The entries that have not expired, oldest first.
+  std::shared_ptr<const MetadataSeed> Export() EXCLUDES(mu_);
+  // Adds the seed's entries that have not expired (the newest, if they do not all fit).
+  void Import(const MetadataSeed& seed) EXCLUDES(mu_);
 
  private:
   struct Entry {

@@ -44,5 +44,42 @@ TEST(MetadataCacheTest, BoundedByEntries) {
   EXPECT_TRUE(cache.GetStat("/p49").has_value());
 }
 
+// A forked child's client starts with its parent's cache: what has not expired, with the same
+// expiry, newest entries kept when they do not all fit.
+TEST(MetadataCacheTest, ExportedEntriesSeedAnotherCacheWithTheirExpiry) {
+  FakeClock clock;
+  MetadataCache parent(&clock, 100);
+  FileInfo info;
+  info.name = "a";
+  info.size = 7;
+  parent.PutStat("/m/a", info, 1000);
+  parent.PutStat("/m/missing", NotFoundError("gone"), 5000);
+  parent.PutStat("/m/stale", info, 10);
+  DirPage page;
+  page.entries.push_back(info);
+  page.next_token = "t";
+  parent.PutList("/m", "", page, 5000);
+  clock.Advance(std::chrono::microseconds(100));  // /m/stale has expired.
+  std::shared_ptr<const MetadataSeed> seed = parent.Export();
+  ASSERT_NE(seed, nullptr);
+  EXPECT_EQ(seed->items.size(), 3u);
+
+  MetadataCache child(&clock, 100);
+  child.Import(*seed);
+  EXPECT_EQ(child.GetStat("/m/a")->value().size, 7u);
+  EXPECT_EQ(child.GetStat("/m/missing")->status().code(), StatusCode::kNotFound);
+  EXPECT_FALSE(child.GetStat("/m/stale").has_value());
+  ASSERT_TRUE(child.GetList("/m", "").has_value());
+  EXPECT_EQ(child.GetList("/m", "")->next_token, "t");
+  clock.Advance(std::chrono::microseconds(1000));  // Past /m/a's expiry in the parent.
+  EXPECT_FALSE(child.GetStat("/m/a").has_value());
+  EXPECT_TRUE(child.GetStat("/m/missing").has_value());
+
+  MetadataCache small(&clock, 1);
+  small.Import(*seed);
+  EXPECT_FALSE(small.GetStat("/m/missing").has_value());
+  EXPECT_TRUE(small.GetList("/m", "").has_value());  // The newest.
+}
+
 }  // namespace
 }  // namespace cairn::client
