@@ -14,6 +14,9 @@ namespace cairn::client {
 namespace {
 
 constexpr size_t kMaxMetadataEntries = 1 << 20;
+// What a forked child's client gets of its parent's cache (the newest entries): copied at every
+// fork of a process with a client, so bounded. A listing page of 1,000 names is one entry.
+constexpr size_t kMaxSeedEntries = 1 << 16;
 
 std::string BaseName(const std::string& path) {
   size_t slash = path.rfind('/');
@@ -582,7 +585,9 @@ Status ClientImpl::SyncWrites(std::string_view raw_path, std::chrono::millisecon
   return Status::Ok();
 }
 
-std::shared_ptr<const MetadataSeed> ClientImpl::ExportMetadata() { return metadata_.Export(); }
+std::shared_ptr<const MetadataSeed> ClientImpl::ExportMetadata() {
+  return metadata_.Export(kMaxSeedEntries);
+}
 
 void ClientImpl::SeedMetadata(const MetadataSeed& seed) { metadata_.Import(seed); }
 

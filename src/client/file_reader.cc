@@ -105,7 +105,8 @@ StatusOr<std::shared_ptr<const PageBuffer::Slot>> FileReaderImpl::ReadPiece(uint
   // the page goes straight into the caller's memory. Through a slot, each such file took fresh
   // memory (a partial page is not recycled), and in a new DataLoader worker the page faults on
   // it cost more than the read itself: 0.49 ms per 114 KB sample against 0.12 ms for a local
-  // file (docs/benchmarks.md, "Small files read whole by the SDK").
+  // file (docs/benchmarks.md, "Small files read whole by the SDK, and forked DataLoader
+  // workers").
   if (ctx_.unbuffered_small_files && !slot && whole_page && PageCount() == 1) {
     CAIRN_RETURN_IF_ERROR(ctx_.fetcher->ReadRange(object_, page, 0, out));
     ctx_.unbuffered_reads->fetch_add(1, std::memory_order_relaxed);

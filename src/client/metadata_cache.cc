@@ -1,5 +1,7 @@
 #include "client/metadata_cache.h"
 
+#include <algorithm>
+
 namespace cairn::client {
 namespace {
 
@@ -93,16 +95,17 @@ void MetadataCache::Invalidate(std::string_view path) {
   }
 }
 
-std::shared_ptr<const MetadataSeed> MetadataCache::Export() {
+std::shared_ptr<const MetadataSeed> MetadataCache::Export(size_t max_items) {
   auto seed = std::make_shared<MetadataSeed>();
   const int64_t now = clock_->NowMicros();
   MutexLock l(&mu_);
-  seed->items.reserve(entries_.size());
-  for (const std::string& key : order_) {
-    const Entry& e = entries_.at(key);
+  seed->items.reserve(std::min(entries_.size(), max_items));
+  for (auto it = order_.rbegin(); it != order_.rend() && seed->items.size() < max_items; ++it) {
+    const Entry& e = entries_.at(*it);
     if (e.expires_us <= now) continue;
-    seed->items.push_back({key, e.expires_us, e.stat, e.list});
+    seed->items.push_back({*it, e.expires_us, e.stat, e.list});
   }
+  std::reverse(seed->items.begin(), seed->items.end());
   return seed;
 }
 

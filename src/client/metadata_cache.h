@@ -48,8 +48,8 @@ class MetadataCache {
   // Drops everything at `path` and below it, and the listing pages of its parent folder.
   void Invalidate(std::string_view path) EXCLUDES(mu_);
 
-  // The entries that have not expired, oldest first.
-  std::shared_ptr<const MetadataSeed> Export() EXCLUDES(mu_);
+  // The newest `max_items` entries that have not expired, oldest first.
+  std::shared_ptr<const MetadataSeed> Export(size_t max_items) EXCLUDES(mu_);
   // Adds the seed's entries that have not expired (the newest, if they do not all fit).
   void Import(const MetadataSeed& seed) EXCLUDES(mu_);
 

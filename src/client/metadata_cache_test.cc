@@ -60,7 +60,7 @@ TEST(MetadataCacheTest, ExportedEntriesSeedAnotherCacheWithTheirExpiry) {
   page.next_token = "t";
   parent.PutList("/m", "", page, 5000);
   clock.Advance(std::chrono::microseconds(100));  // /m/stale has expired.
-  std::shared_ptr<const MetadataSeed> seed = parent.Export();
+  std::shared_ptr<const MetadataSeed> seed = parent.Export(100);
   ASSERT_NE(seed, nullptr);
   EXPECT_EQ(seed->items.size(), 3u);
 
@@ -79,6 +79,11 @@ TEST(MetadataCacheTest, ExportedEntriesSeedAnotherCacheWithTheirExpiry) {
   small.Import(*seed);
   EXPECT_FALSE(small.GetStat("/m/missing").has_value());
   EXPECT_TRUE(small.GetList("/m", "").has_value());  // The newest.
+
+  std::shared_ptr<const MetadataSeed> newest = parent.Export(2);  // The newest two, in order.
+  ASSERT_EQ(newest->items.size(), 2u);
+  EXPECT_EQ(newest->items[0].key, "/m/missing");
+  EXPECT_EQ(newest->items[1].key, std::string("/m\0", 3));
 }
 
 }  // namespace
