@@ -14,7 +14,6 @@ docs/benchmarks.md ("Small files read whole by the SDK") has a recorded run.
 """
 import argparse
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -24,7 +23,7 @@ BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(BENCH_DIR)
 sys.path.insert(0, os.path.join(REPO, "tests"))
 
-from conftest import Harness  # noqa: E402
+from conftest import Harness, free_port  # noqa: E402
 
 READER = r'''
 import sys, time
@@ -60,12 +59,6 @@ def drop_caches():
     subprocess.run(["sync"], check=True)
     with open("/proc/sys/vm/drop_caches", "w") as f:
         f.write("3\n")
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def main(argv):

@@ -389,17 +389,15 @@ def test_load_free_and_cached_fraction(client):
 
 # -- fork, pickling, threads --------------------------------------------------------------------
 
-def test_a_forked_child_reads_with_its_own_connections(client, dataset):
-    f = client.open("/data/page3.bin", "rb")
-    assert f.read(10) == dataset.bytes("page3.bin")[:10]
+def _in_forked_child(check):
+    """Runs `check` in a forked child; fails unless it returns True there (an exception in the
+    child is reported with its repr)."""
     r, w = os.pipe()
     pid = os.fork()
-    if pid == 0:  # The child: the parent's open file and client must keep working.
+    if pid == 0:
         code = 1
         try:
-            ok = (f.read() == dataset.bytes("page3.bin")[10:] and
-                  client.read_range("/data/one.bin") == dataset.bytes("one.bin"))
-            code = 0 if ok else 2
+            code = 0 if check() else 2
         except BaseException as e:
             os.write(w, repr(e).encode()[:500])
         finally:
@@ -408,7 +406,15 @@ def test_a_forked_child_reads_with_its_own_connections(client, dataset):
     _, status = os.waitpid(pid, 0)
     message = os.read(r, 1000)
     os.close(r)
-    assert os.waitstatus_to_exitcode(status) == 0, message
+    assert os.waitstatus_to_exitcode(status) == 0, message or "the check was false in the child"
+
+
+def test_a_forked_child_reads_with_its_own_connections(client, dataset):
+    f = client.open("/data/page3.bin", "rb")
+    assert f.read(10) == dataset.bytes("page3.bin")[:10]
+    # The child: the parent's open file and client must keep working.
+    _in_forked_child(lambda: (f.read() == dataset.bytes("page3.bin")[10:] and
+                              client.read_range("/data/one.bin") == dataset.bytes("one.bin")))
     assert f.read(5) == dataset.bytes("page3.bin")[10:15]  # The parent's file is unaffected.
     f.close()
 
@@ -426,24 +432,10 @@ def test_a_forked_child_starts_with_the_parents_cached_metadata(cairn, node, dat
         assert parent.ls("/data/forkseed") == ["/data/forkseed/a.bin", "/data/forkseed/b.bin"]
         (folder / "c.bin").write_bytes(b"late")
         assert not parent.exists("/data/forkseed/c.bin")  # The parent's listing says so.
-        r, w = os.pipe()
-        pid = os.fork()
-        if pid == 0:
-            code = 1
-            try:
-                seen = [parent.exists(f"/data/forkseed/{n}") for n in ("a.bin", "b.bin", "c.bin")]
-                got = parent.read_range("/data/forkseed/b.bin")
-                os.write(w, repr(seen).encode())
-                code = 0 if seen == [True, True, False] and got == b"b.bin" * 100 else 2
-            except BaseException as e:
-                os.write(w, repr(e).encode()[:500])
-            finally:
-                os._exit(code)
-        os.close(w)
-        _, status = os.waitpid(pid, 0)
-        message = os.read(r, 1000)
-        os.close(r)
-        assert os.waitstatus_to_exitcode(status) == 0, message
+        _in_forked_child(lambda: (
+            [parent.exists(f"/data/forkseed/{n}") for n in ("a.bin", "b.bin", "c.bin")]
+            == [True, True, False]
+            and parent.read_range("/data/forkseed/b.bin") == b"b.bin" * 100))
         # A new client (no parent) lists the folder afresh.
         fresh = cairn.connect(config=node[1])
         assert fresh.exists("/data/forkseed/c.bin")
