@@ -45,6 +45,34 @@ def test_a_file_written_through_the_mount_is_in_the_source_whole_at_close(rw):
     assert "model.bin" in os.listdir(os.path.join(mnt, "dir"))
 
 
+def _save_shards(folder, count):
+    """Writes `count` new files as a sharded checkpoint does: open(O_CREAT|O_TRUNC), write,
+    close; returns their contents."""
+    os.makedirs(folder)
+    shards = [random.Random(i).randbytes(4096 + i) for i in range(count)]
+    for i, data in enumerate(shards):
+        with open(os.path.join(folder, f"shard-{i:03d}.pt"), "wb") as f:
+            f.write(data)
+    return shards
+
+
+def test_a_new_file_is_created_on_the_strength_of_the_kernels_lookup(rw):
+    """The kernel looks a name up before it creates it; the worker takes that lookup's "no such
+    file" instead of asking the source again (protocol v10 SEEN_ABSENT)."""
+    mnt, src = rw
+    up = _RW_PROCESS["up"]
+    before = up.metric("cairn_worker_write_opens_seen_absent_total")
+    shards = _save_shards(os.path.join(mnt, "sharded"), 5)
+    assert up.metric("cairn_worker_write_opens_seen_absent_total") == before + 5
+    for i, data in enumerate(shards):
+        assert (src / "sharded" / f"shard-{i:03d}.pt").read_bytes() == data
+    # A create over an existing name still asks (the lookup found the file).
+    with open(os.path.join(mnt, "sharded", "shard-000.pt"), "wb") as f:
+        f.write(b"again")
+    assert up.metric("cairn_worker_write_opens_seen_absent_total") == before + 5
+    assert (src / "sharded" / "shard-000.pt").read_bytes() == b"again"
+
+
 def test_a_closed_file_reads_back_from_the_cache_without_a_source_read(rw):
     mnt, _ = rw
     up = _RW_PROCESS["up"]
@@ -297,6 +325,17 @@ def test_write_back_close_is_durable_and_the_upload_follows(wb):
         time.sleep(0.05)
     assert up.metric("cairn_worker_write_back_commits_total") >= 1
     assert up.metric("cairn_worker_write_back_pending_files") == 0
+
+
+def test_write_back_new_files_are_created_on_the_strength_of_the_kernels_lookup(wb):
+    up, src = wb
+    before = up.metric("cairn_worker_write_opens_seen_absent_total")
+    shards = _save_shards(os.path.join(up.mountpoint, "sharded"), 5)
+    assert up.metric("cairn_worker_write_opens_seen_absent_total") == before + 5
+    for i, data in enumerate(shards):
+        wait_until(lambda: (src / "sharded" / f"shard-{i:03d}.pt").exists() and
+                   (src / "sharded" / f"shard-{i:03d}.pt").read_bytes() == data, 30,
+                   f"shard {i} to reach the source")
 
 
 def test_write_back_torch_save_then_rename_lands_the_checkpoint(wb):

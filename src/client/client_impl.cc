@@ -17,6 +17,10 @@ constexpr size_t kMaxMetadataEntries = 1 << 20;
 // What a forked child's client gets of its parent's cache (the newest entries): copied at every
 // fork of a process with a client, so bounded. A listing page of 1,000 names is one entry.
 constexpr size_t kMaxSeedEntries = 1 << 16;
+// How old a lookup's "no such file" may be for a create to pass it on as what it saw
+// (OpenWriteRequest::seen_absent). The kernel creates right after its lookup; a longer window
+// only widens the time in which an object that appears meanwhile makes the commit fail.
+constexpr int64_t kSeenAbsentMaxAgeUs = 1'000'000;
 
 std::string BaseName(const std::string& path) {
   size_t slash = path.rfind('/');
@@ -192,10 +196,14 @@ std::optional<StatusOr<FileInfo>> ClientImpl::StatFromParentListing(const mount:
   // LISTs, not 6,000 HEADs.
   std::string token;
   std::optional<DirPage> page;
+  // Whether every page walked was listed by this call: its "absent" is then as fresh as a HEAD's.
+  bool listed_now = true;
   for (int walked = 0;; ++walked) {
     if (walked == kMaxListingPagesPerStat) return std::nullopt;  // A huge folder: HEAD it.
     page = metadata_.GetList(parent_path, token);
-    if (!page) {
+    if (page) {
+      listed_now = false;
+    } else {
       auto listed = ListPageOnce(mount, parent_key, parent_path, token);
       if (!listed.ok()) return std::nullopt;  // The HEAD path reports errors precisely.
       page = std::move(listed).value();
@@ -215,7 +223,9 @@ std::optional<StatusOr<FileInfo>> ClientImpl::StatFromParentListing(const mount:
   if (MetadataViaWorkers(mount)) return std::nullopt;
   // The whole directory is on the page and the name is not.
   StatusOr<FileInfo> missing = NotFoundError("no such file or directory: " + key);
-  metadata_.PutStat(path, missing, mount.spec.metadata_ttl.count());
+  metadata_.PutStat(
+      path, missing, mount.spec.metadata_ttl.count(),
+      listed_now ? MetadataCache::StatOrigin::kAsked : MetadataCache::StatOrigin::kDerived);
   return missing;
 }
 
@@ -359,8 +369,10 @@ void ClientImpl::RememberListing(const mount::Mount& mount, const std::string& p
   // Listing results answer the stats that usually follow (ls -l, readdirplus, DataLoader);
   // not on a write-back mount, whose files may be pending at owners the listing did not ask.
   if (!mount.spec.write_back) {
-    for (const FileInfo& info : page.entries)
-      metadata_.PutStat(JoinPath(path, info.name), info, ttl_us);
+    for (const FileInfo& info : page.entries) {
+      metadata_.PutStat(JoinPath(path, info.name), info, ttl_us,
+                        MetadataCache::StatOrigin::kDerived);
+    }
   }
   metadata_.PutList(path, token, page, ttl_us);
 }
@@ -457,6 +469,10 @@ StatusOr<std::unique_ptr<FileWriter>> ClientImpl::OpenForWrite(std::string_view 
   request.create = options.create;
   request.exclusive = options.exclusive;
   request.truncate = options.truncate;
+  // A create right after a lookup that found nothing (the kernel looks a name up before it
+  // creates it) spares the worker asking the source again.
+  request.seen_absent = options.create && options.truncate && !options.exclusive &&
+                        metadata_.FreshlyAbsent(path, kSeenAbsentMaxAgeUs);
   CAIRN_ASSIGN_OR_RETURN(OwnerReply opened, AskOwners(path, request));
   FileWriterOptions wo;
   wo.commit_timeout = options_.write_commit_timeout;

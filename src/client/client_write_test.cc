@@ -4,6 +4,7 @@
 
 #include "client/client_impl.h"
 #include "testing/test_util.h"
+#include "ufs/counting_ufs.h"
 #include "ufs/memory_ufs.h"
 #include "worker/worker.h"
 
@@ -19,6 +20,7 @@ class ClientWriteTest : public ::testing::TestWithParam<bool> {
   void SetUp() override {
     memory_ = std::make_shared<ufs::MemoryUnderStorage>("mem://lake");
     frozen_ = std::make_shared<ufs::MemoryUnderStorage>("mem://frozen");
+    worker_source_ = std::make_shared<ufs::CountingUnderStorage>(memory_);
     lake_.path = "/lake";
     lake_.uri = "mem://lake";
     lake_.read_only = false;
@@ -27,7 +29,7 @@ class ClientWriteTest : public ::testing::TestWithParam<bool> {
     frozen_spec_.uri = "mem://frozen";
     worker::WorkerOptions o;
     o.mounts = {lake_, frozen_spec_};
-    o.ufs_override = {memory_, frozen_};
+    o.ufs_override = {worker_source_, frozen_};
     o.page_size = kPage;
     o.serve_tcp = tcp();
     o.config.listen = "127.0.0.1:0";
@@ -70,6 +72,7 @@ class ClientWriteTest : public ::testing::TestWithParam<bool> {
   testing::TempDir dir_{"client-write"};
   std::shared_ptr<ufs::MemoryUnderStorage> memory_;
   std::shared_ptr<ufs::MemoryUnderStorage> frozen_;
+  std::shared_ptr<ufs::CountingUnderStorage> worker_source_;  // memory_ as the worker sees it.
   MountSpec lake_;
   MountSpec frozen_spec_;
   std::unique_ptr<worker::Worker> worker_;
@@ -212,6 +215,37 @@ TEST_P(ClientWriteTest, RemoveDeletesTheFileForThisClientAtOnce) {
   EXPECT_EQ(client_->Stat("/lake/old.pt").status().code(), StatusCode::kNotFound);
   EXPECT_EQ(client_->Remove("/lake/old.pt").code(), StatusCode::kNotFound);
   EXPECT_EQ(client_->Remove("/frozen/x").code(), StatusCode::kFailedPrecondition);
+}
+
+// The kernel looks a name up before it creates it: the worker takes that lookup's "no such
+// file" instead of asking the source again, and asks when no fresh lookup preceded the create.
+TEST_P(ClientWriteTest, ACreateRightAfterALookupThatFoundNothingSparesTheWorkersStat) {
+  WriteOptions create;
+  create.truncate = true;
+  ASSERT_EQ(client_->Stat("/lake/ckpt/shard-0.pt").status().code(), StatusCode::kNotFound);
+  worker_source_->Reset();
+  auto writer = client_->OpenForWrite("/lake/ckpt/shard-0.pt", create);
+  ASSERT_TRUE(writer.ok()) << writer.status().ToString();
+  EXPECT_EQ(worker_source_->counts().stats, 0u);
+  ASSERT_TRUE((*writer)->Write(0, std::string_view("shard")).ok());
+  ASSERT_TRUE((*writer)->Close().ok());
+  EXPECT_EQ(ReadAll("/lake/ckpt/shard-0.pt"), "shard");
+
+  worker_source_->Reset();
+  writer = client_->OpenForWrite("/lake/ckpt/shard-1.pt", create);  // No lookup first.
+  ASSERT_TRUE(writer.ok()) << writer.status().ToString();
+  EXPECT_EQ(worker_source_->counts().stats, 1u);
+  ASSERT_TRUE((*writer)->Close().ok());
+
+  // The lookup was right when made, but the object appeared before the create: the commit
+  // fails rather than replace an object the writer never saw.
+  ASSERT_EQ(client_->Stat("/lake/ckpt/shard-2.pt").status().code(), StatusCode::kNotFound);
+  memory_->Put("ckpt/shard-2.pt", "theirs");
+  writer = client_->OpenForWrite("/lake/ckpt/shard-2.pt", create);
+  ASSERT_TRUE(writer.ok()) << writer.status().ToString();
+  ASSERT_TRUE((*writer)->Write(0, std::string_view("mine")).ok());
+  EXPECT_EQ((*writer)->Close().status().code(), StatusCode::kAlreadyExists);
+  EXPECT_EQ(testing::ObjectContent(*memory_, "ckpt/shard-2.pt"), "theirs");
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, ClientWriteTest, ::testing::Values(false, true),

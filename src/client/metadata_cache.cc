@@ -32,14 +32,26 @@ std::optional<StatusOr<FileInfo>> MetadataCache::GetStat(const std::string& path
   return it->second.stat;
 }
 
-void MetadataCache::PutStat(const std::string& path, const StatusOr<FileInfo>& info,
-                            int64_t ttl_us) {
+void MetadataCache::PutStat(const std::string& path, const StatusOr<FileInfo>& info, int64_t ttl_us,
+                            StatOrigin origin) {
   if (ttl_us <= 0) return;
   Entry e;
-  e.expires_us = clock_->NowMicros() + ttl_us;
+  const int64_t now = clock_->NowMicros();
+  e.expires_us = now + ttl_us;
+  if (origin == StatOrigin::kAsked) e.asked_us = now;
   e.stat = info;
   MutexLock l(&mu_);
   Insert(path, std::move(e));
+}
+
+bool MetadataCache::FreshlyAbsent(const std::string& path, int64_t max_age_us) {
+  const int64_t now = clock_->NowMicros();
+  MutexLock l(&mu_);
+  auto it = entries_.find(path);
+  if (it == entries_.end() || it->second.expires_us <= now) return false;
+  const Entry& e = it->second;
+  return e.stat.has_value() && !e.stat->ok() && e.stat->status().code() == StatusCode::kNotFound &&
+         e.asked_us >= 0 && now - e.asked_us <= max_age_us;
 }
 
 std::optional<DirPage> MetadataCache::GetList(const std::string& path, std::string_view token) {

@@ -36,10 +36,18 @@ class MetadataCache {
  public:
   MetadataCache(Clock* clock, size_t max_entries) : clock_(clock), max_entries_(max_entries) {}
 
+  // How a stat result was learnt: by asking the source (or a worker) about this very path, or
+  // from something else (a page of the parent's listing, which may be older than the stat).
+  enum class StatOrigin { kAsked, kDerived };
+
   // The cached result for a path: a FileInfo or a NotFound status. nullopt on miss/expiry.
   std::optional<StatusOr<FileInfo>> GetStat(const std::string& path) EXCLUDES(mu_);
-  void PutStat(const std::string& path, const StatusOr<FileInfo>& info, int64_t ttl_us)
-      EXCLUDES(mu_);
+  void PutStat(const std::string& path, const StatusOr<FileInfo>& info, int64_t ttl_us,
+               StatOrigin origin = StatOrigin::kAsked) EXCLUDES(mu_);
+  // True when the cached stat of `path` says it does not exist and was asked (kAsked) at most
+  // `max_age_us` ago: what a create may tell the worker it saw (OpenWriteRequest::seen_absent).
+  // Entries taken from a seed were asked by another process at an unknown time: never fresh.
+  bool FreshlyAbsent(const std::string& path, int64_t max_age_us) EXCLUDES(mu_);
 
   std::optional<DirPage> GetList(const std::string& path, std::string_view token) EXCLUDES(mu_);
   void PutList(const std::string& path, std::string_view token, const DirPage& page, int64_t ttl_us)
@@ -56,6 +64,7 @@ class MetadataCache {
  private:
   struct Entry {
     int64_t expires_us = 0;
+    int64_t asked_us = -1;  // When a kAsked stat was answered; -1 otherwise.
     std::optional<StatusOr<FileInfo>> stat;
     std::optional<DirPage> list;
     std::list<std::string>::iterator order;

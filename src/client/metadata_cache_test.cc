@@ -22,6 +22,33 @@ TEST(MetadataCacheTest, ExpiresAfterTtlAndCachesNotFound) {
   EXPECT_FALSE(cache.GetStat("/m/zero").has_value());
 }
 
+// Only a "no such file" asked of the source for that very path, and recently, is what a create
+// may pass on as seen (OpenWriteRequest::seen_absent).
+TEST(MetadataCacheTest, FreshlyAbsentOnlyForARecentAskedNotFound) {
+  FakeClock clock;
+  MetadataCache cache(&clock, 100);
+  const int64_t ttl = 60'000'000, window = 1'000'000;
+  cache.PutStat("/m/new", NotFoundError("none"), ttl);
+  cache.PutStat("/m/listed", NotFoundError("not on the page"), ttl,
+                MetadataCache::StatOrigin::kDerived);
+  cache.PutStat("/m/there", FileInfo{}, ttl);
+  cache.PutStat("/m/denied", PermissionDeniedError("no"), ttl);
+  EXPECT_TRUE(cache.FreshlyAbsent("/m/new", window));
+  EXPECT_FALSE(cache.FreshlyAbsent("/m/listed", window));
+  EXPECT_FALSE(cache.FreshlyAbsent("/m/there", window));
+  EXPECT_FALSE(cache.FreshlyAbsent("/m/denied", window));
+  EXPECT_FALSE(cache.FreshlyAbsent("/m/unknown", window));
+
+  MetadataCache child(&clock, 100);  // A forked child's cache: when it was asked is unknown.
+  child.Import(*cache.Export(100));
+  EXPECT_EQ(child.GetStat("/m/new")->status().code(), StatusCode::kNotFound);
+  EXPECT_FALSE(child.FreshlyAbsent("/m/new", window));
+
+  clock.Advance(std::chrono::microseconds(window + 1));
+  EXPECT_TRUE(cache.GetStat("/m/new").has_value());  // Still cached, no longer fresh.
+  EXPECT_FALSE(cache.FreshlyAbsent("/m/new", window));
+}
+
 TEST(MetadataCacheTest, InvalidateDropsPathAndBelowOnly) {
   FakeClock clock;
   MetadataCache cache(&clock, 100);

@@ -536,6 +536,7 @@ constexpr MessageType kWriteTypes[] = {
 constexpr uint8_t kOpenCreate = 1u << 0;
 constexpr uint8_t kOpenExclusive = 1u << 1;
 constexpr uint8_t kOpenTruncate = 1u << 2;
+constexpr uint8_t kOpenSeenAbsent = 1u << 3;
 
 template <typename T>
 concept NamesHandle = requires(const T& q) {
@@ -552,7 +553,8 @@ struct WriteEncoder {
     w.U32(q.deadline_ms);
     w.Str(q.path);
     w.U8(static_cast<uint8_t>((q.create ? kOpenCreate : 0) | (q.exclusive ? kOpenExclusive : 0) |
-                              (q.truncate ? kOpenTruncate : 0)));
+                              (q.truncate ? kOpenTruncate : 0) |
+                              (q.seen_absent ? kOpenSeenAbsent : 0)));
     w.U8(static_cast<uint8_t>(q.mode));
   }
   void operator()(const WritePageRequest& q) {
@@ -720,12 +722,13 @@ StatusOr<WriteRequest> DecodeWriteRequest(MessageType type, std::span<const char
       OpenWriteRequest q;
       uint8_t flags = 0, mode = 0;
       ok = r.U32(&q.deadline_ms) && r.Str(&q.path) && r.U8(&flags) && r.U8(&mode);
-      if (ok && (flags & ~(kOpenCreate | kOpenExclusive | kOpenTruncate)) != 0) {
+      if (ok && (flags & ~(kOpenCreate | kOpenExclusive | kOpenTruncate | kOpenSeenAbsent)) != 0) {
         return CorruptionError("unknown OpenWrite flags " + std::to_string(flags));
       }
       q.create = flags & kOpenCreate;
       q.exclusive = flags & kOpenExclusive;
       q.truncate = flags & kOpenTruncate;
+      q.seen_absent = flags & kOpenSeenAbsent;
       q.mode = static_cast<WriteMode>(mode);
       out = std::move(q);
       break;

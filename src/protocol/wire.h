@@ -29,10 +29,10 @@ inline constexpr uint32_t kMagic = 0x4E524143;  // "CARN" in little-endian byte 
 // chunks (kChecksumChunkSize), not 64 KiB: a v5 peer would check the wrong chunks, so it is
 // refused. v7: MakeDir and Rename, and RemovePath of directories (a v6 worker would not know
 // the types). v8: SyncPath (waits for the write-back uploads under a path). v9: ReadWritten
-// (reads of a file open for writing), and write replies carry data. Older peers get a
-// kVersionMismatch naming both.
-inline constexpr uint8_t kVersion = 9;
-inline constexpr uint8_t kMinVersion = 9;  // Oldest version this build still speaks.
+// (reads of a file open for writing), and write replies carry data. v10: OpenWrite's SEEN_ABSENT
+// flag (a v9 worker would refuse the bit). Older peers get a kVersionMismatch naming both.
+inline constexpr uint8_t kVersion = 10;
+inline constexpr uint8_t kMinVersion = 10;  // Oldest version this build still speaks.
 inline constexpr size_t kFrameHeaderSize = 24;
 // Largest payload accepted (a page of at most 16 MiB plus metadata); bigger frames are rejected.
 inline constexpr uint32_t kMaxPayload = (16u << 20) + (64u << 10);
@@ -304,6 +304,11 @@ struct OpenWriteRequest {
   bool exclusive = false;  // With create: AlreadyExists if it exists (O_EXCL).
   bool truncate = false;   // Start empty (else from the current content).
   WriteMode mode = WriteMode::kThrough;
+  // With create + truncate and without exclusive: the client's own lookup of `path` found nothing
+  // a moment ago, so the worker takes that as the object's state at open instead of asking the
+  // source again (one request fewer per new file). The commit is then conditional on the name
+  // being absent: a wrong claim can only make the commit fail, never overwrite an object.
+  bool seen_absent = false;
 };
 // Bytes at `offset` of an open file, with one checksum (common/checksum.h) per 4 KiB chunk of
 // `data`, checked by the worker before anything is written. `data` points into the decoded

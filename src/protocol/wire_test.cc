@@ -48,8 +48,8 @@ std::array<char, kFrameHeaderSize> HeaderOfType(uint8_t type) {
 }
 
 // v5 took type 15 (kept for WritePage) and 19..25; v7 26 (MakeDir) and 27 (Rename); v8 28
-// (SyncPath); v9 29 (ReadWritten).
-TEST(WireTest, FrameHeadersAcceptEveryV9TypeAndNothingElse) {
+// (SyncPath); v9 29 (ReadWritten); v10 no new type.
+TEST(WireTest, FrameHeadersAcceptEveryV10TypeAndNothingElse) {
   for (int type = 1; type <= 29; ++type) {
     auto d = DecodeFrameHeader(HeaderOfType(static_cast<uint8_t>(type)));
     ASSERT_TRUE(d.ok()) << type << ": " << d.status().ToString();
@@ -68,7 +68,7 @@ TEST(WireTest, OtherVersionsAreAMismatchNotCorruption) {
   std::array<char, kFrameHeaderSize> buf;
   EncodeFrameHeader({MessageType::kHello, 0, 1, 0}, buf.data());
   for (uint8_t version : {uint8_t{1}, uint8_t{2}, uint8_t{3}, uint8_t{4}, uint8_t{5}, uint8_t{6},
-                          uint8_t{7}, uint8_t{8}, uint8_t{10}, uint8_t{200}}) {
+                          uint8_t{7}, uint8_t{8}, uint8_t{9}, uint8_t{11}, uint8_t{200}}) {
     auto copy = buf;
     copy[4] = static_cast<char>(version);
     // Re-seal the header checksum over the changed version byte.
@@ -450,7 +450,14 @@ TEST(WireTest, EveryWriteRequestRoundTripsAndTruncationsAreRejected) {
       MessageType::kOpenWrite, EncodeWriteRequest(OpenWriteRequest{0, "/a", false, false, true})));
   EXPECT_FALSE(o.create || o.exclusive);
   EXPECT_TRUE(o.truncate);
+  EXPECT_FALSE(o.seen_absent);
   EXPECT_EQ(o.mode, WriteMode::kThrough);
+  o = std::get<OpenWriteRequest>(*DecodeWriteRequest(
+      MessageType::kOpenWrite,
+      EncodeWriteRequest(OpenWriteRequest{0, "/a", true, false, true, WriteMode::kBack, true})));
+  EXPECT_TRUE(o.create && o.truncate && o.seen_absent);
+  EXPECT_FALSE(o.exclusive);
+  EXPECT_EQ(o.mode, WriteMode::kBack);
 
   std::string page_bytes = WritePayload(page);
   auto p = std::get<WritePageRequest>(*DecodeWriteRequest(MessageType::kWritePage, page_bytes));
@@ -618,7 +625,7 @@ TEST(WireTest, WriteRequestsThatMakeNoSenseAreInvalidArguments) {
 
 TEST(WireTest, UnknownWriteFlagsAreCorruption) {
   std::string open = EncodeWriteRequest(OpenWriteRequest{0, "/a", true});
-  for (int bit = 3; bit < 8; ++bit) {
+  for (int bit = 4; bit < 8; ++bit) {  // Bit 3 is SEEN_ABSENT (v10).
     std::string bad = open;
     bad[bad.size() - 2] = static_cast<char>(1 | (1 << bit));
     EXPECT_EQ(DecodeWriteRequest(MessageType::kOpenWrite, bad).status().code(),

@@ -67,7 +67,10 @@ struct WriteService::Metrics {
                                   "Directories created or removed")),
         checksum_failures(r->AddCounter("cairn_worker_write_checksum_failures_total",
                                         "Write requests whose data did not match its "
-                                        "checksums (refused)")) {}
+                                        "checksums (refused)")),
+        opens_seen_absent(r->AddCounter("cairn_worker_write_opens_seen_absent_total",
+                                        "Creates that took the client's lookup for the "
+                                        "source's state (no stat of the source)")) {}
   std::unique_ptr<metrics::Registry> owned;
   metrics::Gauge* open;
   metrics::Counter* bytes;
@@ -78,6 +81,7 @@ struct WriteService::Metrics {
   metrics::Counter* renames;
   metrics::Counter* directories;
   metrics::Counter* checksum_failures;
+  metrics::Counter* opens_seen_absent;
 };
 
 namespace {
@@ -380,7 +384,16 @@ StatusOr<WriteReply> WriteService::Open(const std::string& principal,
   file->write_back = mount->spec.write_back;
   file->spool_dir = options_.spool_dirs[next_spool_.fetch_add(1) % options_.spool_dirs.size()];
 
-  StatusOr<ufs::ObjectInfo> current = file->ufs->Stat(file->key);
+  // A create that replaces whatever is there, right after the client's lookup found nothing:
+  // the client's word stands for the source's (one request fewer per new file). The commit is
+  // then conditional on the name being absent, so a wrong word fails the commit (write-through:
+  // the close; write-back: the file is set aside as a conflict) and overwrites nothing.
+  const bool take_clients_word =
+      request.seen_absent && request.create && request.truncate && !request.exclusive;
+  StatusOr<ufs::ObjectInfo> current =
+      take_clients_word ? StatusOr<ufs::ObjectInfo>(NotFoundError("seen absent by the client"))
+                        : file->ufs->Stat(file->key);
+  if (take_clients_word) metrics_->opens_seen_absent->Increment();
   // Write-back keeps working while the source is unreachable for a file that replaces whatever
   // is there (create + truncate, as torch.save opens): its commit is then unconditional.
   const bool blind = file->write_back && request.create && request.truncate && !request.exclusive &&

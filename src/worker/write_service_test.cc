@@ -7,6 +7,7 @@
 
 #include "common/checksum.h"
 #include "testing/test_util.h"
+#include "ufs/counting_ufs.h"
 #include "ufs/memory_ufs.h"
 
 namespace cairn::worker {
@@ -32,7 +33,8 @@ class WriteServiceTest : public ::testing::Test {
     scratch.path = "/scratch";
     scratch.uri = "mem://scratch";
     scratch.read_only = false;
-    mounts_ = *mount::MountTable::CreateWith({lake, frozen, scratch}, {memory_, other, scratch_});
+    lake_ = std::make_shared<ufs::CountingUnderStorage>(memory_);
+    mounts_ = *mount::MountTable::CreateWith({lake, frozen, scratch}, {lake_, other, scratch_});
     pagestore::PageStoreOptions so;
     so.dirs.push_back({(dir_.path() / "cache").string(), 64ull << 20});
     so.page_size = kPage;
@@ -115,6 +117,7 @@ class WriteServiceTest : public ::testing::Test {
   FakeClock clock_;
   metrics::Registry registry_;
   std::shared_ptr<ufs::MemoryUnderStorage> memory_;
+  std::shared_ptr<ufs::CountingUnderStorage> lake_;  // The /lake mount's source: memory_, counted.
   std::shared_ptr<ufs::MemoryUnderStorage> scratch_;
   std::shared_ptr<const mount::MountTable> mounts_;
   std::unique_ptr<pagestore::PageStore> store_;
@@ -245,6 +248,45 @@ TEST_F(WriteServiceTest, AChangeMadeElsewhereFailsTheCommitAndKeepsTheHandle) {
   EXPECT_TRUE(writes_->Serve("team-a", protocol::AbortWriteRequest{0, opened->handle}).ok());
   EXPECT_EQ(writes_->open_files(), 0u);
   EXPECT_EQ(SpoolFiles(), 0u);
+}
+
+// A create right after the client's lookup found nothing (seen_absent) asks the source nothing
+// at open, and its commit is conditional on the name being absent.
+TEST_F(WriteServiceTest, ACreateTheClientSawAbsentSkipsTheSourceStatAndCommitsIfStillAbsent) {
+  protocol::OpenWriteRequest r{0, "/lake/ckpt/shard-0.pt", true, false, true};
+  r.seen_absent = true;
+  lake_->Reset();
+  auto opened = writes_->Serve("team-a", r);
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  EXPECT_EQ(lake_->counts().stats, 0u);
+  EXPECT_EQ(Counter("cairn_worker_write_opens_seen_absent_total"), 1);
+  ASSERT_TRUE(Write(opened->handle, 0, "shard").ok());
+  ASSERT_TRUE(Close(opened->handle).ok());
+  EXPECT_EQ(Content("ckpt/shard-0.pt"), "shard");
+
+  // The client was wrong (or the object appeared since): the commit fails, the object stays.
+  ASSERT_TRUE(memory_->Write("ckpt/shard-1.pt", std::span<const char>("theirs", 6)).ok());
+  r.path = "/lake/ckpt/shard-1.pt";
+  opened = writes_->Serve("team-a", r);
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  ASSERT_TRUE(Write(opened->handle, 0, "mine").ok());
+  EXPECT_EQ(Close(opened->handle).status().code(), StatusCode::kAlreadyExists);
+  EXPECT_EQ(Content("ckpt/shard-1.pt"), "theirs");
+}
+
+// The claim is taken only for an open that replaces whatever is there: an exclusive create must
+// say AlreadyExists at open, and an open that keeps the content must read it.
+TEST_F(WriteServiceTest, SeenAbsentIsIgnoredByOpensThatDependOnTheContent) {
+  ASSERT_TRUE(memory_->Write("there", std::span<const char>("abc", 3)).ok());
+  protocol::OpenWriteRequest exclusive{0, "/lake/there", true, true, true};
+  exclusive.seen_absent = true;
+  EXPECT_EQ(writes_->Serve("team-a", exclusive).status().code(), StatusCode::kAlreadyExists);
+  protocol::OpenWriteRequest keep{0, "/lake/there", true, false, false};
+  keep.seen_absent = true;
+  auto opened = writes_->Serve("team-a", keep);
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  EXPECT_EQ(opened->size, 3u);
+  EXPECT_EQ(Counter("cairn_worker_write_opens_seen_absent_total"), 0);
 }
 
 TEST_F(WriteServiceTest, AnExclusiveCreateLosesToAWriterThatClosedFirst) {
