@@ -61,7 +61,10 @@ def main(argv):
     with tempfile.TemporaryDirectory(prefix="cairn-wb-ab-", dir="/var/tmp") as work:
         for rnd in range(args.rounds):
             for i, binary in enumerate(args.bin):
-                harness = Harness(binary, work)
+                # A harness (its mount points) per binary and round: the last one's folders stay.
+                hwork = os.path.join(work, f"h-{rnd}-{i}")
+                os.makedirs(hwork)
+                harness = Harness(binary, hwork)
                 src = os.path.join(work, f"src-{rnd}-{i}")
                 os.makedirs(src)
                 up = harness.up(f"file://{src}", metrics=False,

@@ -70,7 +70,10 @@ struct WriteService::Metrics {
                                         "checksums (refused)")),
         opens_seen_absent(r->AddCounter("cairn_worker_write_opens_seen_absent_total",
                                         "Creates that took the client's lookup for the "
-                                        "source's state (no stat of the source)")) {}
+                                        "source's state (no stat of the source)")),
+        damaged_spools(r->AddCounter("cairn_worker_write_back_damaged_spools_total",
+                                     "Write-back files not uploaded because their spool file "
+                                     "no longer matched its digest (set aside)")) {}
   std::unique_ptr<metrics::Registry> owned;
   metrics::Gauge* open;
   metrics::Counter* bytes;
@@ -82,6 +85,7 @@ struct WriteService::Metrics {
   metrics::Counter* directories;
   metrics::Counter* checksum_failures;
   metrics::Counter* opens_seen_absent;
+  metrics::Counter* damaged_spools;
 };
 
 namespace {
@@ -89,6 +93,9 @@ namespace {
 constexpr size_t kCopyChunk = 4 << 20;
 // Write-back spool files start their disk write every this many bytes (WriteSessionOptions).
 constexpr uint64_t kWriteBehindBytes = 8 << 20;
+// Threads hashing write-back parts for their spool digests while the files are written: CPU
+// work (XXH3 of bytes in the page cache), apart from the uploads that wait on the network.
+constexpr int kHashThreads = 2;
 
 uint64_t RandomHandle() {
   static thread_local std::random_device rd;
@@ -196,6 +203,7 @@ WriteService::WriteService(PageService* pages, WriteServiceOptions options,
   metrics_ = std::make_unique<Metrics>(registry);
   metrics_->owned = std::move(owned);
   uploads_ = std::make_unique<ThreadPool>(options_.upload_threads, "write-upload");
+  hashes_ = std::make_unique<ThreadPool>(kHashThreads, "write-hash");
   cleanup_ = std::make_unique<ThreadPool>(1, "write-cleanup");
   reaper_ = std::thread([this] { ReapLoop(); });
 }
@@ -515,6 +523,11 @@ write::WriteSessionOptions WriteService::SessionOptions(const std::string& path,
   // A write-back close waits for the spool to be on disk: start that while the file is written.
   if (write_back) o.write_behind_bytes = kWriteBehindBytes;
   if (write_back) o.before_complete = [] { CrashPoint("write-back-uploading"); };
+  // A write-back file waits on disk for its upload: what is uploaded must be what was written.
+  if (write_back) {
+    o.digest = true;
+    o.hash_pool = hashes_.get();
+  }
   o.max_uploads_in_flight = options_.max_uploads_in_flight;
   if (write_back_ != nullptr) {
     // The journal notes each upload begun in the source, so that the next start can abort what
@@ -687,6 +700,10 @@ StatusOr<WriteReply> WriteService::CommitBack(OpenFile& file, const RecheckFn& r
   pending.record.size = file.session->size();
   pending.record.condition = file.session->condition();
   pending.record.closed_at_ms = clock().WallNanos() / 1'000'000;
+  if (std::optional<uint64_t> digest = file.session->digest()) {
+    pending.record.digest_part_size = file.session->part_size();
+    pending.record.digest = *digest;
+  }
   const uint64_t size = pending.record.size;
   pending.session = std::move(file.session);
   StatusOr<uint64_t> id = write_back_->Add(pending);
@@ -731,6 +748,10 @@ CommitResult WriteService::CommitPending(PendingWrite& write) {
   if (replayed) {
     write::WriteSessionOptions session_options = SessionOptions(record.path, true);
     session_options.condition = record.condition;
+    if (record.digest_part_size != 0) {  // Checked against the spool as the upload reads it.
+      session_options.part_size = record.digest_part_size;
+      session_options.expected_digest = record.digest;
+    }
     StatusOr<std::unique_ptr<write::WriteSession>> adopted = write::WriteSession::Adopt(
         mount->ufs, key, record.spool_path, record.size, session_options, uploads_.get());
     // Its spool file gone or short: nothing can bring it back (retrying would spin forever).
@@ -755,6 +776,15 @@ CommitResult WriteService::CommitPending(PendingWrite& write) {
     info = *already;
   } else {
     info = write.session->Commit();  // Crash point "write-back-uploading" inside.
+  }
+  if (!info.ok() && write.session->spool_damaged()) {
+    // Retrying would read the same damaged bytes: kept for an operator, never uploaded.
+    metrics_->damaged_spools->Increment();
+    const std::string kept = SetAside(write);
+    spdlog::error("write-back: {} was not uploaded: {}; the closed file is kept at {}", record.path,
+                  info.status().ToString(), kept);
+    return CommitResult{CommitResult::Outcome::kConflict,
+                        info.status().ToString() + "; kept at " + kept};
   }
   if (!info.ok() && (info.status().code() == StatusCode::kAlreadyExists ||
                      info.status().code() == StatusCode::kFailedPrecondition)) {

@@ -220,6 +220,8 @@ class WriteService final : public PendingFiles {
   const WriteServiceOptions options_;
   std::unique_ptr<Metrics> metrics_;
   std::unique_ptr<ThreadPool> uploads_;
+  std::unique_ptr<ThreadPool>
+      hashes_;  // Write-back spool digests (WriteSessionOptions::hash_pool).
   std::unique_ptr<ThreadPool> cleanup_;    // Destroys sessions a rename let go of (write-back).
   std::unique_ptr<WriteBack> write_back_;  // Null without write-back.
   std::atomic<uint64_t> next_spool_{0};

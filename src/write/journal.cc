@@ -120,9 +120,19 @@ StatusOr<std::string> ReadAll(int fd, const std::string& path) {
 
 }  // namespace
 
+namespace {
+
+// The type byte of a pending record that carries its spool file's digest (format 1, added
+// with digests: a worker from before refuses a journal that has one rather than upload
+// unchecked... or misread it).
+constexpr uint8_t kPendingWithDigest = 5;
+
+}  // namespace
+
 std::string EncodeJournalRecord(const JournalRecord& r) {
   std::string out;
-  PutU8(&out, static_cast<uint8_t>(r.type));
+  const bool with_digest = r.type == JournalRecord::Type::kPending && r.digest_part_size != 0;
+  PutU8(&out, with_digest ? kPendingWithDigest : static_cast<uint8_t>(r.type));
   PutU64(&out, r.id);
   if (r.type == JournalRecord::Type::kPending) {
     PutString(&out, r.path);
@@ -132,6 +142,10 @@ std::string EncodeJournalRecord(const JournalRecord& r) {
     PutU8(&out, static_cast<uint8_t>(r.condition.kind));
     PutString(&out, r.condition.version);
     PutU64(&out, static_cast<uint64_t>(r.closed_at_ms));
+    if (with_digest) {
+      PutU64(&out, r.digest_part_size);
+      PutU64(&out, r.digest);
+    }
   } else if (r.type == JournalRecord::Type::kUpload) {
     PutString(&out, r.path);
     PutString(&out, r.detail);
@@ -152,7 +166,7 @@ StatusOr<JournalRecord> DecodeJournalRecord(std::string_view payload) {
   uint8_t type = 0;
   if (!in.U8(&type) || !in.U64(&r.id)) return CorruptionError("journal record too short");
   if (r.id == 0) return CorruptionError("journal record with id 0");
-  if (type == static_cast<uint8_t>(JournalRecord::Type::kPending)) {
+  if (type == static_cast<uint8_t>(JournalRecord::Type::kPending) || type == kPendingWithDigest) {
     r.type = JournalRecord::Type::kPending;
     uint8_t kind = 0;
     uint64_t closed_at = 0;
@@ -160,6 +174,10 @@ StatusOr<JournalRecord> DecodeJournalRecord(std::string_view payload) {
         !in.U64(&r.size) || !in.U8(&kind) || !in.String(&r.condition.version) ||
         !in.U64(&closed_at)) {
       return CorruptionError("pending journal record too short");
+    }
+    if (type == kPendingWithDigest &&
+        (!in.U64(&r.digest_part_size) || !in.U64(&r.digest) || r.digest_part_size == 0)) {
+      return CorruptionError("pending journal record with a bad digest");
     }
     if (kind > static_cast<uint8_t>(ufs::WriteCondition::Kind::kVersion)) {
       return CorruptionError("journal record with an unknown condition");

@@ -49,6 +49,11 @@ struct JournalRecord {
   uint64_t size = 0;
   ufs::WriteCondition condition;  // What the commit expects of the source.
   int64_t closed_at_ms = 0;       // Wall clock (status: the oldest pending write).
+  // The spool file's digest as written (WriteSession::digest) and the part size it was made
+  // with, checked before the upload; digest_part_size 0: none (a record from before digests,
+  // uploaded unchecked). Stored as record type 5 (docs/write-journal.md).
+  uint64_t digest_part_size = 0;
+  uint64_t digest = 0;
   // kDone:
   Outcome outcome = Outcome::kCommitted;
   std::string detail;  // The committed version, or why the file was set aside. kUpload: the

@@ -78,12 +78,34 @@ TEST(JournalRecordTest, RoundTripsEveryKind) {
   EXPECT_EQ(*DecodeJournalRecord(EncodeJournalRecord(absent)), absent);
 }
 
+// A pending record with its spool file's digest is type 5; one without stays type 1, as
+// journals from before digests have it.
+TEST(JournalRecordTest, APendingRecordCarriesItsSpoolDigest) {
+  JournalRecord checked = Pending(9, "/lake/ckpt.pt");
+  checked.digest_part_size = 8 << 20;
+  checked.digest = 0x0123456789abcdefULL;
+  const std::string bytes = EncodeJournalRecord(checked);
+  EXPECT_EQ(bytes[0], 5);
+  EXPECT_EQ(*DecodeJournalRecord(bytes), checked);
+  EXPECT_EQ(EncodeJournalRecord(Pending(9, "/lake/ckpt.pt"))[0], 1);
+  std::string no_part_size = bytes;
+  std::fill(no_part_size.end() - 16, no_part_size.end() - 8, '\0');
+  EXPECT_EQ(DecodeJournalRecord(no_part_size).status().code(), StatusCode::kCorruption);
+}
+
 TEST(JournalRecordTest, EveryTruncationOrTrailingByteIsCorruption) {
-  const std::string full = EncodeJournalRecord(Pending(3, "/lake/f"));
-  for (size_t n = 0; n < full.size(); ++n) {
-    EXPECT_EQ(DecodeJournalRecord(full.substr(0, n)).status().code(), StatusCode::kCorruption) << n;
+  JournalRecord checked = Pending(3, "/lake/f");
+  checked.digest_part_size = 64 << 10;
+  checked.digest = 42;
+  for (const std::string& bytes :
+       {EncodeJournalRecord(Pending(3, "/lake/f")), EncodeJournalRecord(checked)}) {
+    for (size_t n = 0; n < bytes.size(); ++n) {
+      EXPECT_EQ(DecodeJournalRecord(bytes.substr(0, n)).status().code(), StatusCode::kCorruption)
+          << n;
+    }
+    EXPECT_EQ(DecodeJournalRecord(bytes + "x").status().code(), StatusCode::kCorruption);
   }
-  EXPECT_EQ(DecodeJournalRecord(full + "x").status().code(), StatusCode::kCorruption);
+  const std::string full = EncodeJournalRecord(Pending(3, "/lake/f"));
   std::string bad_type = full;
   bad_type[0] = 9;
   EXPECT_EQ(DecodeJournalRecord(bad_type).status().code(), StatusCode::kCorruption);
@@ -102,7 +124,9 @@ TEST(WriteJournalTest, ReplaysThePendingRecordsInOrder) {
     ASSERT_TRUE(journal.ok()) << journal.status().ToString();
     EXPECT_TRUE(pending.empty());
     for (uint64_t id = 1; id <= 4; ++id) {
-      ASSERT_TRUE((*journal)->Append(Pending(id, "/lake/f" + std::to_string(id))).ok());
+      JournalRecord r = Pending(id, "/lake/f" + std::to_string(id));
+      if (id == 3) r.digest_part_size = 8 << 20, r.digest = 77;  // Type 5 replays alike.
+      ASSERT_TRUE((*journal)->Append(r).ok());
     }
     ASSERT_TRUE((*journal)->Append(Done(2)).ok());
     ASSERT_TRUE((*journal)->Append(Done(4)).ok());
@@ -114,7 +138,10 @@ TEST(WriteJournalTest, ReplaysThePendingRecordsInOrder) {
   EXPECT_EQ((*journal)->max_id_at_open(), 4u);  // Finished records count: new ids go past them.
   ASSERT_EQ(pending.size(), 2u);
   EXPECT_EQ(pending[0], Pending(1, "/lake/f1"));
-  EXPECT_EQ(pending[1], Pending(3, "/lake/f3"));
+  JournalRecord third = Pending(3, "/lake/f3");
+  third.digest_part_size = 8 << 20;
+  third.digest = 77;
+  EXPECT_EQ(pending[1], third);
 }
 
 TEST(WriteJournalTest, ATornTailIsCutAndTheJournalGoesOn) {

@@ -11,7 +11,36 @@
 #include <utility>
 #include <vector>
 
+#include "common/checksum.h"
+
 namespace cairn::write {
+namespace {
+
+// PartHash hashes a part in pieces of this size, so a part read back in bounded buffers hashes
+// the same as one held whole.
+constexpr uint64_t kHashPiece = 4 << 20;
+
+void AppendLe64(std::string* out, uint64_t v) {
+  for (int i = 0; i < 8; ++i) out->push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+}
+
+}  // namespace
+
+uint64_t PartHash(std::span<const char> part) {
+  std::string pieces;
+  for (uint64_t at = 0; at < part.size(); at += kHashPiece) {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(kHashPiece, part.size() - at));
+    AppendLe64(&pieces, Hash64(std::string_view(part.data() + at, n)));
+  }
+  return Hash64(pieces);
+}
+
+uint64_t CombinePartHashes(const std::vector<uint64_t>& part_hashes) {
+  std::string all;
+  all.reserve(part_hashes.size() * 8);
+  for (uint64_t h : part_hashes) AppendLe64(&all, h);
+  return Hash64(all);
+}
 
 StatusOr<std::unique_ptr<WriteSession>> WriteSession::Create(std::shared_ptr<ufs::UnderStorage> ufs,
                                                              std::string key,
@@ -71,6 +100,7 @@ StatusOr<std::unique_ptr<WriteSession>> WriteSession::Adopt(std::shared_ptr<ufs:
   if (size > 0) CAIRN_RETURN_IF_ERROR(session->written_.Add(0, size));
   session->size_ = size;
   session->closing_ = true;  // Sealed: the bytes are what was made durable.
+  session->digest_ = session->options_.expected_digest;
   return session;
 }
 
@@ -194,6 +224,7 @@ Status WriteSession::Seal() {
   MutexLock lock(&mu_);
   if (aborted_) return FailedPreconditionError("write of '" + key_ + "' was aborted");
   closing_ = true;
+  if (options_.digest && !digest_) CAIRN_RETURN_IF_ERROR(MakeDigest());
   if (::fdatasync(spool_fd_) != 0) return ErrnoToStatus(errno, "sync spool file of '" + key_ + "'");
   return Status::Ok();
 }
@@ -219,10 +250,86 @@ void WriteSession::TouchParts(uint32_t first, uint32_t last) {
     const uint64_t begin = layout_.Offset(i);
     const uint64_t end = begin + layout_.Size(i);
     // Only full parts go early; the final one waits for Commit.
-    if (options_.upload_early && !part.sending && end <= size_ && written_.Covers(begin, end)) {
-      queued_.insert(i);
+    const bool whole = end <= size_ && written_.Covers(begin, end);
+    if (options_.upload_early && !part.sending && whole) queued_.insert(i);
+    // Hashed now, while its bytes are likely in the page cache; a later write into it makes
+    // the hash stale, and Seal hashes it again.
+    if (options_.digest && options_.hash_pool != nullptr && !closing_ && !part.hashing && whole) {
+      part.hashing = true;
+      ++hashing_;
+      const uint64_t generation = part.generation;
+      options_.hash_pool->Submit([this, i, generation] { HashPart(i, generation); });
     }
   }
+}
+
+void WriteSession::HashPart(uint32_t index, uint64_t generation) {
+  StatusOr<uint64_t> hash = HashSpool(layout_.Offset(index), layout_.Size(index));
+  MutexLock lock(&mu_);
+  Part& part = parts_[index];
+  part.hashing = false;
+  --hashing_;
+  if (hash.ok() && part.generation == generation) {
+    part.hashed = true;
+    part.hashed_generation = generation;
+    part.hash = *hash;
+    ++stats_.parts_hashed_early;
+  }
+  uploads_done_.NotifyAll();
+}
+
+StatusOr<uint64_t> WriteSession::HashSpool(uint64_t offset, uint64_t length) const {
+  std::vector<char> piece(static_cast<size_t>(std::min<uint64_t>(kHashPiece, length)));
+  std::string pieces;
+  for (uint64_t at = 0; at < length; at += kHashPiece) {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(kHashPiece, length - at));
+    CAIRN_RETURN_IF_ERROR(ReadSpool(offset + at, std::span<char>(piece.data(), n)));
+    AppendLe64(&pieces, Hash64(std::string_view(piece.data(), n)));
+  }
+  return Hash64(pieces);
+}
+
+Status WriteSession::MakeDigest() {
+  uploads_done_.Wait(&mu_, [&]() REQUIRES(mu_) { return hashing_ == 0; });
+  CAIRN_ASSIGN_OR_RETURN(uint32_t count, layout_.PartCount(size_));
+  std::vector<uint64_t> hashes;
+  hashes.reserve(count);
+  for (uint32_t i = 0; i < count; ++i) {
+    const Part& part = parts_[i];
+    // Every part but the last is whole; the last is hashed as cut at the end of the file.
+    if (i + 1 < count && part.HashCurrent()) {
+      hashes.push_back(part.hash);
+      continue;
+    }
+    const uint64_t begin = layout_.Offset(i);
+    const uint64_t end = std::min(begin + layout_.Size(i), size_);
+    CAIRN_ASSIGN_OR_RETURN(uint64_t hash, HashSpool(begin, end - begin));
+    ++stats_.parts_hashed_at_seal;
+    hashes.push_back(hash);
+  }
+  digest_ = CombinePartHashes(hashes);
+  return Status::Ok();
+}
+
+Status WriteSession::CheckDigest(uint32_t count, std::span<const char> tail) {
+  std::vector<uint64_t> hashes;
+  hashes.reserve(count);
+  for (uint32_t i = 0; i + 1 < count; ++i) hashes.push_back(parts_[i].sent_hash);
+  if (count > 0) hashes.push_back(PartHash(tail));
+  if (CombinePartHashes(hashes) == *digest_) return Status::Ok();
+  return CorruptionError("the spool file " + spool_path_ + " of '" + key_ +
+                         "' no longer holds the bytes that were written (digest mismatch): "
+                         "not uploaded");
+}
+
+std::optional<uint64_t> WriteSession::digest() const {
+  MutexLock lock(&mu_);
+  return digest_;
+}
+
+bool WriteSession::spool_damaged() const {
+  MutexLock lock(&mu_);
+  return spool_damaged_;
 }
 
 void WriteSession::Pump() {
@@ -277,6 +384,7 @@ void WriteSession::Upload(uint32_t index, uint64_t generation, bool early) {
     stats_.parts_resent += part.sent ? 1 : 0;
     part.sent = true;
     part.sent_generation = generation;
+    if (options_.digest || options_.expected_digest) part.sent_hash = PartHash(buffer);
     ++stats_.parts_sent;
     stats_.parts_sent_early += early ? 1 : 0;
     stats_.bytes_sent += buffer.size();
@@ -297,7 +405,8 @@ void WriteSession::Upload(uint32_t index, uint64_t generation, bool early) {
 }
 
 void WriteSession::WaitForUploads() {
-  uploads_done_.Wait(&mu_, [&]() REQUIRES(mu_) { return in_flight_ == 0 && queued_.empty(); });
+  uploads_done_.Wait(
+      &mu_, [&]() REQUIRES(mu_) { return in_flight_ == 0 && queued_.empty() && hashing_ == 0; });
 }
 
 Status WriteSession::ReadSpool(uint64_t offset, std::span<char> out) const {
@@ -372,6 +481,15 @@ StatusOr<ufs::ObjectInfo> WriteSession::CommitLocked(std::vector<std::string>* e
   const uint64_t tail_start = count == 0 ? 0 : layout_.Offset(count - 1);
   std::vector<char> tail(size_ - tail_start);
   CAIRN_RETURN_IF_ERROR(ReadSpool(tail_start, tail));
+  if (digest_) {
+    Status intact = CheckDigest(count, tail);
+    if (!intact.ok()) {
+      spool_damaged_ = true;
+      Status aborted = AbortLocked(ended);
+      if (!aborted.ok()) spdlog::warn("write of '{}': {}", key_, aborted.ToString());
+      return intact;
+    }
+  }
   CAIRN_ASSIGN_OR_RETURN(ufs::ObjectInfo info, writer_->Commit(size_, tail));
   committed_ = true;
   if (!reported_token_.empty()) ended->push_back(std::exchange(reported_token_, ""));

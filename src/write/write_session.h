@@ -30,6 +30,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <span>
 #include <string>
@@ -70,17 +71,38 @@ struct WriteSessionOptions {
   // upload thread or the caller's; may block (the worker journals them). Either may be empty.
   std::function<void(const std::string& token)> on_upload_begun;
   std::function<void(const std::string& token)> on_upload_ended;
+  // Keep a digest of the file as written (SpoolDigest below), made at Seal, and refuse to
+  // commit bytes read back from the spool that do not match it: a spool file damaged on disk
+  // after its fdatasync is never uploaded (write-back, whose files wait on disk). Each part is
+  // hashed in the background once wholly written (read back while it is in the page cache), so
+  // Seal hashes only the last part and parts written again since.
+  bool digest = false;
+  // Where the background hashes run (not owned; outlives the session). Null: Seal hashes every
+  // part itself.
+  ThreadPool* hash_pool = nullptr;
+  // For Adopt: the digest Seal made before the restart (a journal's record). Commit refuses to
+  // upload bytes that do not match it. Requires `part_size` to be the one the digest was made
+  // with.
+  std::optional<uint64_t> expected_digest;
 };
 
 struct WriteSessionStats {
-  uint64_t parts_sent = 0;        // Full parts stored by the source (early or at Commit).
-  uint64_t parts_sent_early = 0;  // Of those, sent before Commit.
-  uint64_t parts_resent = 0;      // Sent again because they were written after going up.
-  uint64_t bytes_sent = 0;        // Bytes of those parts.
-  uint64_t upload_failures = 0;   // Part uploads that failed (sent again at Commit).
-  uint64_t writer_restarts = 0;   // Uploads started over because the file shrank.
-  uint64_t write_behinds = 0;     // Disk writes of the spool started early (write_behind_bytes).
+  uint64_t parts_sent = 0;          // Full parts stored by the source (early or at Commit).
+  uint64_t parts_sent_early = 0;    // Of those, sent before Commit.
+  uint64_t parts_resent = 0;        // Sent again because they were written after going up.
+  uint64_t bytes_sent = 0;          // Bytes of those parts.
+  uint64_t upload_failures = 0;     // Part uploads that failed (sent again at Commit).
+  uint64_t writer_restarts = 0;     // Uploads started over because the file shrank.
+  uint64_t write_behinds = 0;       // Disk writes of the spool started early (write_behind_bytes).
+  uint64_t parts_hashed_early = 0;  // Parts hashed in the background for the digest.
+  uint64_t parts_hashed_at_seal = 0;  // Parts (or the last, short part) hashed by Seal itself.
 };
+
+// The digest of a file of `size` bytes under a part layout: XXH3-64 of the sequence of its part
+// hashes (little-endian u64s), part i's hash being PartHash of its bytes (the last part cut at
+// the end of the file). Independent of the order in which parts are hashed or uploaded.
+uint64_t PartHash(std::span<const char> part);
+uint64_t CombinePartHashes(const std::vector<uint64_t>& part_hashes);
 
 class WriteSession {
  public:
@@ -121,12 +143,21 @@ class WriteSession {
 
   // Refuses writes from now on and makes the spool file durable (fdatasync): after it returns
   // OK, the file survives a crash of the process or the machine (write-back's close). Early
-  // uploads carry on. IoError if the disk cannot sync; idempotent.
+  // uploads carry on. With options.digest, also makes the digest (digest()). IoError if the
+  // disk cannot sync or the spool cannot be read back; idempotent.
   Status Seal() EXCLUDES(mu_);
+  // The digest of the file as written (options.digest, after Seal) or as expected (Adopt's
+  // options.expected_digest); nullopt otherwise.
+  std::optional<uint64_t> digest() const EXCLUDES(mu_);
+  uint64_t part_size() const { return layout_.base(); }
 
   // Sends every part not yet in the source and commits the object (see above). Returns the new
-  // object's info. The errors of ObjectWriter::Commit, or the first failed upload's.
+  // object's info. The errors of ObjectWriter::Commit, or the first failed upload's. With a
+  // digest, Corruption when the bytes read back from the spool for the upload are not the ones
+  // the digest was made of: nothing is committed, the upload is aborted, and spool_damaged()
+  // says so (retrying cannot help: the spool file is kept for an operator, or dropped).
   StatusOr<ufs::ObjectInfo> Commit() EXCLUDES(mu_);
+  bool spool_damaged() const EXCLUDES(mu_);
   // Discards the write. Idempotent; FailedPrecondition after a successful Commit.
   Status Abort() EXCLUDES(mu_);
   // Replaces the condition Commit checks (options.condition until then): the worker's other
@@ -147,7 +178,15 @@ class WriteSession {
     bool sent = false;        // The source holds the part as of sent_generation.
     uint64_t sent_generation = 0;
     bool sending = false;
+    uint64_t sent_hash = 0;  // PartHash of the bytes sent (valid while UpToDate).
+    // The digest's hash of the part as written (options.digest), valid while hashed_generation
+    // is the generation.
+    bool hashed = false;
+    bool hashing = false;
+    uint64_t hashed_generation = 0;
+    uint64_t hash = 0;
     bool UpToDate() const { return sent && sent_generation == generation; }
+    bool HashCurrent() const { return hashed && hashed_generation == generation; }
   };
 
   WriteSession(std::shared_ptr<ufs::UnderStorage> ufs, std::string key, std::string spool_path,
@@ -162,6 +201,14 @@ class WriteSession {
   void Upload(uint32_t index, uint64_t generation, bool early) EXCLUDES(mu_);
   // Waits until no upload is in flight and none is queued.
   void WaitForUploads() REQUIRES(mu_);
+  // Runs on the upload pool: the digest's hash of wholly written part `index`.
+  void HashPart(uint32_t index, uint64_t generation) EXCLUDES(mu_);
+  // PartHash of bytes [offset, offset + length) of the spool, read in bounded pieces.
+  StatusOr<uint64_t> HashSpool(uint64_t offset, uint64_t length) const;
+  // Seal's part of the digest: waits for background hashes, hashes what they did not cover.
+  Status MakeDigest() REQUIRES(mu_);
+  // Commit's check of the sent parts and the tail against the digest.
+  Status CheckDigest(uint32_t count, std::span<const char> tail) REQUIRES(mu_);
   Status ReadSpool(uint64_t offset, std::span<char> out) const;
   Status CheckOpen() const REQUIRES(mu_);
   // Counts `written` bytes; past options_.write_behind_bytes, starts the spool's disk write.
@@ -193,6 +240,9 @@ class WriteSession {
   WrittenRanges written_ GUARDED_BY(mu_);
   uint64_t size_ GUARDED_BY(mu_) = 0;
   int in_flight_ GUARDED_BY(mu_) = 0;
+  int hashing_ GUARDED_BY(mu_) = 0;  // HashPart tasks on the pool.
+  std::optional<uint64_t> digest_ GUARDED_BY(mu_);
+  bool spool_damaged_ GUARDED_BY(mu_) = false;
   Status first_upload_error_ GUARDED_BY(mu_);
   bool closing_ GUARDED_BY(mu_) = false;  // Commit or Abort started: no more writes.
   bool committed_ GUARDED_BY(mu_) = false;

@@ -2,8 +2,10 @@
 // fail uploads, and hold them in flight.
 #include "write/write_session.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <thread>
 
@@ -121,6 +123,132 @@ TEST_F(WriteSessionTest, TheSpoolIsWrittenBehindEveryWriteBehindBytes) {
   ASSERT_NE(plain, nullptr);
   WriteSequentially(*plain, content, kPart / 4);
   EXPECT_EQ(plain->stats().write_behinds, 0u);
+}
+
+// The digest a file of `content` has under kPart parts.
+uint64_t DigestOf(const std::string& content) {
+  std::vector<uint64_t> hashes;
+  for (uint64_t at = 0; at < content.size(); at += kPart) {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(kPart, content.size() - at));
+    hashes.push_back(PartHash(Span(content).subspan(at, n)));
+  }
+  return CombinePartHashes(hashes);
+}
+
+// Changes one byte of a spool file behind the session's back, as a failing disk would.
+void Damage(const std::string& spool_path, uint64_t offset) {
+  const int fd = ::open(spool_path.c_str(), O_RDWR);
+  ASSERT_GE(fd, 0);
+  char c = 0;
+  ASSERT_EQ(::pread(fd, &c, 1, static_cast<off_t>(offset)), 1);
+  c = static_cast<char>(c ^ 0x5a);
+  ASSERT_EQ(::pwrite(fd, &c, 1, static_cast<off_t>(offset)), 1);
+  ::close(fd);
+}
+
+class SpoolDigestTest : public WriteSessionTest {
+ protected:
+  WriteSessionOptions BackOptions() {
+    WriteSessionOptions options;
+    options.upload_early = false;
+    options.digest = true;
+    options.hash_pool = &hash_pool_;
+    return options;
+  }
+  ThreadPool hash_pool_{2, "hashes"};
+};
+
+// Each whole part is hashed in the background as it is completed; Seal hashes only the last
+// part and the parts written again since. The digest is of the file's bytes, in any write order.
+TEST_F(SpoolDigestTest, TheDigestIsMadeWhileWritingAndIsTheFilesWhateverTheWriteOrder) {
+  const std::string content = Pattern(5 * kPart + 1234, 4);
+  auto s = Open("ckpt/digest.pt", BackOptions());
+  ASSERT_NE(s, nullptr);
+  WriteSequentially(*s, content, 10000);
+  ASSERT_TRUE(s->Seal().ok());
+  ASSERT_TRUE(s->digest().has_value());
+  EXPECT_EQ(*s->digest(), DigestOf(content));
+  EXPECT_EQ(s->stats().parts_hashed_early, 5u);
+  EXPECT_EQ(s->stats().parts_hashed_at_seal, 1u);
+  auto info = s->Commit();
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  EXPECT_EQ(Stored("ckpt/digest.pt"), content);
+
+  // Backwards, and the first part patched after it was whole (a zip writer's header).
+  std::string patched = Pattern(3 * kPart + 10, 5);
+  auto r = Open("ckpt/patched.pt", BackOptions());
+  ASSERT_NE(r, nullptr);
+  for (int64_t off = static_cast<int64_t>(patched.size()) - 4096; off > -4096; off -= 4096) {
+    const uint64_t at = static_cast<uint64_t>(std::max<int64_t>(off, 0));
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(4096, patched.size() - at));
+    ASSERT_TRUE(r->Write(at, Span(patched).subspan(at, n)).ok());
+  }
+  patched.replace(100, 6, "header");
+  ASSERT_TRUE(r->Write(100, Span(std::string("header"))).ok());
+  ASSERT_TRUE(r->Seal().ok());
+  EXPECT_EQ(*r->digest(), DigestOf(patched));
+  EXPECT_GE(r->stats().parts_hashed_at_seal, 2u);  // The last part, and part 0 again.
+  ASSERT_TRUE(r->Commit().ok());
+  EXPECT_EQ(Stored("ckpt/patched.pt"), patched);
+
+  auto empty = Open("ckpt/empty.pt", BackOptions());
+  ASSERT_NE(empty, nullptr);
+  ASSERT_TRUE(empty->Seal().ok());
+  EXPECT_EQ(*empty->digest(), CombinePartHashes({}));
+  ASSERT_TRUE(empty->Commit().ok());
+}
+
+// A spool file damaged after Seal (a failing disk) is never uploaded: Commit says Corruption,
+// aborts the upload, and nothing appears under the key. Whole parts and the last part alike.
+TEST_F(SpoolDigestTest, ADamagedSpoolFileIsNeverUploaded) {
+  for (uint64_t damaged_at : {kPart + 7, 3 * kPart + 100}) {
+    const std::string key = "ckpt/damaged-" + std::to_string(damaged_at);
+    const std::string content = Pattern(3 * kPart + 500, 6);
+    auto s = Open(key, BackOptions());
+    ASSERT_NE(s, nullptr);
+    WriteSequentially(*s, content, 8192);
+    ASSERT_TRUE(s->Seal().ok());
+    s->KeepSpoolFile();
+    Damage(s->spool_path(), damaged_at);
+    auto info = s->Commit();
+    EXPECT_EQ(info.status().code(), StatusCode::kCorruption) << damaged_at;
+    EXPECT_TRUE(s->spool_damaged());
+    EXPECT_EQ(Stored(key), "<absent>");
+    EXPECT_EQ(memory_->OpenUploads(), 0u);
+    EXPECT_EQ(s->Commit().status().code(), StatusCode::kFailedPrecondition);  // Aborted.
+    ::unlink(s->spool_path().c_str());
+  }
+}
+
+// After a restart the journal's digest is what the adopted spool file is checked against.
+TEST_F(SpoolDigestTest, AnAdoptedSpoolFileIsCheckedAgainstTheJournalsDigest) {
+  const std::string content = Pattern(2 * kPart + 77, 7);
+  for (bool damage : {false, true}) {
+    const std::string key = damage ? "ckpt/adopted-bad.pt" : "ckpt/adopted.pt";
+    auto s = Open(key, BackOptions());
+    ASSERT_NE(s, nullptr);
+    WriteSequentially(*s, content, 8192);
+    ASSERT_TRUE(s->Seal().ok());
+    const uint64_t digest = *s->digest();
+    const std::string spool = s->spool_path();
+    s->KeepSpoolFile();
+    s.reset();  // The process died after the journal recorded the file.
+    if (damage) Damage(spool, 5);
+    WriteSessionOptions options;
+    options.part_size = kPart;
+    options.upload_early = false;
+    options.expected_digest = digest;
+    auto adopted = WriteSession::Adopt(gated_, key, spool, content.size(), options, &pool_);
+    ASSERT_TRUE(adopted.ok()) << adopted.status().ToString();
+    auto info = (*adopted)->Commit();
+    if (damage) {
+      EXPECT_EQ(info.status().code(), StatusCode::kCorruption);
+      EXPECT_EQ(Stored(key), "<absent>");
+    } else {
+      ASSERT_TRUE(info.ok()) << info.status().ToString();
+      EXPECT_EQ(Stored(key), content);
+    }
+  }
 }
 
 TEST_F(WriteSessionTest, RandomOffsetsAndAHeaderPatchedAtTheEnd) {
