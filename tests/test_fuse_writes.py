@@ -48,7 +48,7 @@ def test_a_file_written_through_the_mount_is_in_the_source_whole_at_close(rw):
 def _save_shards(folder, count):
     """Writes `count` new files as a sharded checkpoint does: open(O_CREAT|O_TRUNC), write,
     close; returns their contents."""
-    os.makedirs(folder)
+    os.makedirs(folder, exist_ok=True)
     shards = [random.Random(i).randbytes(4096 + i) for i in range(count)]
     for i, data in enumerate(shards):
         with open(os.path.join(folder, f"shard-{i:03d}.pt"), "wb") as f:
@@ -58,19 +58,42 @@ def _save_shards(folder, count):
 
 def test_a_new_file_is_created_on_the_strength_of_the_kernels_lookup(rw):
     """The kernel looks a name up before it creates it; the worker takes that lookup's "no such
-    file" instead of asking the source again (protocol v10 SEEN_ABSENT)."""
+    file" instead of asking the source again (protocol v10 SEEN_ABSENT) when the lookup asked
+    the source (here: the first file of each new folder, whose listing it fetched; later names
+    in a folder are answered from the listing this client keeps up to date, and the worker
+    asks the source itself)."""
     mnt, src = rw
     up = _RW_PROCESS["up"]
     before = up.metric("cairn_worker_write_opens_seen_absent_total")
-    shards = _save_shards(os.path.join(mnt, "sharded"), 5)
+    shards = []
+    for i in range(5):
+        shards += _save_shards(os.path.join(mnt, "sharded", f"rank-{i}"), 1)
     assert up.metric("cairn_worker_write_opens_seen_absent_total") == before + 5
     for i, data in enumerate(shards):
-        assert (src / "sharded" / f"shard-{i:03d}.pt").read_bytes() == data
+        assert (src / "sharded" / f"rank-{i}" / "shard-000.pt").read_bytes() == data
     # A create over an existing name still asks (the lookup found the file).
-    with open(os.path.join(mnt, "sharded", "shard-000.pt"), "wb") as f:
+    with open(os.path.join(mnt, "sharded", "rank-0", "shard-000.pt"), "wb") as f:
         f.write(b"again")
     assert up.metric("cairn_worker_write_opens_seen_absent_total") == before + 5
-    assert (src / "sharded" / "shard-000.pt").read_bytes() == b"again"
+    assert (src / "sharded" / "rank-0" / "shard-000.pt").read_bytes() == b"again"
+
+
+def test_many_files_written_into_one_folder_all_show(rw):
+    """Each commit updates this client's cached listing of the folder instead of dropping it:
+    every file shows in the listing and stats with its size, and reads back."""
+    mnt, src = rw
+    folder = os.path.join(mnt, "many")
+    shards = _save_shards(folder, 30)
+    names = sorted(os.listdir(folder))
+    assert names == [f"shard-{i:03d}.pt" for i in range(30)]
+    for i, data in enumerate(shards):
+        path = os.path.join(folder, f"shard-{i:03d}.pt")
+        assert os.stat(path).st_size == len(data)
+        assert read_file(path) == data
+        assert (src / "many" / f"shard-{i:03d}.pt").read_bytes() == data
+    os.unlink(os.path.join(folder, "shard-007.pt"))
+    assert "shard-007.pt" not in os.listdir(folder)
+    assert len(os.listdir(folder)) == 29
 
 
 def test_a_closed_file_reads_back_from_the_cache_without_a_source_read(rw):

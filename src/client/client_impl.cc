@@ -447,6 +447,30 @@ void ClientImpl::ForgetWritten(const std::string& path) {
   metadata_.Invalidate(path);  // Also drops the parent's cached listing pages.
 }
 
+std::optional<int64_t> ClientImpl::SourceListingTtl(const std::string& path) {
+  std::shared_ptr<const mount::MountTable> mounts = Mounts();
+  StatusOr<mount::Resolved> r = mounts->Resolve(path);
+  if (!r.ok() || r->mount == nullptr || r->key.empty()) return std::nullopt;
+  // A write-back mount's listings miss files pending at other owners, and a worker's listing
+  // is filtered by the caller's grants: both are dropped rather than patched.
+  if (r->mount->spec.write_back || MetadataViaWorkers(*r->mount)) return std::nullopt;
+  return r->mount->spec.metadata_ttl.count();
+}
+
+void ClientImpl::NoteCommitted(const std::string& path, const FileInfo& info) {
+  // A version is what this client's own stat would now find (write-through: the object in the
+  // source); a write-back close has none yet.
+  std::optional<int64_t> ttl_us = SourceListingTtl(path);
+  if (!ttl_us || info.version.empty()) return ForgetWritten(path);
+  metadata_.NoteCommitted(path, info, *ttl_us);
+}
+
+void ClientImpl::NoteRemoved(const std::string& path) {
+  std::optional<int64_t> ttl_us = SourceListingTtl(path);
+  if (!ttl_us) return ForgetWritten(path);
+  metadata_.NoteRemoved(path, *ttl_us);
+}
+
 bool ClientImpl::Writable(std::string_view raw_path) {
   StatusOr<std::string> path = mount::NormalizePath(raw_path);
   if (!path.ok()) return false;
@@ -476,8 +500,10 @@ StatusOr<std::unique_ptr<FileWriter>> ClientImpl::OpenForWrite(std::string_view 
   CAIRN_ASSIGN_OR_RETURN(OwnerReply opened, AskOwners(path, request));
   FileWriterOptions wo;
   wo.commit_timeout = options_.write_commit_timeout;
-  wo.on_commit = [this](const std::string& p) { ForgetWritten(p); };
-  if (options.truncate) ForgetWritten(path);
+  wo.on_commit = [this](const std::string& p, const FileInfo& info) { NoteCommitted(p, info); };
+  // What is cached of the path itself is stale now; the parent's listing is not (the source
+  // holds what it held until the commit).
+  if (options.truncate) metadata_.Forget(path);
   return std::unique_ptr<FileWriter>(new RemoteFileWriter(
       std::move(opened.channel), path, opened.reply.handle, opened.reply.size, std::move(wo)));
 }
@@ -511,7 +537,11 @@ Status ClientImpl::Remove(std::string_view raw_path) {
   request.deadline_ms = static_cast<uint32_t>(options_.worker_timeout.count());
   request.path = path;
   Status removed = AskOwners(path, request).status();
-  if (removed.code() != StatusCode::kUnavailable) ForgetWritten(path);
+  if (removed.ok()) {
+    NoteRemoved(path);
+  } else if (removed.code() != StatusCode::kUnavailable) {
+    ForgetWritten(path);
+  }
   return removed;
 }
 

@@ -73,6 +73,14 @@ class ClientImpl : public Client {
   StatusOr<OwnerReply> AskOwners(const std::string& path, const protocol::WriteRequest& request);
   // Drops the cached metadata of a path written or removed, and its parent's listing.
   void ForgetWritten(const std::string& path);
+  // After this client's own commit or remove of a file: its metadata is what the source now
+  // holds (MetadataCache::NoteCommitted / NoteRemoved) where listings come from the source,
+  // else forgotten as ForgetWritten does.
+  void NoteCommitted(const std::string& path, const FileInfo& info);
+  void NoteRemoved(const std::string& path);
+  // The metadata TTL (us) of the mount of `path` when its listings come straight from the source
+  // (patched after writes); nullopt otherwise.
+  std::optional<int64_t> SourceListingTtl(const std::string& path);
   StatusOr<ObjectRef> ObjectRefFor(const std::string& path, FileInfo info);
   CacheOpsContext OpsContext();
   // Answers a stat miss from the parent directory's listing pages (one LIST per 1,000 names

@@ -48,7 +48,8 @@ class ClientWriteTest : public ::testing::TestWithParam<bool> {
     } else {
       co.local_channel = worker_->local_channel();
     }
-    auto mounts = mount::MountTable::CreateWith({lake_, frozen_spec_}, {memory_, frozen_});
+    client_source_ = std::make_shared<ufs::CountingUnderStorage>(memory_);
+    auto mounts = mount::MountTable::CreateWith({lake_, frozen_spec_}, {client_source_, frozen_});
     ASSERT_TRUE(mounts.ok());
     auto fetcher = MakePageFetcher(co);
     ASSERT_TRUE(fetcher.ok());
@@ -73,6 +74,7 @@ class ClientWriteTest : public ::testing::TestWithParam<bool> {
   std::shared_ptr<ufs::MemoryUnderStorage> memory_;
   std::shared_ptr<ufs::MemoryUnderStorage> frozen_;
   std::shared_ptr<ufs::CountingUnderStorage> worker_source_;  // memory_ as the worker sees it.
+  std::shared_ptr<ufs::CountingUnderStorage> client_source_;  // memory_ as the client sees it.
   MountSpec lake_;
   MountSpec frozen_spec_;
   std::unique_ptr<worker::Worker> worker_;
@@ -238,14 +240,53 @@ TEST_P(ClientWriteTest, ACreateRightAfterALookupThatFoundNothingSparesTheWorkers
   ASSERT_TRUE((*writer)->Close().ok());
 
   // The lookup was right when made, but the object appeared before the create: the commit
-  // fails rather than replace an object the writer never saw.
-  ASSERT_EQ(client_->Stat("/lake/ckpt/shard-2.pt").status().code(), StatusCode::kNotFound);
-  memory_->Put("ckpt/shard-2.pt", "theirs");
-  writer = client_->OpenForWrite("/lake/ckpt/shard-2.pt", create);
+  // fails rather than replace an object the writer never saw. (A folder whose listing this
+  // client has not cached: in ckpt/ the lookup is answered from the cached listing, which is
+  // not a fresh look at the source, and the worker asks itself.)
+  ASSERT_EQ(client_->Stat("/lake/other/shard-2.pt").status().code(), StatusCode::kNotFound);
+  memory_->Put("other/shard-2.pt", "theirs");
+  writer = client_->OpenForWrite("/lake/other/shard-2.pt", create);
   ASSERT_TRUE(writer.ok()) << writer.status().ToString();
   ASSERT_TRUE((*writer)->Write(0, std::string_view("mine")).ok());
   EXPECT_EQ((*writer)->Close().status().code(), StatusCode::kAlreadyExists);
-  EXPECT_EQ(testing::ObjectContent(*memory_, "ckpt/shard-2.pt"), "theirs");
+  EXPECT_EQ(testing::ObjectContent(*memory_, "other/shard-2.pt"), "theirs");
+}
+
+// Files written one after another into one folder, each looked up first (as the kernel does
+// before a create): the folder is listed once, not again after each commit; the client's own
+// listing and stats show every file as committed.
+TEST_P(ClientWriteTest, WritingManyFilesIntoAFolderListsItOnce) {
+  WriteOptions create;
+  create.truncate = true;
+  client_source_->Reset();
+  std::vector<std::string> contents;
+  for (int i = 0; i < 20; ++i) {
+    const std::string path = "/lake/out/part-" + std::to_string(100 + i);
+    ASSERT_EQ(client_->Stat(path).status().code(), StatusCode::kNotFound) << path;
+    contents.push_back(testing::RandomBytes(1000 + i, i));
+    auto writer = client_->OpenForWrite(path, create);
+    ASSERT_TRUE(writer.ok()) << writer.status().ToString();
+    ASSERT_TRUE((*writer)->Write(0, std::string_view(contents.back())).ok());
+    ASSERT_TRUE((*writer)->Close().ok());
+  }
+  EXPECT_EQ(client_source_->counts().lists, 1u);
+  // ListDir stats the folder first: one LIST of its parent. Its own listing is the cached one.
+  auto page = client_->ListDir("/lake/out", "", 1000);
+  ASSERT_TRUE(page.ok()) << page.status().ToString();
+  ASSERT_EQ(page->entries.size(), 20u);
+  for (int i = 0; i < 20; ++i) {
+    const std::string path = "/lake/out/part-" + std::to_string(100 + i);
+    EXPECT_EQ(page->entries[i].size, contents[i].size());
+    EXPECT_EQ(ReadAll(path), contents[i]) << path;
+  }
+  // A removed file leaves the listing at once, for this client.
+  ASSERT_TRUE(client_->Remove("/lake/out/part-100").ok());
+  EXPECT_EQ(client_->Stat("/lake/out/part-100").status().code(), StatusCode::kNotFound);
+  page = client_->ListDir("/lake/out", "", 1000);
+  ASSERT_TRUE(page.ok());
+  EXPECT_EQ(page->entries.size(), 19u);
+  EXPECT_EQ(client_source_->counts().lists, 2u);
+  EXPECT_EQ(client_source_->counts().stats, 0u);
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, ClientWriteTest, ::testing::Values(false, true),

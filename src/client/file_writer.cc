@@ -235,13 +235,13 @@ StatusOr<FileInfo> RemoteFileWriter::Commit(bool close) {
     if (close) closed_ = true;
     size_ = reply->size;
   }
-  if (options_.on_commit) options_.on_commit(path_);
   FileInfo info;
   const size_t slash = path_.rfind('/');
   info.name = path_.substr(slash + 1);
   info.size = reply->size;
   info.version = reply->version;
   info.mtime_ns = reply->mtime_ns;
+  if (options_.on_commit) options_.on_commit(path_, info);
   return info;
 }
 

@@ -34,8 +34,9 @@ struct FileWriterOptions {
   int max_attempts = 3;
   // How long Sync and Close may take: they upload what is left of the file to the source.
   std::chrono::milliseconds commit_timeout{15 * 60 * 1000};
-  // Runs after a successful Sync or Close (the client drops its cached metadata of the path).
-  std::function<void(const std::string& path)> on_commit;
+  // Runs after a successful Sync or Close with what the worker replied (the client updates its
+  // cached metadata of the path).
+  std::function<void(const std::string& path, const FileInfo& info)> on_commit;
 };
 
 class RemoteFileWriter : public FileWriter {

@@ -1,6 +1,7 @@
 #include "client/metadata_cache.h"
 
 #include <algorithm>
+#include <utility>
 
 namespace cairn::client {
 namespace {
@@ -105,6 +106,106 @@ void MetadataCache::Invalidate(std::string_view path) {
       ++it;
     }
   }
+}
+
+namespace {
+
+// The folder holding `path` ("/" for a top-level name) and the name in it; an empty parent
+// for "/" itself.
+std::pair<std::string, std::string> SplitParent(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  if (path == "/" || slash == std::string::npos) return {"", path};
+  return {slash == 0 ? "/" : path.substr(0, slash), path.substr(slash + 1)};
+}
+
+}  // namespace
+
+void MetadataCache::DropAtOrBelow(std::string_view path) {
+  for (auto it = entries_.begin(); it != entries_.end();) {
+    if (IsAtOrBelow(it->first, path)) {
+      order_.erase(it->second.order);
+      it = entries_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+void MetadataCache::DropListings(const std::string& dir) {
+  for (auto it = entries_.begin(); it != entries_.end();) {
+    const bool listing = it->second.list.has_value() &&
+                         std::string_view(it->first).substr(0, it->first.find('\0')) == dir;
+    if (listing) {
+      order_.erase(it->second.order);
+      it = entries_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+bool MetadataCache::PatchParentListing(const std::string& parent, const std::string& name,
+                                       const FileInfo* info) {
+  const int64_t now = clock_->NowMicros();
+  std::string token;
+  // Each page holds the names after the previous page's last, up to its own last; the last page
+  // holds everything after. Follow the chain from the first page to the one for `name`.
+  for (size_t walked = 0; walked <= entries_.size(); ++walked) {
+    auto it = entries_.find(ListKey(parent, token));
+    if (it == entries_.end() || !it->second.list || it->second.expires_us <= now) return false;
+    DirPage& page = *it->second.list;
+    if (!page.next_token.empty() && (page.entries.empty() || page.entries.back().name < name)) {
+      token = page.next_token;
+      continue;
+    }
+    auto pos = std::lower_bound(page.entries.begin(), page.entries.end(), name,
+                                [](const FileInfo& e, const std::string& n) { return e.name < n; });
+    const bool there = pos != page.entries.end() && pos->name == name;
+    if (there && pos->is_dir) return false;
+    if (info == nullptr) {
+      if (there) page.entries.erase(pos);
+    } else if (there) {
+      *pos = *info;
+    } else {
+      page.entries.insert(pos, *info);
+    }
+    return true;
+  }
+  return false;  // A cycle of tokens: not a listing to trust.
+}
+
+void MetadataCache::Forget(std::string_view path) {
+  MutexLock l(&mu_);
+  DropAtOrBelow(path);
+}
+
+void MetadataCache::NoteCommitted(const std::string& path, const FileInfo& info, int64_t ttl_us) {
+  auto [parent, name] = SplitParent(path);
+  FileInfo entry = info;
+  entry.name = name;
+  entry.is_dir = false;
+  MutexLock l(&mu_);
+  DropAtOrBelow(path);
+  if (parent.empty()) return;
+  if (!PatchParentListing(parent, name, &entry)) DropListings(parent);
+  if (ttl_us <= 0) return;
+  Entry e;
+  e.expires_us = clock_->NowMicros() + ttl_us;
+  e.stat = entry;
+  Insert(path, std::move(e));
+}
+
+void MetadataCache::NoteRemoved(const std::string& path, int64_t ttl_us) {
+  auto [parent, name] = SplitParent(path);
+  MutexLock l(&mu_);
+  DropAtOrBelow(path);
+  if (parent.empty()) return;
+  if (!PatchParentListing(parent, name, nullptr)) DropListings(parent);
+  if (ttl_us <= 0) return;
+  Entry e;
+  e.expires_us = clock_->NowMicros() + ttl_us;
+  e.stat = StatusOr<FileInfo>(NotFoundError("no such file or directory: " + path));
+  Insert(path, std::move(e));
 }
 
 std::shared_ptr<const MetadataSeed> MetadataCache::Export(size_t max_items) {

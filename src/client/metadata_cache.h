@@ -55,6 +55,17 @@ class MetadataCache {
 
   // Drops everything at `path` and below it, and the listing pages of its parent folder.
   void Invalidate(std::string_view path) EXCLUDES(mu_);
+  // Drops everything at `path` and below it (not the parent's listing pages).
+  void Forget(std::string_view path) EXCLUDES(mu_);
+  // A file this client has just committed to the source: its stat becomes `info` (kDerived),
+  // and the parent's cached listing pages show it, inserted into (or replaced in) the page whose
+  // range holds its name, so that writing many files into one folder does not list the folder
+  // again after each. Where the parent's pages up to that one are not all cached, or a
+  // directory holds the name, the parent's pages are dropped instead (as Invalidate does).
+  void NoteCommitted(const std::string& path, const FileInfo& info, int64_t ttl_us) EXCLUDES(mu_);
+  // A file this client has just removed: as NoteCommitted, the name taken out of the listing
+  // and its stat NotFound (kDerived).
+  void NoteRemoved(const std::string& path, int64_t ttl_us) EXCLUDES(mu_);
 
   // The newest `max_items` entries that have not expired, oldest first.
   std::shared_ptr<const MetadataSeed> Export(size_t max_items) EXCLUDES(mu_);
@@ -70,6 +81,13 @@ class MetadataCache {
     std::list<std::string>::iterator order;
   };
   void Insert(const std::string& key, Entry entry) REQUIRES(mu_);
+  // Drops the entries at `path` and below it.
+  void DropAtOrBelow(std::string_view path) REQUIRES(mu_);
+  // NoteCommitted's and NoteRemoved's change to the parent's listing (`info` null: remove).
+  // False when it could not be made (the parent's pages must then go).
+  bool PatchParentListing(const std::string& parent, const std::string& name, const FileInfo* info)
+      REQUIRES(mu_);
+  void DropListings(const std::string& dir) REQUIRES(mu_);
 
   Clock* clock_;
   size_t max_entries_;

@@ -49,6 +49,72 @@ TEST(MetadataCacheTest, FreshlyAbsentOnlyForARecentAskedNotFound) {
   EXPECT_FALSE(cache.FreshlyAbsent("/m/new", window));
 }
 
+FileInfo Named(const std::string& name, uint64_t size = 1, bool dir = false) {
+  FileInfo info;
+  info.name = name;
+  info.size = size;
+  info.is_dir = dir;
+  info.version = "v" + std::to_string(size);
+  return info;
+}
+
+std::vector<std::string> Names(const std::optional<DirPage>& page) {
+  std::vector<std::string> out;
+  if (page) {
+    for (const FileInfo& e : page->entries) out.push_back(e.name);
+  }
+  return out;
+}
+
+// A file this client committed goes into the cached page of its parent that holds its name's
+// place (or replaces its entry there); a removed one leaves it. Its own stat is the new state.
+TEST(MetadataCacheTest, CommitsAndRemovesPatchTheParentsCachedListing) {
+  FakeClock clock;
+  MetadataCache cache(&clock, 100);
+  const int64_t ttl = 60'000'000;
+  cache.PutList("/m/d", "", DirPage{{Named("a"), Named("c")}, "t2"}, ttl);
+  cache.PutList("/m/d", "t2", DirPage{{Named("e"), Named("g")}, ""}, ttl);
+  cache.NoteCommitted("/m/d/b", Named("ignored", 5), ttl);
+  cache.NoteCommitted("/m/d/f", Named("f", 6), ttl);
+  cache.NoteCommitted("/m/d/z", Named("z", 7), ttl);
+  cache.NoteCommitted("/m/d/c", Named("c", 8), ttl);  // Replaced.
+  EXPECT_EQ(Names(cache.GetList("/m/d", "")), (std::vector<std::string>{"a", "b", "c"}));
+  EXPECT_EQ(Names(cache.GetList("/m/d", "t2")), (std::vector<std::string>{"e", "f", "g", "z"}));
+  EXPECT_EQ(cache.GetList("/m/d", "")->entries[2].size, 8u);
+  ASSERT_TRUE(cache.GetStat("/m/d/b").has_value());
+  EXPECT_EQ(cache.GetStat("/m/d/b")->value().size, 5u);
+  EXPECT_EQ(cache.GetStat("/m/d/b")->value().name, "b");
+  EXPECT_FALSE(cache.FreshlyAbsent("/m/d/b", ttl));
+
+  cache.NoteRemoved("/m/d/e", ttl);
+  EXPECT_EQ(Names(cache.GetList("/m/d", "t2")), (std::vector<std::string>{"f", "g", "z"}));
+  EXPECT_EQ(cache.GetStat("/m/d/e")->status().code(), StatusCode::kNotFound);
+  EXPECT_FALSE(cache.FreshlyAbsent("/m/d/e", ttl));  // Derived: a create still asks the source.
+  cache.NoteRemoved("/m/d/never-there", ttl);
+  EXPECT_EQ(Names(cache.GetList("/m/d", "")), (std::vector<std::string>{"a", "b", "c"}));
+}
+
+// Where the chain of pages up to the name's place is not all cached (or a directory holds the
+// name), the parent's pages are dropped instead: they would otherwise miss the file.
+TEST(MetadataCacheTest, ACommitThatCannotPatchTheListingDropsIt) {
+  FakeClock clock;
+  MetadataCache cache(&clock, 100);
+  const int64_t ttl = 60'000'000;
+  cache.PutList("/m/d", "t2", DirPage{{Named("e")}, ""}, ttl);  // The first page is not cached.
+  cache.NoteCommitted("/m/d/f", Named("f"), ttl);
+  EXPECT_FALSE(cache.GetList("/m/d", "t2").has_value());
+  EXPECT_TRUE(cache.GetStat("/m/d/f").has_value());
+
+  cache.PutList("/m/d", "", DirPage{{Named("sub", 0, true)}, ""}, ttl);
+  cache.NoteCommitted("/m/d/sub", Named("sub"), ttl);
+  EXPECT_FALSE(cache.GetList("/m/d", "").has_value());
+
+  cache.PutList("/m/d", "", DirPage{{Named("a")}, ""}, ttl);
+  clock.Advance(std::chrono::microseconds(ttl + 1));  // Expired pages are not patched.
+  cache.NoteCommitted("/m/d/b", Named("b"), ttl);
+  EXPECT_FALSE(cache.GetList("/m/d", "").has_value());
+}
+
 TEST(MetadataCacheTest, InvalidateDropsPathAndBelowOnly) {
   FakeClock clock;
   MetadataCache cache(&clock, 100);
