@@ -289,6 +289,28 @@ TEST_P(ClientWriteTest, WritingManyFilesIntoAFolderListsItOnce) {
   EXPECT_EQ(client_source_->counts().stats, 0u);
 }
 
+// FUSE's release closes a file after close(2) returned (its flush synced it), and after what
+// the program did next: git syncs config.lock, renames it to config, and creates config.lock
+// again. A close that changes nothing must not bring back the metadata of the old name.
+TEST_P(ClientWriteTest, ACloseAfterSyncAndRenameDoesNotBringTheOldNameBack) {
+  WriteOptions exclusive;
+  exclusive.exclusive = true;
+  for (int round = 0; round < 2; ++round) {
+    ASSERT_EQ(client_->Stat("/lake/git/config.lock").status().code(), StatusCode::kNotFound);
+    auto writer = client_->OpenForWrite("/lake/git/config.lock", exclusive);
+    ASSERT_TRUE(writer.ok()) << round << ": " << writer.status().ToString();
+    ASSERT_TRUE((*writer)->Write(0, std::string_view("[core]")).ok());
+    ASSERT_TRUE((*writer)->Sync().ok());  // close(2): FUSE's flush.
+    ASSERT_TRUE(client_->Rename("/lake/git/config.lock", "/lake/git/config", false).ok());
+    ASSERT_TRUE((*writer)->Close().ok());  // FUSE's release, later.
+    EXPECT_EQ(client_->Stat("/lake/git/config.lock").status().code(), StatusCode::kNotFound);
+    auto page = client_->ListDir("/lake/git", "", 1000);
+    ASSERT_TRUE(page.ok()) << page.status().ToString();
+    ASSERT_EQ(page->entries.size(), 1u);
+    EXPECT_EQ(page->entries[0].name, "config");
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Transports, ClientWriteTest, ::testing::Values(false, true),
                          [](const ::testing::TestParamInfo<bool>& info) {
                            return info.param ? std::string("tcp") : std::string("in_process");

@@ -65,6 +65,10 @@ Status RemoteFileWriter::Write(uint64_t offset, std::span<const char> data) {
     chunk->data.assign(data.begin() + static_cast<ptrdiff_t>(done),
                        data.begin() + static_cast<ptrdiff_t>(done + n));
     chunk->checksums = ChunkChecksums(chunk->data);
+    {
+      MutexLock l(&mu_);
+      ++changes_;
+    }
     CAIRN_RETURN_IF_ERROR(Send(std::move(chunk)));
     done += n;
   }
@@ -182,6 +186,10 @@ Status RemoteFileWriter::Truncate(uint64_t size) {
   protocol::TruncateWriteRequest request;
   request.handle = handle_;
   request.size = size;
+  {
+    MutexLock l(&mu_);
+    ++changes_;
+  }
   StatusOr<protocol::WriteReply> reply = Call(request);
   if (!reply.ok()) return reply.status().WithContext("truncate of " + path_);
   MutexLock l(&mu_);
@@ -218,9 +226,13 @@ StatusOr<size_t> RemoteFileWriter::ReadAt(uint64_t offset, std::span<char> out) 
 
 StatusOr<FileInfo> RemoteFileWriter::Commit(bool close) {
   CAIRN_RETURN_IF_ERROR(Drain());
+  uint64_t seen = 0;
+  bool changes = true;
   {
     MutexLock l(&mu_);
     CAIRN_RETURN_IF_ERROR(CheckOpen());
+    seen = changes_;  // Writes made after this point are not in this commit.
+    changes = committed_changes_ != seen;
   }
   const auto deadline_ms = static_cast<uint32_t>(options_.commit_timeout.count());
   StatusOr<protocol::WriteReply> reply = InternalError("not sent");
@@ -234,6 +246,7 @@ StatusOr<FileInfo> RemoteFileWriter::Commit(bool close) {
     MutexLock l(&mu_);
     if (close) closed_ = true;
     size_ = reply->size;
+    committed_changes_ = seen;
   }
   FileInfo info;
   const size_t slash = path_.rfind('/');
@@ -241,7 +254,7 @@ StatusOr<FileInfo> RemoteFileWriter::Commit(bool close) {
   info.size = reply->size;
   info.version = reply->version;
   info.mtime_ns = reply->mtime_ns;
-  if (options_.on_commit) options_.on_commit(path_, info);
+  if (options_.on_commit && changes) options_.on_commit(path_, info);
   return info;
 }
 

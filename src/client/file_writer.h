@@ -19,6 +19,7 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,7 +36,8 @@ struct FileWriterOptions {
   // How long Sync and Close may take: they upload what is left of the file to the source.
   std::chrono::milliseconds commit_timeout{15 * 60 * 1000};
   // Runs after a successful Sync or Close with what the worker replied (the client updates its
-  // cached metadata of the path).
+  // cached metadata of the path); not after a Close that follows a Sync with nothing written
+  // in between.
   std::function<void(const std::string& path, const FileInfo& info)> on_commit;
 };
 
@@ -89,6 +91,12 @@ class RemoteFileWriter : public FileWriter {
   std::vector<std::shared_ptr<Chunk>> in_flight_ GUARDED_BY(mu_);
   std::deque<std::shared_ptr<Chunk>> failed_ GUARDED_BY(mu_);  // To send again.
   Status error_ GUARDED_BY(mu_);  // Sticky: a write that cannot be retried failed.
+  // Writes and truncates made, and how many of them the last successful Sync or Close had seen.
+  // When a Close follows a commit with none made in between it changes nothing in the source,
+  // and on_commit is not told again (the path may have been renamed or removed since: FUSE's
+  // release comes after close(2) returned, and after what followed it).
+  uint64_t changes_ GUARDED_BY(mu_) = 0;
+  std::optional<uint64_t> committed_changes_ GUARDED_BY(mu_);
   bool closed_ GUARDED_BY(mu_) = false;
   bool aborted_ GUARDED_BY(mu_) = false;
 };

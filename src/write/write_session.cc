@@ -376,6 +376,9 @@ void WriteSession::Upload(uint32_t index, uint64_t generation, bool early) {
   Status st = ReadSpool(layout_.Offset(index), buffer);
   if (st.ok()) st = BeginUpload(writer, writer_generation);
   if (st.ok()) st = writer->WritePart(index, buffer);
+  // What was sent, for Commit's check against the digest (hashed before taking the lock).
+  const bool checked = options_.digest || options_.expected_digest.has_value();
+  const uint64_t sent_hash = st.ok() && checked ? PartHash(buffer) : 0;
   MutexLock lock(&mu_);
   Part& part = parts_[index];
   part.sending = false;
@@ -384,7 +387,7 @@ void WriteSession::Upload(uint32_t index, uint64_t generation, bool early) {
     stats_.parts_resent += part.sent ? 1 : 0;
     part.sent = true;
     part.sent_generation = generation;
-    if (options_.digest || options_.expected_digest) part.sent_hash = PartHash(buffer);
+    part.sent_hash = sent_hash;
     ++stats_.parts_sent;
     stats_.parts_sent_early += early ? 1 : 0;
     stats_.bytes_sent += buffer.size();
