@@ -18,9 +18,10 @@ constexpr size_t kMaxMetadataEntries = 1 << 20;
 // fork of a process with a client, so bounded. A listing page of 1,000 names is one entry.
 constexpr size_t kMaxSeedEntries = 1 << 16;
 // How old a lookup's "no such file" may be for a create to pass it on as what it saw
-// (OpenWriteRequest::seen_absent). The kernel creates right after its lookup; a longer window
-// only widens the time in which an object that appears meanwhile makes the commit fail.
-constexpr int64_t kSeenAbsentMaxAgeUs = 1'000'000;
+// (OpenWriteRequest::seen_absent). The kernel creates right after its lookup (a loaded machine
+// may stall it a while); a longer window only widens the time in which an object that appears
+// meanwhile makes the commit fail rather than be replaced.
+constexpr int64_t kSeenAbsentMaxAgeUs = 5'000'000;
 
 std::string BaseName(const std::string& path) {
   size_t slash = path.rfind('/');

@@ -186,8 +186,10 @@ TEST_F(SpoolDigestTest, TheDigestIsMadeWhileWritingAndIsTheFilesWhateverTheWrite
   patched.replace(100, 6, "header");
   ASSERT_TRUE(r->Write(100, Span(std::string("header"))).ok());
   ASSERT_TRUE(r->Seal().ok());
+  // Part 0 was hashed again after the patch, in the background or by Seal (whichever came
+  // first); the digest is of the patched bytes either way.
   EXPECT_EQ(*r->digest(), DigestOf(patched));
-  EXPECT_GE(r->stats().parts_hashed_at_seal, 2u);  // The last part, and part 0 again.
+  EXPECT_GE(r->stats().parts_hashed_at_seal, 1u);  // The last part.
   ASSERT_TRUE(r->Commit().ok());
   EXPECT_EQ(Stored("ckpt/patched.pt"), patched);
 
