@@ -87,27 +87,6 @@ void MetadataCache::Insert(const std::string& key, Entry entry) {
   entries_.emplace(key, std::move(entry));
 }
 
-void MetadataCache::Invalidate(std::string_view path) {
-  // The parent's listing pages too: they hold this path's stat (and whether it exists), and a
-  // stat miss is answered from them.
-  std::string parent;
-  size_t slash = path.rfind('/');
-  if (path != "/" && slash != std::string_view::npos) {
-    parent = slash == 0 ? "/" : std::string(path.substr(0, slash));
-  }
-  MutexLock l(&mu_);
-  for (auto it = entries_.begin(); it != entries_.end();) {
-    bool parent_listing = !parent.empty() && it->second.list.has_value() &&
-                          std::string_view(it->first).substr(0, it->first.find('\0')) == parent;
-    if (IsAtOrBelow(it->first, path) || parent_listing) {
-      order_.erase(it->second.order);
-      it = entries_.erase(it);
-    } else {
-      ++it;
-    }
-  }
-}
-
 namespace {
 
 // The folder holding `path` ("/" for a top-level name) and the name in it; an empty parent
@@ -119,6 +98,15 @@ std::pair<std::string, std::string> SplitParent(const std::string& path) {
 }
 
 }  // namespace
+
+void MetadataCache::Invalidate(std::string_view path) {
+  // The parent's listing pages too: they hold this path's stat (and whether it exists), and a
+  // stat miss is answered from them.
+  const std::string parent = SplitParent(std::string(path)).first;
+  MutexLock l(&mu_);
+  DropAtOrBelow(path);
+  if (!parent.empty()) DropListings(parent);
+}
 
 void MetadataCache::DropAtOrBelow(std::string_view path) {
   for (auto it = entries_.begin(); it != entries_.end();) {
