@@ -17,15 +17,18 @@ case "$kind" in
         flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG"
                -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG") ;;
   # One clang tree for ASan + UBSan: the unit tests (kind asan) and the libFuzzer harnesses
-  # (kind fuzz) share its libraries, so CI compiles them once. -O1: ASan's recommended level.
+  # (kind fuzz) share its libraries, so CI compiles them once. -O0, not ASan's recommended -O1:
+  # the checks are the same, and on CI's 2 cores the tree builds in 381 s instead of 629 while
+  # its unit tests take 154 s instead of 121 (measured 2026-12-06): 3.6 minutes less in all.
   asan|fuzz) dir=build-asan
-        flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1"
+        flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O0 -g1"
                -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_C_COMPILER=clang
                -DCAIRN_FUZZ=ON -DCAIRN_BUILD_BENCH=OFF) ;;
   # ThreadSanitizer with clang, whose -Wthread-safety (with -Werror) checks the lock
-  # annotations that gcc ignores: one tree for both.
+  # annotations that gcc ignores: one tree for both. -O0 as for ASan: CI's TSan targets build in
+  # 199 s instead of 283 and their tests ran as fast (117 s against 123; 2026-12-06).
   tsan) dir=build-tsan
-        flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1"
+        flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O0 -g1"
                -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_C_COMPILER=clang
                -DCAIRN_TSAN=ON -DCAIRN_BUILD_BENCH=OFF) ;;
   *) echo "usage: $0 [release|asan|tsan|fuzz] [TARGET...]" >&2; exit 2 ;;

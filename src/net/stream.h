@@ -27,9 +27,15 @@ class Stream {
   virtual Status ReadFull(std::span<char> out) = 0;
   // Writes all bytes of each buffer in order (gathered: one syscall where possible).
   virtual Status WriteAll(std::span<const std::span<const char>> buffers) = 0;
-  // Sends `length` bytes of file `fd` from `offset` without copying through user space where
-  // the transport allows (sendfile for TCP).
-  virtual Status SendFile(int fd, uint64_t offset, uint64_t length) = 0;
+  // Writes `head` (a frame header and its metadata, gathered), then `length` bytes of file `fd`
+  // from `offset`, as one message: the file's bytes do not pass through user space where the
+  // transport allows (sendfile for TCP), and a small message leaves in one piece (TCP: the head
+  // is sent with MSG_MORE, so it shares a segment with the file's first bytes; TLS: head and
+  // bytes share records and one send). A reader on the other side then wakes once per message,
+  // not once for the head and again for the body. IoError if the file is shorter than `length`:
+  // the peer got part of a message, and the stream must be closed.
+  virtual Status SendFile(std::span<const std::span<const char>> head, int fd, uint64_t offset,
+                          uint64_t length) = 0;
   // Timeout for each blocking read (0 = none).
   virtual void SetReadTimeout(std::chrono::milliseconds timeout) = 0;
   // Timeout for each blocking write or sendfile that makes no progress (0 = none): writes then

@@ -3,6 +3,7 @@
 
 #include <array>
 #include <cstdlib>
+#include <future>
 #include <string>
 #include <thread>
 
@@ -35,20 +36,37 @@ TEST(StreamTest, WritesGatheredBuffersAndSendsFiles) {
   ASSERT_GE(fd, 0);
   std::string file_data(300000, 'f');
   ASSERT_EQ(write(fd, file_data.data(), file_data.size()), static_cast<ssize_t>(file_data.size()));
+  std::promise<void> small_sent, done_reading;
   std::thread server([&] {
     auto conn = (*listener)->Accept();
     ASSERT_TRUE(conn.ok());
     std::string a = "hello ", b = "world";
     std::array<std::span<const char>, 2> bufs{std::span<const char>(a), std::span<const char>(b)};
     ASSERT_TRUE((*conn)->WriteAll(bufs).ok());
-    ASSERT_TRUE((*conn)->SendFile(fd, 100, file_data.size() - 100).ok());
+    // A head and a file range as one message; a head alone (no file bytes: nothing held back
+    // by MSG_MORE); a small message, which must not wait for more bytes that never come.
+    std::string head = "head:";
+    std::array<std::span<const char>, 1> head_bufs{std::span<const char>(head)};
+    ASSERT_TRUE((*conn)->SendFile(head_bufs, fd, 100, file_data.size() - 100).ok());
+    ASSERT_TRUE((*conn)->SendFile(head_bufs, fd, 0, 0).ok());
+    ASSERT_TRUE((*conn)->SendFile(head_bufs, fd, 7, 3).ok());
+    small_sent.set_value();
+    ASSERT_TRUE(done_reading.get_future().wait_for(std::chrono::seconds(10)) ==
+                std::future_status::ready);
   });
   auto client = ConnectTcp("127.0.0.1:" + std::to_string(port), std::chrono::seconds(2));
   ASSERT_TRUE(client.ok()) << client.status().ToString();
-  std::string got(11 + file_data.size() - 100, '\0');
+  std::string got(11 + 5 + file_data.size() - 100 + 5 + 5 + 3, '\0');
+  (*client)->SetReadTimeout(std::chrono::seconds(5));
+  small_sent.get_future().wait();
+  // Everything arrives while the server still has the connection open (a held-back head
+  // would only leave when the socket closes).
   ASSERT_TRUE((*client)->ReadFull(got).ok());
+  done_reading.set_value();
   EXPECT_EQ(got.substr(0, 11), "hello world");
-  EXPECT_EQ(got.substr(11), file_data.substr(100));
+  EXPECT_EQ(got.substr(11, 5), "head:");
+  EXPECT_EQ(got.substr(16, file_data.size() - 100), file_data.substr(100));
+  EXPECT_EQ(got.substr(16 + file_data.size() - 100), "head:head:fff");
   server.join();
   char extra;
   EXPECT_EQ((*client)->ReadFull(std::span<char>(&extra, 1)).code(), StatusCode::kUnavailable);

@@ -58,35 +58,14 @@ class TcpStream : public Stream {
   }
 
   Status WriteAll(std::span<const std::span<const char>> buffers) override {
-    std::vector<iovec> iov;
-    iov.reserve(buffers.size());
-    for (auto b : buffers) {
-      if (!b.empty()) iov.push_back({const_cast<char*>(b.data()), b.size()});
-    }
-    size_t idx = 0;
-    while (idx < iov.size()) {
-      msghdr msg{};
-      msg.msg_iov = iov.data() + idx;
-      msg.msg_iovlen = std::min<size_t>(iov.size() - idx, IOV_MAX);
-      ssize_t n = sendmsg(fd_, &msg, MSG_NOSIGNAL);
-      if (n < 0) {
-        if (errno == EINTR) continue;
-        return SocketError(errno, "write to", peer_);
-      }
-      size_t left = static_cast<size_t>(n);
-      while (idx < iov.size() && left >= iov[idx].iov_len) {
-        left -= iov[idx].iov_len;
-        ++idx;
-      }
-      if (left > 0) {
-        iov[idx].iov_base = static_cast<char*>(iov[idx].iov_base) + left;
-        iov[idx].iov_len -= left;
-      }
-    }
-    return Status::Ok();
+    return Send(buffers, 0);
   }
 
-  Status SendFile(int fd, uint64_t offset, uint64_t length) override {
+  Status SendFile(std::span<const std::span<const char>> head, int fd, uint64_t offset,
+                  uint64_t length) override {
+    // MSG_MORE holds the head back until sendfile's bytes join it (the last sendfile call,
+    // without the flag, pushes the segment out; TCP_NODELAY would otherwise send the head alone).
+    CAIRN_RETURN_IF_ERROR(Send(head, length > 0 ? MSG_MORE : 0));
     off_t off = static_cast<off_t>(offset);
     uint64_t left = length;
     while (left > 0) {
@@ -117,6 +96,36 @@ class TcpStream : public Stream {
   bool PeerOnThisHost() const override { return on_this_host_; }
 
  private:
+  // Writes every byte of `buffers` with sendmsg `flags` (besides MSG_NOSIGNAL).
+  Status Send(std::span<const std::span<const char>> buffers, int flags) {
+    std::vector<iovec> iov;
+    iov.reserve(buffers.size());
+    for (auto b : buffers) {
+      if (!b.empty()) iov.push_back({const_cast<char*>(b.data()), b.size()});
+    }
+    size_t idx = 0;
+    while (idx < iov.size()) {
+      msghdr msg{};
+      msg.msg_iov = iov.data() + idx;
+      msg.msg_iovlen = std::min<size_t>(iov.size() - idx, IOV_MAX);
+      ssize_t n = sendmsg(fd_, &msg, MSG_NOSIGNAL | flags);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        return SocketError(errno, "write to", peer_);
+      }
+      size_t left = static_cast<size_t>(n);
+      while (idx < iov.size() && left >= iov[idx].iov_len) {
+        left -= iov[idx].iov_len;
+        ++idx;
+      }
+      if (left > 0) {
+        iov[idx].iov_base = static_cast<char*>(iov[idx].iov_base) + left;
+        iov[idx].iov_len -= left;
+      }
+    }
+    return Status::Ok();
+  }
+
   void SetTimeout(int option, std::chrono::milliseconds timeout) {
     timeval tv{};
     tv.tv_sec = timeout.count() / 1000;

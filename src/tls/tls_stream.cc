@@ -179,6 +179,11 @@ Status TlsStream::ReadFull(std::span<char> out) {
 Status TlsStream::WriteAll(std::span<const std::span<const char>> buffers) {
   if (plaintext_peer_.load()) return WritePlain(buffers);
   if (!handshaken_.load()) return FailedPreconditionError("TLS write before the handshake");
+  CAIRN_RETURN_IF_ERROR(WriteGathered(buffers));
+  return Flush();
+}
+
+Status TlsStream::WriteGathered(std::span<const std::span<const char>> buffers) {
   staging_.clear();
   for (std::span<const char> b : buffers) {
     if (b.size() < kGatherBytes) {
@@ -195,26 +200,40 @@ Status TlsStream::WriteAll(std::span<const std::span<const char>> buffers) {
     CAIRN_RETURN_IF_ERROR(WriteChunk(b.data(), b.size()));
   }
   if (!staging_.empty()) CAIRN_RETURN_IF_ERROR(WriteChunk(staging_.data(), staging_.size()));
-  return Flush();
+  return Status::Ok();
 }
 
-Status TlsStream::SendFile(int fd, uint64_t offset, uint64_t length) {
+Status TlsStream::SendFile(std::span<const std::span<const char>> head, int fd, uint64_t offset,
+                           uint64_t length) {
   if (!handshaken_.load()) return FailedPreconditionError("TLS write before the handshake");
-  // No sendfile through TLS without kernel TLS: the bytes pass through user space once.
+  // No sendfile through TLS without kernel TLS: the bytes pass through user space once. A small
+  // head (a page reply's frame header and metadata) goes into the same buffer as the file's
+  // first bytes, so a small reply is one record and one send.
   std::vector<char>& chunk = file_chunk_;
   if (chunk.size() < kFileChunk) chunk.resize(kFileChunk);
+  size_t used = 0;
+  for (std::span<const char> b : head) used += b.size();
+  if (used <= kGatherBytes) {
+    char* at = chunk.data();
+    for (std::span<const char> b : head) at = std::copy(b.begin(), b.end(), at);
+  } else {
+    CAIRN_RETURN_IF_ERROR(WriteGathered(head));
+    used = 0;
+  }
   while (length > 0) {
-    size_t want = static_cast<size_t>(std::min<uint64_t>(length, chunk.size()));
-    ssize_t n = pread(fd, chunk.data(), want, static_cast<off_t>(offset));
+    const size_t want = static_cast<size_t>(std::min<uint64_t>(length, chunk.size() - used));
+    ssize_t n = pread(fd, chunk.data() + used, want, static_cast<off_t>(offset));
     if (n < 0) {
       if (errno == EINTR) continue;
       return IoError(std::string("reading the file to send: ") + std::strerror(errno));
     }
     if (n == 0) return IoError("source file shorter than expected (truncated page)");
-    CAIRN_RETURN_IF_ERROR(WriteChunk(chunk.data(), static_cast<size_t>(n)));
+    CAIRN_RETURN_IF_ERROR(WriteChunk(chunk.data(), used + static_cast<size_t>(n)));
+    used = 0;
     offset += static_cast<uint64_t>(n);
     length -= static_cast<uint64_t>(n);
   }
+  if (used > 0) CAIRN_RETURN_IF_ERROR(WriteChunk(chunk.data(), used));
   return Flush();
 }
 

@@ -32,7 +32,8 @@ class TlsStream : public net::Stream {
 
   Status ReadFull(std::span<char> out) override EXCLUDES(mu_);
   Status WriteAll(std::span<const std::span<const char>> buffers) override EXCLUDES(mu_);
-  Status SendFile(int fd, uint64_t offset, uint64_t length) override EXCLUDES(mu_);
+  Status SendFile(std::span<const std::span<const char>> head, int fd, uint64_t offset,
+                  uint64_t length) override EXCLUDES(mu_);
   void SetReadTimeout(std::chrono::milliseconds timeout) override;
   void SetWriteTimeout(std::chrono::milliseconds timeout) override;
   void Shutdown() override;
@@ -54,6 +55,9 @@ class TlsStream : public net::Stream {
   Status CheckClientSpeaksTls(std::chrono::milliseconds timeout);
   Status ServerHandshakeOnce() EXCLUDES(mu_);
   Status WritePlain(std::span<const std::span<const char>> buffers);
+  // Encrypts `buffers` into the write BIO (small ones gathered into one record) without
+  // flushing it.
+  Status WriteGathered(std::span<const std::span<const char>> buffers) EXCLUDES(mu_);
   Status WriteChunk(const char* data, size_t size) EXCLUDES(mu_);
   // Sends the records gathered in the write BIO (waiting for the socket, up to the write
   // timeout).

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <array>
 #include <future>
 #include <thread>
 
@@ -164,12 +165,28 @@ TEST_F(TlsStreamTest, MutualTlsCarriesBytesBothWaysAndNamesEachPeer) {
   testing::WriteFileAtomically(file, content);
   int fd = open(file.c_str(), O_RDONLY);
   ASSERT_GE(fd, 0);
-  auto sent_file = std::async(std::launch::async, [&] { return srv->SendFile(fd, 1000, 700000); });
-  auto file_bytes = ReadString(cli, 700000);
+  // With a small head (shares the file's first record), a head over the gather size (records
+  // of its own), no head, and no file bytes.
+  const std::string small_head = "frame+meta", big_head = testing::RandomBytes(40000, 5);
+  const std::array<std::span<const char>, 1> small{std::span<const char>(small_head)};
+  const std::array<std::span<const char>, 2> big{std::span<const char>(big_head),
+                                                 std::span<const char>(small_head)};
+  auto sent_file = std::async(std::launch::async, [&] {
+    Status s = srv->SendFile(small, fd, 1000, 700000);
+    if (s.ok()) s = srv->SendFile(big, fd, 5, 4096);
+    if (s.ok()) s = srv->SendFile({}, fd, 0, 10);
+    if (s.ok()) s = srv->SendFile(small, fd, 0, 0);
+    return s;
+  });
+  const std::string expected = small_head + content.substr(1000, 700000) + big_head + small_head +
+                               content.substr(5, 4096) + content.substr(0, 10) + small_head;
+  auto file_bytes = ReadString(cli, expected.size());
   EXPECT_TRUE(sent_file.get().ok());
-  close(fd);
   ASSERT_TRUE(file_bytes.ok());
-  EXPECT_TRUE(*file_bytes == content.substr(1000, 700000));
+  EXPECT_TRUE(*file_bytes == expected);
+  // A file shorter than the range: IoError (the caller closes the stream).
+  EXPECT_EQ(srv->SendFile(small, fd, content.size() - 10, 20).code(), StatusCode::kIoError);
+  close(fd);
 }
 
 TEST_F(TlsStreamTest, AReaderAndAWriterShareEachEndWithoutBlockingEachOther) {

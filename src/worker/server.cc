@@ -566,10 +566,9 @@ class WorkerServer::Connection : public std::enable_shared_from_this<Connection>
     if (result.reader && result.reader->native_fd() >= 0) {
       std::array<std::span<const char>, 2> bufs{std::span<const char>(raw),
                                                 std::span<const char>(meta)};
-      CAIRN_RETURN_IF_ERROR(stream_->WriteAll(bufs));
       // A page file truncated after Open makes sendfile come up short: the frame is then
       // incomplete, so the connection must close (the client retries elsewhere).
-      Status sent = stream_->SendFile(result.reader->native_fd(),
+      Status sent = stream_->SendFile(bufs, result.reader->native_fd(),
                                       result.reader->data_file_offset() + result.range.begin,
                                       result.range.size());
       if (sent.code() == StatusCode::kIoError) service_->DropCachedPage(reply.page);
