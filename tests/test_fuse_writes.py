@@ -353,8 +353,12 @@ def test_write_back_close_is_durable_and_the_upload_follows(wb):
 def test_write_back_new_files_are_created_on_the_strength_of_the_kernels_lookup(wb):
     up, src = wb
     before = up.metric("cairn_worker_write_opens_seen_absent_total")
+    absent_before = up.metric("cairn_worker_source_absent_answers_total")
     shards = _save_shards(os.path.join(up.mountpoint, "sharded"), 5)
     assert up.metric("cairn_worker_write_opens_seen_absent_total") == before + 5
+    # The worker listed the new folder once; the later shards' lookups were answered from that
+    # listing (a stat and a directory probe each), not by the source.
+    assert up.metric("cairn_worker_source_absent_answers_total") >= absent_before + 8
     for i, data in enumerate(shards):
         wait_until(lambda: (src / "sharded" / f"shard-{i:03d}.pt").exists() and
                    (src / "sharded" / f"shard-{i:03d}.pt").read_bytes() == data, 30,

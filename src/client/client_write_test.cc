@@ -252,6 +252,44 @@ TEST_P(ClientWriteTest, ACreateRightAfterALookupThatFoundNothingSparesTheWorkers
   EXPECT_EQ(testing::ObjectContent(*memory_, "other/shard-2.pt"), "theirs");
 }
 
+// New files created one after another in one folder, with no lookup of their own (the worker's
+// open is the first to ask): the worker looks at the source once for the folder (a HEAD of the
+// first name and one LIST), then knows the other names absent from that listing. The commits
+// stay conditional: an object that appears behind the worker's back fails its create.
+TEST_P(ClientWriteTest, TheWorkerListsAFolderOnceForTheNewFilesCreatedInIt) {
+  WriteOptions create;
+  create.truncate = true;
+  metrics::Counter* answers =
+      worker_->registry()->AddCounter("cairn_worker_source_absent_answers_total",
+                                      "Lookups of names a recent listing of their "
+                                      "folder showed absent, answered without a source request");
+  const uint64_t answers_before = answers->value();
+  worker_source_->Reset();
+  for (int i = 0; i < 20; ++i) {
+    const std::string path = "/lake/shards/shard-" + std::to_string(100 + i);
+    auto writer = client_->OpenForWrite(path, create);
+    ASSERT_TRUE(writer.ok()) << writer.status().ToString();
+    ASSERT_TRUE((*writer)->Write(0, std::string_view(path)).ok());
+    ASSERT_TRUE((*writer)->Close().ok()) << path;
+  }
+  EXPECT_EQ(worker_source_->counts().stats, 1u);
+  EXPECT_EQ(worker_source_->counts().lists, 1u);
+  EXPECT_EQ(worker_source_->counts().writes, 20u);
+  EXPECT_EQ(answers->value() - answers_before, 19u);
+  for (int i = 0; i < 20; ++i) {
+    const std::string path = "/lake/shards/shard-" + std::to_string(100 + i);
+    EXPECT_EQ(ReadAll(path), path);
+  }
+  // Created behind the worker's back after its listing: the create fails at its commit and the
+  // object stays as it was (never replaced on the strength of the cached listing).
+  memory_->Put("shards/theirs", "theirs");
+  auto writer = client_->OpenForWrite("/lake/shards/theirs", create);
+  ASSERT_TRUE(writer.ok()) << writer.status().ToString();
+  ASSERT_TRUE((*writer)->Write(0, std::string_view("mine")).ok());
+  EXPECT_EQ((*writer)->Close().status().code(), StatusCode::kAlreadyExists);
+  EXPECT_EQ(testing::ObjectContent(*memory_, "shards/theirs"), "theirs");
+}
+
 // Files written one after another into one folder, each looked up first (as the kernel does
 // before a create): the folder is listed once, not again after each commit; the client's own
 // listing and stats show every file as committed.

@@ -97,14 +97,16 @@ StatusOr<ufs::UfsOptions> UfsOptionsFromSpec(const MountSpec& spec) {
 }
 
 StatusOr<std::shared_ptr<const MountTable>> MountTable::Create(
-    std::vector<MountSpec> specs, std::vector<std::shared_ptr<ufs::UfsLimiter>> shared_limiters) {
+    std::vector<MountSpec> specs, std::vector<std::shared_ptr<ufs::UfsLimiter>> shared_limiters,
+    const StoreDecorator& decorate) {
   std::vector<std::shared_ptr<ufs::UnderStorage>> stores;
   for (const MountSpec& spec : specs) {
     CAIRN_ASSIGN_OR_RETURN(ufs::UfsOptions options, UfsOptionsFromSpec(spec));
     options.shared_limiters = shared_limiters;
     auto store = ufs::OpenUnderStorage(spec.uri, options);
     if (!store.ok()) return store.status().WithContext("mount " + spec.path);
-    stores.push_back(std::move(store).value());
+    stores.push_back(decorate ? decorate(spec, std::move(store).value())
+                              : std::move(store).value());
   }
   return CreateWith(std::move(specs), std::move(stores));
 }

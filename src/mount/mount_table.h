@@ -9,6 +9,7 @@
 #ifndef CAIRN_MOUNT_MOUNT_TABLE_H_
 #define CAIRN_MOUNT_MOUNT_TABLE_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -55,9 +56,14 @@ class MountTable {
   // valid (cluster mode before the first mount): "/" is then an empty folder.
   // `shared_limiters` (a worker-wide cap) apply to every mount's source, next to each mount's
   // own max_concurrency / max_bandwidth options.
+  // `decorate`, when set, wraps each mount's store once opened (the worker puts its source
+  // caches there: src/worker/source_caches.h).
+  using StoreDecorator = std::function<std::shared_ptr<ufs::UnderStorage>(
+      const MountSpec& spec, std::shared_ptr<ufs::UnderStorage> store)>;
   static StatusOr<std::shared_ptr<const MountTable>> Create(
       std::vector<MountSpec> specs,
-      std::vector<std::shared_ptr<ufs::UfsLimiter>> shared_limiters = {});
+      std::vector<std::shared_ptr<ufs::UfsLimiter>> shared_limiters = {},
+      const StoreDecorator& decorate = nullptr);
   // Checks what Create checks (paths unique and not nested, URIs parse with a known scheme,
   // options valid) without opening any source: for editing a cluster's table on a machine that
   // cannot reach (or does not have) the sources. InvalidArgument names the problem.

@@ -1,4 +1,5 @@
 #include "worker/cluster_agent.h"
+#include "worker/source_caches.h"
 
 #include <map>
 
@@ -52,7 +53,8 @@ StatusOr<std::unique_ptr<ClusterAgent>> ClusterAgent::Start(
         });
         self->mounts_refused_.store(refused);
         size_t n = specs->size();
-        auto table = mount::MountTable::Create(std::move(specs).value(), limiters);
+        auto table = mount::MountTable::Create(std::move(specs).value(), limiters,
+                                               SourceCaches(self->metrics_));
         if (!table.ok()) {
           spdlog::warn("ignoring a mount table from etcd: {}", table.status().ToString());
           return;

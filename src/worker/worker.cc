@@ -13,6 +13,7 @@
 #include "common/file_util.h"
 #include "tls/tls_context.h"
 #include "transport/remote_channel.h"
+#include "worker/source_caches.h"
 
 namespace cairn::worker {
 namespace {
@@ -183,15 +184,20 @@ Status Worker::Init(WorkerOptions options) {
   }
   std::vector<std::shared_ptr<ufs::UfsLimiter>> limiters;
   if (ufs_limiter_) limiters.push_back(ufs_limiter_);
+  registry_ = std::make_unique<metrics::Registry>();
   std::shared_ptr<const mount::MountTable> mounts;
+  const mount::MountTable::StoreDecorator source_caches = SourceCaches(registry_.get());
   if (options.ufs_override.empty()) {
-    CAIRN_ASSIGN_OR_RETURN(mounts, mount::MountTable::Create(options.mounts, limiters));
-  } else {
     CAIRN_ASSIGN_OR_RETURN(mounts,
-                           mount::MountTable::CreateWith(options.mounts, options.ufs_override));
+                           mount::MountTable::Create(options.mounts, limiters, source_caches));
+  } else {
+    std::vector<std::shared_ptr<ufs::UnderStorage>> stores = options.ufs_override;
+    for (size_t i = 0; i < stores.size() && i < options.mounts.size(); ++i) {
+      stores[i] = source_caches(options.mounts[i], std::move(stores[i]));
+    }
+    CAIRN_ASSIGN_OR_RETURN(mounts, mount::MountTable::CreateWith(options.mounts, stores));
   }
 
-  registry_ = std::make_unique<metrics::Registry>();
   page_rules_ = std::make_unique<PageRules>(Clock::Real());
   eviction_tracker_ = std::make_unique<EvictionTracker>(page_rules_.get(), registry_.get());
   page_rules_->SetMounts(mounts);
