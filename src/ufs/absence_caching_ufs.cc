@@ -75,7 +75,12 @@ StatusOr<ListResult> AbsenceCachingUnderStorage::List(const ListOptions& options
   }
   const uint64_t ticket = folder ? BeginListing() : 0;
   StatusOr<ListResult> listed = UnderStorageWrapper::List(options);
-  if (folder) EndListing(ticket, *folder, listed.ok() ? &*listed : nullptr);
+  if (folder) {
+    // A short page of a folder says nothing about its size: only a full page (1,000 names, what
+    // clients and this wrapper ask for) may mark a folder as too large to answer for.
+    const bool short_page = listed.ok() && !listed->next_token.empty() && options.max_keys < 1000;
+    EndListing(ticket, *folder, listed.ok() && !short_page ? &*listed : nullptr);
+  }
   return listed;
 }
 

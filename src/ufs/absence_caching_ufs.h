@@ -25,8 +25,9 @@
 //
 // Where listings come from: List calls that pass through for a whole folder (delimiter "/", no
 // continuation token), and, after a Stat that the source answered NotFound, one LIST of that
-// folder (up to 1,000 names). A folder listed as larger than one page is remembered as such for
-// `ttl` (answers nothing, is not listed again).
+// folder (up to 1,000 names). A folder whose full page of 1,000 names had more is remembered as
+// such for `ttl` (answers nothing, is not listed again); a shorter page that stopped early
+// teaches nothing.
 //
 // Bounded: at most `max_folders` listings (the one that expires first is dropped), each of one
 // page. Thread-safety: thread-safe; no lock is held while the source is asked.

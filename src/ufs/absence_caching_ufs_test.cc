@@ -172,7 +172,16 @@ TEST_F(AbsenceCachingUfsTest, ListingsOfAFolderPassingThroughAreUsed) {
   counting_->Reset();
   EXPECT_EQ(Lookup("data/b"), StatusCode::kNotFound);
   EXPECT_EQ(counting_->counts().requests(), 0u);
-  // A second page, a recursive listing or a prefix that is not a folder teach nothing.
+  // A second page, a recursive listing, a prefix that is not a folder, or a short page that
+  // stopped before the folder's end teach nothing (and do not mark the folder as too large).
+  Make({});
+  Put(*memory_, "data/c");
+  ListOptions short_page = whole;
+  short_page.max_keys = 1;
+  ASSERT_TRUE(store_->List(short_page).ok());
+  EXPECT_EQ(Lookup("data/b"), StatusCode::kNotFound);  // Lists the folder itself, whole.
+  EXPECT_EQ(store_->stats().folders_listed, 1u);
+  EXPECT_EQ(store_->stats().listings_kept, 1u);
   Make({});
   ListOptions partial = whole;
   partial.prefix = "data/a";
