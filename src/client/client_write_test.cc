@@ -6,6 +6,7 @@
 #include "testing/test_util.h"
 #include "ufs/counting_ufs.h"
 #include "ufs/memory_ufs.h"
+#include "worker/source_caches.h"
 #include "worker/worker.h"
 
 namespace cairn::client {
@@ -260,9 +261,7 @@ TEST_P(ClientWriteTest, TheWorkerListsAFolderOnceForTheNewFilesCreatedInIt) {
   WriteOptions create;
   create.truncate = true;
   metrics::Counter* answers =
-      worker_->registry()->AddCounter("cairn_worker_source_absent_answers_total",
-                                      "Lookups of names a recent listing of their "
-                                      "folder showed absent, answered without a source request");
+      worker_->registry()->AddCounter(worker::kAbsentAnswersMetric, worker::kAbsentAnswersHelp);
   const uint64_t answers_before = answers->value();
   worker_source_->Reset();
   for (int i = 0; i < 20; ++i) {

@@ -7,12 +7,9 @@
 namespace cairn::worker {
 
 mount::MountTable::StoreDecorator SourceCaches(metrics::Registry* registry, Clock* clock) {
-  metrics::Counter* answers =
-      registry == nullptr
-          ? nullptr
-          : registry->AddCounter("cairn_worker_source_absent_answers_total",
-                                 "Lookups of names a recent listing of their folder showed "
-                                 "absent, answered without a source request");
+  metrics::Counter* answers = registry == nullptr
+                                  ? nullptr
+                                  : registry->AddCounter(kAbsentAnswersMetric, kAbsentAnswersHelp);
   return [clock, answers](
              const MountSpec& spec,
              std::shared_ptr<ufs::UnderStorage> store) -> std::shared_ptr<ufs::UnderStorage> {

@@ -21,6 +21,12 @@ namespace cairn::worker {
 // writing to the bucket directly): the same window as a client's SEEN_ABSENT (protocol v10).
 inline constexpr std::chrono::seconds kMaxAbsenceAge{5};
 
+// The counter of what the caches answer (docs/metrics.md).
+inline constexpr const char* kAbsentAnswersMetric = "cairn_worker_source_absent_answers_total";
+inline constexpr const char* kAbsentAnswersHelp =
+    "Lookups of names a recent listing of their folder showed absent, answered without a source "
+    "request";
+
 // Counts what the caches answer in `registry` (cairn_worker_source_absent_answers_total) when
 // set. Neither is owned; both must outlive the stores (null clock: Clock::Real()).
 mount::MountTable::StoreDecorator SourceCaches(metrics::Registry* registry, Clock* clock = nullptr);
