@@ -30,6 +30,8 @@ REQUESTS = "cairn_worker_requests_total"
 HITS = "cairn_worker_cache_hits_total"
 MISSES = "cairn_worker_cache_misses_total"
 UFS_BYTES = "cairn_worker_bytes_from_ufs_total"
+COALESCED = "cairn_worker_coalesced_misses_total"
+READ_AHEAD = "cairn_worker_read_ahead_pages_total"
 PAGES = "cairn_cache_pages"
 ETCD_CONNECTED = "cairn_etcd_connected"
 # Metrics of a `cairn fuse --metrics-listen` client.

@@ -22,8 +22,8 @@ import time
 
 import pytest
 
-from cluster_util import (etcd, CRASH_MARKERS, HITS, MISSES, PAGES, UFS_BYTES, Cluster,
-                          distinct_free_ports, one_error_line)
+from cluster_util import (etcd, COALESCED, CRASH_MARKERS, HITS, MISSES, PAGES, READ_AHEAD,
+                          UFS_BYTES, Cluster, distinct_free_ports, one_error_line)
 from conftest import KiB, MiB, read_whole, wait_until
 from lake import Lake, pages_of
 
@@ -31,8 +31,6 @@ LOAD_REQUESTS = "cairn_worker_load_requests_total"
 LOADED_PAGES = "cairn_worker_loaded_pages_total"
 FREED_PAGES = "cairn_worker_freed_pages_total"
 PEER_FILLS = "cairn_worker_peer_fills_total"
-COALESCED = "cairn_worker_coalesced_misses_total"
-READ_AHEAD = "cairn_worker_read_ahead_pages_total"
 MOUNT = "/lake"
 LOG_LINE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+ [A-Z] ")  # spdlog lines
 SIZE = r"[\d.]+ (?:B|KiB|MiB|GiB|TiB)"

@@ -22,8 +22,9 @@ import time
 import pytest
 
 from cluster_util import (etcd, CLIENT_FAILOVERS, CLIENT_FALLBACK_BYTES, CLIENT_MOUNT_UPDATES,
-                          CLIENT_PAGE_READS, CLIENT_WORKERS, CRASH_MARKERS, ETCD_CONNECTED, HITS,
-                          MISSES, PAGES, REGISTERED, REQUESTS, UFS_BYTES, Cluster,
+                          CLIENT_PAGE_READS, CLIENT_WORKERS, COALESCED, CRASH_MARKERS,
+                          ETCD_CONNECTED, HITS, MISSES, PAGES, READ_AHEAD, REGISTERED, REQUESTS,
+                          UFS_BYTES, Cluster,
                           distinct_free_ports, metrics_of, one_error_line, sigcont, sigstop)
 from conftest import KiB, MiB, is_mounted, read_whole, wait_until
 from lake import Lake
@@ -232,13 +233,17 @@ def test_three_workers_spread_pages_and_status(cluster, lake):
     total_pages = lake.pages()
     for w in m:
         assert m[w].get(REQUESTS, 0) > 0, f"{w} got no request: pages not spread ({m[w]})"
+    # One source fetch per page: its own miss's, or read ahead by the miss of the page before it
+    # (a read of a page being read ahead joins it: coalesced; one that comes after the run was
+    # stored is a hit, which is why misses alone can fall short of the pages).
+    fetches = {w: m[w].get(MISSES, 0) - m[w].get(COALESCED, 0) + m[w].get(READ_AHEAD, 0)
+               for w in m}
+    for w in m:
         # Rendezvous hashing over 3 workers: each owns about a third of the ~110 pages.
-        assert m[w].get(MISSES, 0) >= 0.15 * total_pages, \
-            f"{w}: {m[w].get(MISSES)} of {total_pages} pages"
-    # Each page came from the source exactly once, on its owner. (Misses count requests: two
-    # requests for a page being filled are two misses and one source read.)
+        assert fetches[w] >= 0.15 * total_pages, f"{w}: {fetches[w]} of {total_pages} pages"
+    assert sum(fetches.values()) == total_pages, (fetches, m)
+    # Each page came from the source exactly once, on its owner.
     assert sum(x.get(UFS_BYTES, 0) for x in m.values()) == lake.bytes()
-    assert sum(x.get(MISSES, 0) for x in m.values()) >= total_pages
 
     status = cluster.status()
     by_id = {w["id"]: w for w in status["workers"]}
