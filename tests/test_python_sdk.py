@@ -253,7 +253,8 @@ def test_a_dead_worker_falls_back_to_the_source(cairn, module_harness, node, dat
 # -- writes ------------------------------------------------------------------------------------
 
 def test_write_read_back_and_in_the_bucket(client, s3server):
-    data = random.Random(11).randbytes(9 * MiB + 17)  # Two parts of a multipart upload.
+    # Three parts of a multipart upload (past the worker's one-PUT size, 16 MiB).
+    data = random.Random(11).randbytes(20 * MiB + 17)
     with client.open("/w/blob.bin", "wb") as f:
         assert f.writable()
         for i in range(0, len(data), 1000003):

@@ -109,7 +109,8 @@ def test_a_put_killed_half_way_leaves_nothing_in_the_bucket(setup, module_harnes
             "--worker", f"127.0.0.1:{w.listen_port}"]
     proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
-    proc.stdin.write(random.Random(2).randbytes(12 * MiB))  # Past the first 8 MiB part.
+    # Past the worker's one-PUT size (16 MiB): the first parts go up while it writes.
+    proc.stdin.write(random.Random(2).randbytes(20 * MiB))
     proc.stdin.flush()
 
     def writing():

@@ -519,6 +519,7 @@ StatusOr<WriteReply> WriteService::Truncate(OpenFile& file, uint64_t size) {
 write::WriteSessionOptions WriteService::SessionOptions(const std::string& path, bool write_back) {
   write::WriteSessionOptions o;
   o.part_size = options_.part_size;
+  o.whole_put_bytes = options_.whole_put_bytes;
   o.upload_early = !write_back;
   // A write-back close waits for the spool to be on disk: start that while the file is written.
   if (write_back) o.write_behind_bytes = kWriteBehindBytes;

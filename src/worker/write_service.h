@@ -64,7 +64,11 @@ struct WriteServiceOptions {
   // folders are created if missing and emptied at start: a spool file left by a process that
   // died belongs to a write whose close never returned OK. Files are spread over them.
   std::vector<std::string> spool_dirs;
-  uint64_t part_size = 8 << 20;   // Base of the part layout (S3: at least 5 MiB).
+  uint64_t part_size = 8 << 20;  // Base of the part layout (S3: at least 5 MiB).
+  // A file at most this long at its commit goes up in one PUT, and sends no part early
+  // (write::WriteSessionOptions::whole_put_bytes): a 10 MiB shard of a checkpoint closes in
+  // one request instead of a multipart upload's four.
+  uint64_t whole_put_bytes = 16 << 20;
   int max_uploads_in_flight = 4;  // Part uploads per open file.
   int upload_threads = 16;        // Part uploads, all open files together.
   size_t max_open_files = 4096;

@@ -50,6 +50,10 @@ StatusOr<std::unique_ptr<WriteSession>> WriteSession::Create(std::shared_ptr<ufs
   if (options.max_uploads_in_flight < 1) {
     return InvalidArgumentError("max_uploads_in_flight must be at least 1");
   }
+  if (options.whole_put_bytes > ufs::PartLayout::kMaxBase) {
+    return InvalidArgumentError("whole_put_bytes must be at most " +
+                                std::to_string(ufs::PartLayout::kMaxBase));
+  }
   CAIRN_ASSIGN_OR_RETURN(ufs::PartLayout layout, ufs::PartLayout::Create(options.part_size));
   ufs::WriterOptions writer_options;
   writer_options.part_size = options.part_size;
@@ -71,6 +75,10 @@ StatusOr<std::unique_ptr<WriteSession>> WriteSession::Adopt(std::shared_ptr<ufs:
                                                             ThreadPool* uploads) {
   if (options.max_uploads_in_flight < 1) {
     return InvalidArgumentError("max_uploads_in_flight must be at least 1");
+  }
+  if (options.whole_put_bytes > ufs::PartLayout::kMaxBase) {
+    return InvalidArgumentError("whole_put_bytes must be at most " +
+                                std::to_string(ufs::PartLayout::kMaxBase));
   }
   CAIRN_ASSIGN_OR_RETURN(ufs::PartLayout layout, ufs::PartLayout::Create(options.part_size));
   if (size > layout.MaxSize()) {
@@ -176,8 +184,10 @@ Status WriteSession::Write(uint64_t offset, std::span<const char> data) {
   // Even if the range cannot be recorded, the bytes are in the spool: the parts must count as
   // changed (sent again at Commit), or a part that already went up would keep its old bytes.
   Status recorded = written_.Add(offset, data.size());
+  const uint64_t old_size = size_;
   size_ = std::max(size_, end);
   TouchParts(*layout_.PartOf(offset), *layout_.PartOf(end - 1));
+  QueueOnceEarly(old_size);
   Pump();
   return recorded;
 }
@@ -216,6 +226,7 @@ Status WriteSession::Truncate(uint64_t size) {
   const uint64_t lo = std::min(old_size, size);
   const uint64_t hi = std::max(old_size, size);
   if (hi > lo) TouchParts(*layout_.PartOf(lo), *layout_.PartOf(hi - 1));
+  QueueOnceEarly(old_size);
   Pump();
   return recorded;
 }
@@ -251,7 +262,7 @@ void WriteSession::TouchParts(uint32_t first, uint32_t last) {
     const uint64_t end = begin + layout_.Size(i);
     // Only full parts go early; the final one waits for Commit.
     const bool whole = end <= size_ && written_.Covers(begin, end);
-    if (options_.upload_early && !part.sending && whole) queued_.insert(i);
+    if (SendsEarly() && !part.sending && whole) queued_.insert(i);
     // Hashed now, while its bytes are likely in the page cache; a later write into it makes
     // the hash stale, and Seal hashes it again.
     if (options_.digest && options_.hash_pool != nullptr && !closing_ && !part.hashing && whole) {
@@ -260,6 +271,22 @@ void WriteSession::TouchParts(uint32_t first, uint32_t last) {
       const uint64_t generation = part.generation;
       options_.hash_pool->Submit([this, i, generation] { HashPart(i, generation); });
     }
+  }
+}
+
+bool WriteSession::SendsEarly() const {
+  return options_.upload_early && size_ > options_.whole_put_bytes;
+}
+
+void WriteSession::QueueOnceEarly(uint64_t old_size) {
+  if (!SendsEarly() || old_size > options_.whole_put_bytes) return;
+  // The file just grew past whole_put_bytes: the parts written before went nowhere yet.
+  for (uint32_t i = 0; i < ufs::PartLayout::kMaxParts; ++i) {
+    const uint64_t begin = layout_.Offset(i);
+    const uint64_t end = begin + layout_.Size(i);
+    if (end > size_) break;
+    const Part& part = parts_[i];
+    if (!part.sending && !part.UpToDate() && written_.Covers(begin, end)) queued_.insert(i);
   }
 }
 
@@ -311,12 +338,8 @@ Status WriteSession::MakeDigest() {
   return Status::Ok();
 }
 
-Status WriteSession::CheckDigest(uint32_t count, std::span<const char> tail) {
-  std::vector<uint64_t> hashes;
-  hashes.reserve(count);
-  for (uint32_t i = 0; i + 1 < count; ++i) hashes.push_back(parts_[i].sent_hash);
-  if (count > 0) hashes.push_back(PartHash(tail));
-  if (CombinePartHashes(hashes) == *digest_) return Status::Ok();
+Status WriteSession::CheckDigest(const std::vector<uint64_t>& part_hashes) {
+  if (CombinePartHashes(part_hashes) == *digest_) return Status::Ok();
   return CorruptionError("the spool file " + spool_path_ + " of '" + key_ +
                          "' no longer holds the bytes that were written (digest mismatch): "
                          "not uploaded");
@@ -339,6 +362,7 @@ void WriteSession::Pump() {
     Part& part = parts_[index];
     if (part.sending || part.UpToDate()) continue;
     part.sending = true;
+    parts_submitted_ = true;
     ++in_flight_;
     const uint64_t generation = part.generation;
     const bool early = !closing_;
@@ -464,8 +488,12 @@ StatusOr<ufs::ObjectInfo> WriteSession::CommitLocked(std::vector<std::string>* e
     writer_options.condition = condition_;
     CAIRN_ASSIGN_OR_RETURN(writer_, ufs_->StartWrite(key_, writer_options));
     ++writer_generation_;
+    parts_submitted_ = false;
     for (auto& [index, part] : parts_) part.sent = false;
     ++stats_.writer_restarts;
+  }
+  if (count > 1 && size_ <= options_.whole_put_bytes && !parts_submitted_) {
+    return CommitWhole(ended);
   }
   for (uint32_t i = 0; i + 1 < count; ++i) {
     if (!parts_[i].UpToDate()) queued_.insert(i);
@@ -485,7 +513,11 @@ StatusOr<ufs::ObjectInfo> WriteSession::CommitLocked(std::vector<std::string>* e
   std::vector<char> tail(size_ - tail_start);
   CAIRN_RETURN_IF_ERROR(ReadSpool(tail_start, tail));
   if (digest_) {
-    Status intact = CheckDigest(count, tail);
+    std::vector<uint64_t> hashes;
+    hashes.reserve(count);
+    for (uint32_t i = 0; i + 1 < count; ++i) hashes.push_back(parts_[i].sent_hash);
+    if (count > 0) hashes.push_back(PartHash(tail));
+    Status intact = CheckDigest(hashes);
     if (!intact.ok()) {
       spool_damaged_ = true;
       Status aborted = AbortLocked(ended);
@@ -496,6 +528,44 @@ StatusOr<ufs::ObjectInfo> WriteSession::CommitLocked(std::vector<std::string>* e
   CAIRN_ASSIGN_OR_RETURN(ufs::ObjectInfo info, writer_->Commit(size_, tail));
   committed_ = true;
   if (!reported_token_.empty()) ended->push_back(std::exchange(reported_token_, ""));
+  return info;
+}
+
+StatusOr<ufs::ObjectInfo> WriteSession::CommitWhole(std::vector<std::string>* ended) {
+  std::vector<char> file(size_);
+  CAIRN_RETURN_IF_ERROR(ReadSpool(0, file));
+  if (digest_) {
+    CAIRN_ASSIGN_OR_RETURN(uint32_t count, layout_.PartCount(size_));
+    std::vector<uint64_t> hashes;
+    hashes.reserve(count);
+    const std::span<const char> bytes(file);
+    for (uint32_t i = 0; i < count; ++i) {
+      const uint64_t begin = layout_.Offset(i);
+      const uint64_t end = std::min(begin + layout_.Size(i), size_);
+      hashes.push_back(PartHash(bytes.subspan(begin, end - begin)));
+    }
+    Status intact = CheckDigest(hashes);
+    if (!intact.ok()) {
+      spool_damaged_ = true;
+      Status aborted = AbortLocked(ended);
+      if (!aborted.ok()) spdlog::warn("write of '{}': {}", key_, aborted.ToString());
+      return intact;
+    }
+  }
+  // A writer whose one part holds the file. The session's own writer put nothing in the store
+  // (no part went to it), so dropping it costs no request.
+  ufs::WriterOptions writer_options;
+  writer_options.part_size =
+      std::clamp<uint64_t>(size_, options_.part_size, ufs::PartLayout::kMaxBase);
+  writer_options.condition = condition_;
+  CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<ufs::ObjectWriter> whole,
+                         ufs_->StartWrite(key_, writer_options));
+  if (options_.before_complete) options_.before_complete();
+  CAIRN_ASSIGN_OR_RETURN(ufs::ObjectInfo info, whole->Commit(size_, file));
+  writer_ = std::move(whole);
+  ++writer_generation_;
+  committed_ = true;
+  ++stats_.whole_puts;
   return info;
 }
 

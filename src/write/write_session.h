@@ -8,7 +8,8 @@
 // max_uploads_in_flight part buffers per session). A write into a part that already went up
 // makes it dirty: it is sent again. Commit sends what is left (dirty parts, parts with holes,
 // which read as zeros, and the final part) and makes the object visible in one step; nothing is
-// visible under the key before.
+// visible under the key before. A file that ends small (options.whole_put_bytes) sends nothing
+// early and goes up in one request at Commit.
 //
 // Failures: an early upload that fails (after the store's own retries) is not retried at once;
 // Commit sends the part again, so a short outage while writing costs nothing. A Commit that
@@ -52,6 +53,14 @@ struct WriteSessionOptions {
   // close, and a rename before it would make parts already sent to the old name's key wasted
   // bytes, since an upload is bound to its key).
   bool upload_early = true;
+  // A file at most this long when committed goes to the source in one request (S3: one PUT)
+  // unless a part of it already went up, and parts go up early only once the file has grown past
+  // it. A file that ends this small gains little from early parts (it is written in a moment)
+  // and would pay for a multipart upload's extra requests and its reassembly in the store: a
+  // 10 MiB close to s3rver took 139 ms as two parts, 64 ms as one PUT (docs/benchmarks.md).
+  // Commit then holds the whole file in memory. 0: one request only for a file of one part, and
+  // parts go up as soon as they are whole. At most ufs::PartLayout::kMaxBase.
+  uint64_t whole_put_bytes = 0;
   // Start the disk write of the spool file's dirty pages each time this many bytes have been
   // written since the last start (sync_file_range(2), SYNC_FILE_RANGE_WRITE: it does not wait for
   // the disk), so that Seal's fdatasync finds little left to write: the disk works while the
@@ -88,6 +97,7 @@ struct WriteSessionOptions {
 
 struct WriteSessionStats {
   uint64_t parts_sent = 0;          // Full parts stored by the source (early or at Commit).
+  uint64_t whole_puts = 0;          // Commits of a file of several parts in one request.
   uint64_t parts_sent_early = 0;    // Of those, sent before Commit.
   uint64_t parts_resent = 0;        // Sent again because they were written after going up.
   uint64_t bytes_sent = 0;          // Bytes of those parts.
@@ -193,8 +203,17 @@ class WriteSession {
                int spool_fd, ufs::PartLayout layout, WriteSessionOptions options,
                ThreadPool* uploads, std::unique_ptr<ufs::ObjectWriter> writer);
 
-  // Bumps the generation of the parts [first, last] and queues those now wholly written.
+  // Bumps the generation of the parts [first, last] and queues those now wholly written (once
+  // the file may send parts early).
   void TouchParts(uint32_t first, uint32_t last) REQUIRES(mu_);
+  // Whether parts may go up before Commit now (options_.upload_early, whole_put_bytes).
+  bool SendsEarly() const REQUIRES(mu_);
+  // After the file grew from `old_size`: when that made it send parts early, queues every part
+  // wholly written so far.
+  void QueueOnceEarly(uint64_t old_size) REQUIRES(mu_);
+  // Commit of the whole file in one request by a writer of one part (whole_put_bytes): reads the
+  // file, checks it against the digest, commits.
+  StatusOr<ufs::ObjectInfo> CommitWhole(std::vector<std::string>* ended) REQUIRES(mu_);
   // Starts uploads of queued parts up to the in-flight cap.
   void Pump() REQUIRES(mu_);
   // Runs on the upload pool.
@@ -207,8 +226,9 @@ class WriteSession {
   StatusOr<uint64_t> HashSpool(uint64_t offset, uint64_t length) const;
   // Seal's part of the digest: waits for background hashes, hashes what they did not cover.
   Status MakeDigest() REQUIRES(mu_);
-  // Commit's check of the sent parts and the tail against the digest.
-  Status CheckDigest(uint32_t count, std::span<const char> tail) REQUIRES(mu_);
+  // Commit's check of what goes to the source against the digest: `part_hashes` are the
+  // PartHash of each part of the layout as sent.
+  Status CheckDigest(const std::vector<uint64_t>& part_hashes) REQUIRES(mu_);
   Status ReadSpool(uint64_t offset, std::span<char> out) const;
   Status CheckOpen() const REQUIRES(mu_);
   // Counts `written` bytes; past options_.write_behind_bytes, starts the spool's disk write.
@@ -247,6 +267,7 @@ class WriteSession {
   bool closing_ GUARDED_BY(mu_) = false;  // Commit or Abort started: no more writes.
   bool committed_ GUARDED_BY(mu_) = false;
   bool aborted_ GUARDED_BY(mu_) = false;
+  bool parts_submitted_ GUARDED_BY(mu_) = false;  // A part of writer_ went to the upload pool.
   ufs::WriteCondition condition_ GUARDED_BY(mu_);
   WriteSessionStats stats_ GUARDED_BY(mu_);
   std::string reported_token_ GUARDED_BY(mu_);      // Told on_upload_begun, not yet ended.

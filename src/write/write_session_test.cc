@@ -103,6 +103,60 @@ TEST_F(WriteSessionTest, WithoutEarlyUploadsEverythingGoesUpAtCommit) {
   EXPECT_EQ(counting_->counts().bytes_written, content.size());
 }
 
+// A file no longer than whole_put_bytes at Commit sends nothing early and goes up in one
+// request, however many parts the layout cuts it into.
+TEST_F(WriteSessionTest, AFileThatEndsSmallGoesUpInOneRequest) {
+  for (uint64_t size : {2 * kPart + 500, 3 * kPart}) {
+    const std::string key = "ckpt/small-" + std::to_string(size);
+    const std::string content = Pattern(size, 3);
+    WriteSessionOptions options;
+    options.whole_put_bytes = 3 * kPart;
+    auto s = Open(key, options);
+    ASSERT_NE(s, nullptr);
+    const ufs::UfsCounts before = counting_->counts();
+    WriteSequentially(*s, content, 10000);
+    EXPECT_EQ(memory_->OpenUploads(), 0u) << "no part went to the pool, so no upload began";
+    auto info = s->Commit();
+    ASSERT_TRUE(info.ok()) << info.status().ToString();
+    EXPECT_EQ(Stored(key), content);
+    const WriteSessionStats stats = s->stats();
+    EXPECT_EQ(stats.parts_sent, 0u);
+    EXPECT_EQ(stats.whole_puts, 1u);
+    EXPECT_EQ(counting_->counts().writes - before.writes, 1u);
+    EXPECT_EQ(counting_->counts().bytes_written - before.bytes_written, content.size());
+    EXPECT_EQ(memory_->OpenUploads(), 0u);
+  }
+}
+
+// Past whole_put_bytes the parts written so far go up at once, and the rest as they fill; a
+// file that grew past it and shrank below it again starts over and goes up in one request.
+TEST_F(WriteSessionTest, AFileThatGrowsPastTheWholePutSizeSendsItsPartsEarly) {
+  WriteSessionOptions options;
+  options.whole_put_bytes = 2 * kPart;
+  const std::string content = Pattern(5 * kPart + 1234, 4);
+  auto s = Open("ckpt/large.pt", options);
+  ASSERT_NE(s, nullptr);
+  WriteSequentially(*s, content, 10000);
+  ASSERT_TRUE(WaitUntil([&] { return s->stats().parts_sent_early == 5; }))
+      << "sent early: " << s->stats().parts_sent_early;
+  ASSERT_TRUE(s->Commit().ok());
+  EXPECT_EQ(Stored("ckpt/large.pt"), content);
+  EXPECT_EQ(s->stats().whole_puts, 0u);
+  EXPECT_EQ(s->stats().parts_sent, 5u);
+
+  const std::string shrunk = Pattern(4 * kPart, 5);
+  auto t = Open("ckpt/shrunk.pt", options);
+  ASSERT_NE(t, nullptr);
+  WriteSequentially(*t, shrunk, kPart);
+  ASSERT_TRUE(WaitUntil([&] { return t->stats().parts_sent_early == 4; }));
+  ASSERT_TRUE(t->Truncate(kPart + kPart / 2).ok());
+  ASSERT_TRUE(t->Commit().ok());
+  EXPECT_EQ(Stored("ckpt/shrunk.pt"), shrunk.substr(0, kPart + kPart / 2));
+  EXPECT_EQ(t->stats().writer_restarts, 1u);
+  EXPECT_EQ(t->stats().whole_puts, 1u);
+  EXPECT_EQ(memory_->OpenUploads(), 0u) << "the first upload was aborted";
+}
+
 // Write-back sessions start the spool's disk write every write_behind_bytes, so that Seal's
 // fdatasync has little left; none is started without the option.
 TEST_F(WriteSessionTest, TheSpoolIsWrittenBehindEveryWriteBehindBytes) {
@@ -203,54 +257,64 @@ TEST_F(SpoolDigestTest, TheDigestIsMadeWhileWritingAndIsTheFilesWhateverTheWrite
 // A spool file damaged after Seal (a failing disk) is never uploaded: Commit says Corruption,
 // aborts the upload, and nothing appears under the key. Whole parts and the last part alike.
 TEST_F(SpoolDigestTest, ADamagedSpoolFileIsNeverUploaded) {
-  for (uint64_t damaged_at : {kPart + 7, 3 * kPart + 100}) {
-    const std::string key = "ckpt/damaged-" + std::to_string(damaged_at);
-    const std::string content = Pattern(3 * kPart + 500, 6);
-    auto s = Open(key, BackOptions());
-    ASSERT_NE(s, nullptr);
-    WriteSequentially(*s, content, 8192);
-    ASSERT_TRUE(s->Seal().ok());
-    s->KeepSpoolFile();
-    Damage(s->spool_path(), damaged_at);
-    auto info = s->Commit();
-    EXPECT_EQ(info.status().code(), StatusCode::kCorruption) << damaged_at;
-    EXPECT_TRUE(s->spool_damaged());
-    EXPECT_EQ(Stored(key), "<absent>");
-    EXPECT_EQ(memory_->OpenUploads(), 0u);
-    EXPECT_EQ(s->Commit().status().code(), StatusCode::kFailedPrecondition);  // Aborted.
-    ::unlink(s->spool_path().c_str());
-  }
+  for (uint64_t whole_put_bytes : {uint64_t{0}, 4 * kPart})
+    for (uint64_t damaged_at : {kPart + 7, 3 * kPart + 100}) {
+      SCOPED_TRACE("whole_put_bytes " + std::to_string(whole_put_bytes));
+      const std::string key =
+          "ckpt/damaged-" + std::to_string(damaged_at) + "-" + std::to_string(whole_put_bytes);
+      const std::string content = Pattern(3 * kPart + 500, 6);
+      WriteSessionOptions options = BackOptions();
+      options.whole_put_bytes = whole_put_bytes;
+      auto s = Open(key, options);
+      ASSERT_NE(s, nullptr);
+      WriteSequentially(*s, content, 8192);
+      ASSERT_TRUE(s->Seal().ok());
+      s->KeepSpoolFile();
+      Damage(s->spool_path(), damaged_at);
+      auto info = s->Commit();
+      EXPECT_EQ(info.status().code(), StatusCode::kCorruption) << damaged_at;
+      EXPECT_TRUE(s->spool_damaged());
+      EXPECT_EQ(Stored(key), "<absent>");
+      EXPECT_EQ(memory_->OpenUploads(), 0u);
+      EXPECT_EQ(s->Commit().status().code(), StatusCode::kFailedPrecondition);  // Aborted.
+      ::unlink(s->spool_path().c_str());
+    }
 }
 
 // After a restart the journal's digest is what the adopted spool file is checked against.
 TEST_F(SpoolDigestTest, AnAdoptedSpoolFileIsCheckedAgainstTheJournalsDigest) {
   const std::string content = Pattern(2 * kPart + 77, 7);
-  for (bool damage : {false, true}) {
-    const std::string key = damage ? "ckpt/adopted-bad.pt" : "ckpt/adopted.pt";
-    auto s = Open(key, BackOptions());
-    ASSERT_NE(s, nullptr);
-    WriteSequentially(*s, content, 8192);
-    ASSERT_TRUE(s->Seal().ok());
-    const uint64_t digest = *s->digest();
-    const std::string spool = s->spool_path();
-    s->KeepSpoolFile();
-    s.reset();  // The process died after the journal recorded the file.
-    if (damage) Damage(spool, 5);
-    WriteSessionOptions options;
-    options.part_size = kPart;
-    options.upload_early = false;
-    options.expected_digest = digest;
-    auto adopted = WriteSession::Adopt(gated_, key, spool, content.size(), options, &pool_);
-    ASSERT_TRUE(adopted.ok()) << adopted.status().ToString();
-    auto info = (*adopted)->Commit();
-    if (damage) {
-      EXPECT_EQ(info.status().code(), StatusCode::kCorruption);
-      EXPECT_EQ(Stored(key), "<absent>");
-    } else {
-      ASSERT_TRUE(info.ok()) << info.status().ToString();
-      EXPECT_EQ(Stored(key), content);
+  for (uint64_t whole_put_bytes : {uint64_t{0}, 4 * kPart})
+    for (bool damage : {false, true}) {
+      SCOPED_TRACE("whole_put_bytes " + std::to_string(whole_put_bytes));
+      const std::string key = std::string(damage ? "ckpt/adopted-bad-" : "ckpt/adopted-") +
+                              std::to_string(whole_put_bytes);
+      auto s = Open(key, BackOptions());
+      ASSERT_NE(s, nullptr);
+      WriteSequentially(*s, content, 8192);
+      ASSERT_TRUE(s->Seal().ok());
+      const uint64_t digest = *s->digest();
+      const std::string spool = s->spool_path();
+      s->KeepSpoolFile();
+      s.reset();  // The process died after the journal recorded the file.
+      if (damage) Damage(spool, 5);
+      WriteSessionOptions options;
+      options.part_size = kPart;
+      options.upload_early = false;
+      options.expected_digest = digest;
+      options.whole_put_bytes = whole_put_bytes;
+      auto adopted = WriteSession::Adopt(gated_, key, spool, content.size(), options, &pool_);
+      ASSERT_TRUE(adopted.ok()) << adopted.status().ToString();
+      auto info = (*adopted)->Commit();
+      if (damage) {
+        EXPECT_EQ(info.status().code(), StatusCode::kCorruption);
+        EXPECT_EQ(Stored(key), "<absent>");
+      } else {
+        ASSERT_TRUE(info.ok()) << info.status().ToString();
+        EXPECT_EQ(Stored(key), content);
+      }
+      EXPECT_EQ((*adopted)->stats().whole_puts, !damage && whole_put_bytes != 0 ? 1u : 0u);
     }
-  }
 }
 
 TEST_F(WriteSessionTest, RandomOffsetsAndAHeaderPatchedAtTheEnd) {
