@@ -15,6 +15,7 @@
 #include <cstring>
 #include <vector>
 
+#include "common/iovec_writer.h"
 #include "net/stream.h"
 
 namespace cairn::net {
@@ -103,26 +104,13 @@ class TcpStream : public Stream {
     for (auto b : buffers) {
       if (!b.empty()) iov.push_back({const_cast<char*>(b.data()), b.size()});
     }
-    size_t idx = 0;
-    while (idx < iov.size()) {
+    const int error = WriteAllIovecs(iov, [&](const iovec* first, int count) {
       msghdr msg{};
-      msg.msg_iov = iov.data() + idx;
-      msg.msg_iovlen = std::min<size_t>(iov.size() - idx, IOV_MAX);
-      ssize_t n = sendmsg(fd_, &msg, MSG_NOSIGNAL | flags);
-      if (n < 0) {
-        if (errno == EINTR) continue;
-        return SocketError(errno, "write to", peer_);
-      }
-      size_t left = static_cast<size_t>(n);
-      while (idx < iov.size() && left >= iov[idx].iov_len) {
-        left -= iov[idx].iov_len;
-        ++idx;
-      }
-      if (left > 0) {
-        iov[idx].iov_base = static_cast<char*>(iov[idx].iov_base) + left;
-        iov[idx].iov_len -= left;
-      }
-    }
+      msg.msg_iov = const_cast<iovec*>(first);
+      msg.msg_iovlen = static_cast<size_t>(count);
+      return sendmsg(fd_, &msg, MSG_NOSIGNAL | flags);
+    });
+    if (error != 0) return SocketError(error, "write to", peer_);
     return Status::Ok();
   }
 

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "common/aligned_buffer.h"
+#include "common/iovec_writer.h"
 #include "pagestore/disk.h"
 
 namespace cairn::pagestore {
@@ -145,25 +146,9 @@ class PosixLock final : public DiskLock {
 
 // Writes all of `iov` at the current position, resuming after short writes and EINTR.
 Status WriteAll(int fd, std::vector<struct iovec> iov) {
-  size_t first = 0;
-  while (first < iov.size()) {
-    int count = static_cast<int>(std::min<size_t>(iov.size() - first, IOV_MAX));
-    ssize_t n = ::writev(fd, iov.data() + first, count);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return ErrnoToStatus(errno, "write");
-    }
-    size_t left = static_cast<size_t>(n);
-    while (first < iov.size() && left >= iov[first].iov_len) {
-      left -= iov[first].iov_len;
-      ++first;
-    }
-    if (left > 0) {
-      iov[first].iov_base = static_cast<char*>(iov[first].iov_base) + left;
-      iov[first].iov_len -= left;
-    }
-  }
-  return Status::Ok();
+  const int error = WriteAllIovecs(
+      iov, [fd](const iovec* first, int count) { return ::writev(fd, first, count); });
+  return error == 0 ? Status::Ok() : ErrnoToStatus(error, "write");
 }
 
 class PosixDiskImpl final : public Disk {
