@@ -63,7 +63,9 @@ if [[ "${CAIRN_SKIP_SANITIZERS:-0}" != 1 ]]; then
     ctest --test-dir build-asan -L unit --output-on-failure -j 2 --timeout 600
   # The clang tree: the tests of the modules where threads meet, and cairn_fuse, the one
   # library with locks those tests do not pull in (thread-safety analysis); the CLI has none.
-  run scripts/build.sh tsan cairn_fuse common_test net_test pagestore_test \
+  # ufs_test: the stores' wrappers (retries, limits, the worker's absence cache) are shared by
+  # every thread of a worker.
+  run scripts/build.sh tsan cairn_fuse common_test net_test pagestore_test ufs_test \
     membership_test worker_test client_test transport_test tls_test http_test write_test
   run env TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/scripts/tsan.supp" \
     ctest --test-dir build-tsan -L unit --output-on-failure -j 2 --timeout 600
