@@ -295,6 +295,36 @@ def test_s3_mount_credentials_from_environment(cluster, s3server, tmp_path, monk
     assert not {"access_key", "secret_key", "session_token"} & set(stored["options"]), stored
 
 
+def test_a_listing_shows_write_back_files_pending_at_every_worker(cluster, tmp_path):
+    """A write-back file waits at the owner of its own path; a listing is answered by one
+    worker, which asks the others for theirs (ListPending): every file closed shows at once to
+    another client, before any upload (the workers hold their files for 10 minutes here)."""
+    src = tmp_path / "wbsrc"
+    src.mkdir()
+    for i in (1, 2, 3):
+        cluster.start_worker(f"w{i}", extra=["--write-back-delay", "10m"])
+    cluster.wait_ring_settled()
+    cluster.mount_add("/wb", f"file://{src}", "--write-mode", "back")
+    writer = cluster.fuse(name="writer")
+    folder = mount_path(writer, "ckpt", mount="/wb")
+    os.mkdir(folder)
+    files = {f"shard-{i:02d}.pt": random.Random(i).randbytes(1000 + 97 * i) for i in range(12)}
+    for name, data in files.items():
+        with open(os.path.join(folder, name), "wb") as f:
+            f.write(data)
+    assert os.listdir(src / "ckpt") == []  # Nothing uploaded yet.
+    held = {w: cluster.metric(w, "cairn_worker_write_back_pending_files") for w in cluster.workers}
+    assert sum(held.values()) == len(files) and sum(1 for n in held.values() if n) >= 2, held
+
+    reader = cluster.fuse(name="reader")
+    seen = mount_path(reader, "ckpt", mount="/wb")
+    assert sorted(os.listdir(seen)) == sorted(files)
+    for name, data in files.items():
+        with open(os.path.join(seen, name), "rb") as f:
+            assert f.read() == data, name
+    assert sorted(os.listdir(mount_path(reader, "", mount="/wb"))) == ["ckpt"]
+
+
 # ------------------------------------------------------------------------------------------
 # 2. Chaos: workers killed, restarted and frozen while a reader reads epoch after epoch
 # ------------------------------------------------------------------------------------------

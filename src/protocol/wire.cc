@@ -51,9 +51,9 @@ uint32_t HeaderCheck(const char* header20) {
   return static_cast<uint32_t>(Hash64(std::string_view(header20, 20)));
 }
 
-// Every type from kHello to kReadWritten is in use (v5 took 15 and 19..25, v7 26 and 27, v8 28,
-// v9 29).
-bool KnownType(uint8_t t) { return t >= 1 && t <= static_cast<uint8_t>(MessageType::kReadWritten); }
+// Every type from kHello to kListPending is in use (v5 took 15 and 19..25, v7 26 and 27, v8 28,
+// v9 29, v11 30).
+bool KnownType(uint8_t t) { return t >= 1 && t <= static_cast<uint8_t>(MessageType::kListPending); }
 
 // ReadPage option bits (the only bit field left, and local to that one message).
 constexpr uint8_t kReadRefetch = 1u << 0;
@@ -397,12 +397,14 @@ StatusOr<ControlReply> DecodeControlReply(std::span<const char> payload) {
 }
 
 MessageType TypeOf(const MetadataRequest& request) {
-  return std::holds_alternative<StatPathRequest>(request) ? MessageType::kStatPath
-                                                          : MessageType::kListDir;
+  if (std::holds_alternative<StatPathRequest>(request)) return MessageType::kStatPath;
+  if (std::holds_alternative<ListDirRequest>(request)) return MessageType::kListDir;
+  return MessageType::kListPending;
 }
 
 bool IsMetadataRequest(MessageType type) {
-  return type == MessageType::kStatPath || type == MessageType::kListDir;
+  return type == MessageType::kStatPath || type == MessageType::kListDir ||
+         type == MessageType::kListPending;
 }
 
 const std::string& PathOf(const MetadataRequest& request) {
@@ -418,6 +420,9 @@ std::string EncodeMetadataRequest(const MetadataRequest& request) {
   if (const auto* stat = std::get_if<StatPathRequest>(&request)) {
     w.U32(stat->deadline_ms);
     w.Str(stat->path);
+  } else if (const auto* pending = std::get_if<ListPendingRequest>(&request)) {
+    w.U32(pending->deadline_ms);
+    w.Str(pending->path);
   } else {
     const auto& list = std::get<ListDirRequest>(request);
     w.U32(list.deadline_ms);
@@ -459,6 +464,10 @@ StatusOr<MetadataRequest> DecodeMetadataRequest(MessageType type, std::span<cons
       return InvalidArgumentError("ListDir max_entries must be 1.." +
                                   std::to_string(kMaxListEntries));
     }
+    out = std::move(q);
+  } else if (type == MessageType::kListPending) {
+    ListPendingRequest q;
+    if (!r.U32(&q.deadline_ms) || !r.Str(&q.path)) return CorruptionError("truncated ListPending");
     out = std::move(q);
   } else {
     return CorruptionError("message type " + std::to_string(static_cast<int>(type)) +

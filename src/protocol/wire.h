@@ -30,9 +30,11 @@ inline constexpr uint32_t kMagic = 0x4E524143;  // "CARN" in little-endian byte 
 // refused. v7: MakeDir and Rename, and RemovePath of directories (a v6 worker would not know
 // the types). v8: SyncPath (waits for the write-back uploads under a path). v9: ReadWritten
 // (reads of a file open for writing), and write replies carry data. v10: OpenWrite's SEEN_ABSENT
-// flag (a v9 worker would refuse the bit). Older peers get a kVersionMismatch naming both.
-inline constexpr uint8_t kVersion = 10;
-inline constexpr uint8_t kMinVersion = 10;  // Oldest version this build still speaks.
+// flag (a v9 worker would refuse the bit). v11: ListPending (worker to worker: the children of a
+// directory that hold a worker's write-back files not yet uploaded). Older peers get a
+// kVersionMismatch naming both.
+inline constexpr uint8_t kVersion = 11;
+inline constexpr uint8_t kMinVersion = 11;  // Oldest version this build still speaks.
 inline constexpr size_t kFrameHeaderSize = 24;
 // Largest payload accepted (a page of at most 16 MiB plus metadata); bigger frames are rejected.
 inline constexpr uint32_t kMaxPayload = (16u << 20) + (64u << 10);
@@ -68,6 +70,7 @@ enum class MessageType : uint8_t {
   kRename = 27,           // -> kWriteReply with the object under its new name (v7).
   kSyncPath = 28,         // -> kWriteReply once the path's write-back files are uploaded (v8).
   kReadWritten = 29,      // -> kWriteReply with the bytes of a file open for writing (v9).
+  kListPending = 30,      // worker -> worker: -> kMetadataReply (v11).
 };
 
 struct FrameHeader {
@@ -248,7 +251,17 @@ struct ListDirRequest {
   std::string token;  // From the previous reply's next_token; empty for the first page.
   uint32_t max_entries = kMaxListEntries;  // 1..kMaxListEntries source entries per page.
 };
-using MetadataRequest = std::variant<StatPathRequest, ListDirRequest>;
+// Worker to worker (v11): the children of directory `path` that hold the answering worker's
+// write-back files not yet uploaded (docs/write-path.md, decision 7): a file directly in it as
+// a file entry (its pending size, version and close time), a folder below it that holds some
+// as a directory entry; at most kMaxListEntries, sorted by name, no next_token. The directory's
+// owner asks every other worker, so that its listing shows files pending at their own paths'
+// owners. Only cluster nodes may ask (under a policy); not forwarded further.
+struct ListPendingRequest {
+  uint32_t deadline_ms = 0;
+  std::string path;  // The directory.
+};
+using MetadataRequest = std::variant<StatPathRequest, ListDirRequest, ListPendingRequest>;
 
 MessageType TypeOf(const MetadataRequest& request);
 bool IsMetadataRequest(MessageType type);

@@ -48,14 +48,14 @@ std::array<char, kFrameHeaderSize> HeaderOfType(uint8_t type) {
 }
 
 // v5 took type 15 (kept for WritePage) and 19..25; v7 26 (MakeDir) and 27 (Rename); v8 28
-// (SyncPath); v9 29 (ReadWritten); v10 no new type.
-TEST(WireTest, FrameHeadersAcceptEveryV10TypeAndNothingElse) {
-  for (int type = 1; type <= 29; ++type) {
+// (SyncPath); v9 29 (ReadWritten); v10 no new type; v11 30 (ListPending).
+TEST(WireTest, FrameHeadersAcceptEveryV11TypeAndNothingElse) {
+  for (int type = 1; type <= 30; ++type) {
     auto d = DecodeFrameHeader(HeaderOfType(static_cast<uint8_t>(type)));
     ASSERT_TRUE(d.ok()) << type << ": " << d.status().ToString();
     EXPECT_EQ(static_cast<int>(d->type), type);
   }
-  for (int type : {0, 30, 31, 255}) {
+  for (int type : {0, 31, 32, 255}) {
     EXPECT_EQ(DecodeFrameHeader(HeaderOfType(static_cast<uint8_t>(type))).status().code(),
               StatusCode::kCorruption)
         << type;
@@ -67,8 +67,9 @@ TEST(WireTest, FrameHeadersAcceptEveryV10TypeAndNothingElse) {
 TEST(WireTest, OtherVersionsAreAMismatchNotCorruption) {
   std::array<char, kFrameHeaderSize> buf;
   EncodeFrameHeader({MessageType::kHello, 0, 1, 0}, buf.data());
-  for (uint8_t version : {uint8_t{1}, uint8_t{2}, uint8_t{3}, uint8_t{4}, uint8_t{5}, uint8_t{6},
-                          uint8_t{7}, uint8_t{8}, uint8_t{9}, uint8_t{11}, uint8_t{200}}) {
+  for (uint8_t version :
+       {uint8_t{1}, uint8_t{2}, uint8_t{3}, uint8_t{4}, uint8_t{5}, uint8_t{6}, uint8_t{7},
+        uint8_t{8}, uint8_t{9}, uint8_t{10}, uint8_t{12}, uint8_t{200}}) {
     auto copy = buf;
     copy[4] = static_cast<char>(version);
     // Re-seal the header checksum over the changed version byte.
@@ -301,7 +302,12 @@ TEST(WireTest, MetadataRequestsRoundTripAndTruncationsAreRejected) {
   list.max_entries = 17;
   StatPathRequest stat;
   stat.path = "/lake/dir/file.bin";
-  for (const MetadataRequest& request : {MetadataRequest(list), MetadataRequest(stat)}) {
+  ListPendingRequest pending;
+  pending.deadline_ms = 900;
+  pending.path = "/lake/ckpt";
+  EXPECT_EQ(TypeOf(MetadataRequest(pending)), MessageType::kListPending);
+  for (const MetadataRequest& request :
+       {MetadataRequest(list), MetadataRequest(stat), MetadataRequest(pending)}) {
     std::string encoded = EncodeMetadataRequest(request);
     EXPECT_TRUE(IsMetadataRequest(TypeOf(request)));
     auto got = DecodeMetadataRequest(TypeOf(request), encoded);
@@ -318,6 +324,11 @@ TEST(WireTest, MetadataRequestsRoundTripAndTruncationsAreRejected) {
     EXPECT_EQ(DecodeMetadataRequest(TypeOf(request), encoded + "x").status().code(),
               StatusCode::kCorruption);
   }
+  EXPECT_EQ(DecodeMetadataRequest(MessageType::kListPending,
+                                  EncodeMetadataRequest(ListPendingRequest{0, "lake"}))
+                .status()
+                .code(),
+            StatusCode::kInvalidArgument);  // A relative path.
   EXPECT_FALSE(IsMetadataRequest(MessageType::kReadPage));
   EXPECT_EQ(DecodeMetadataRequest(MessageType::kReadPage, "").status().code(),
             StatusCode::kCorruption);

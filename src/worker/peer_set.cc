@@ -51,4 +51,12 @@ size_t PeerSet::size() const {
   return peers_.size();
 }
 
+std::vector<std::string> PeerSet::PeerIds() const {
+  MutexLock l(&mu_);
+  std::vector<std::string> ids;
+  ids.reserve(peers_.size());
+  for (const auto& [id, peer] : peers_) ids.push_back(id);
+  return ids;
+}
+
 }  // namespace cairn::worker

@@ -51,6 +51,8 @@ class PeerSet {
   const std::string& self_id() const { return self_id_; }
   // Known peers (this worker excluded).
   size_t size() const EXCLUDES(mu_);
+  // Their ids, sorted.
+  std::vector<std::string> PeerIds() const EXCLUDES(mu_);
 
  private:
   struct Peer {

@@ -5,7 +5,9 @@
 // of another size is a change, never other bytes.
 #include <gtest/gtest.h>
 
+#include "worker/local_channel.h"
 #include "worker/metadata_service.h"
+#include "worker/peer_set.h"
 #include "worker/write_back_fixture.h"
 
 namespace cairn::worker {
@@ -14,23 +16,33 @@ namespace {
 class PendingReadsTest : public WriteBackTest {
  protected:
   StatusOr<protocol::DirEntry> Stat(const std::string& path) {
+    MetadataService metadata = Metadata();
+    return StatAt(metadata, path);
+  }
+  StatusOr<protocol::DirEntry> StatAt(MetadataService& metadata, const std::string& path) {
     protocol::StatPathRequest r;
     r.path = path;
     CAIRN_ASSIGN_OR_RETURN(protocol::MetadataReply reply,
-                           Metadata().Serve(r, auth::Visibility{true, {}}));
+                           metadata.Serve(r, auth::Visibility{true, {}}));
     if (reply.entries.size() != 1) return InternalError("not one entry");
     return reply.entries[0];
   }
   // Every entry of the listing of `path`, `max_entries` per page.
   StatusOr<std::vector<protocol::DirEntry>> List(const std::string& path,
                                                  uint32_t max_entries = 1000) {
+    MetadataService metadata = Metadata();
+    return ListAt(metadata, path, max_entries);
+  }
+  StatusOr<std::vector<protocol::DirEntry>> ListAt(MetadataService& metadata,
+                                                   const std::string& path,
+                                                   uint32_t max_entries = 1000) {
     std::vector<protocol::DirEntry> all;
     protocol::ListDirRequest r;
     r.path = path;
     r.max_entries = max_entries;
     do {
       CAIRN_ASSIGN_OR_RETURN(protocol::MetadataReply reply,
-                             Metadata().Serve(r, auth::Visibility{true, {}}));
+                             metadata.Serve(r, auth::Visibility{true, {}}));
       for (auto& e : reply.entries) all.push_back(std::move(e));
       r.token = reply.next_token;
     } while (!r.token.empty());
@@ -194,6 +206,131 @@ TEST(PendingVersionTest, RoundTripsAndRefusesAnythingElse) {
     EXPECT_FALSE(protocol::ParsePendingVersion(bad).ok()) << bad;
   }
   EXPECT_FALSE(protocol::IsPendingVersion("\"d41d8cd98f00b204e9800998ecf8427e\""));
+}
+
+}  // namespace
+}  // namespace cairn::worker
+
+namespace cairn::worker {
+namespace {
+
+// Worker "a" (the fixture) as a peer of another worker: its ListPending answers, or Unavailable
+// while `down`.
+class PeerChannel : public protocol::PageChannel {
+ public:
+  explicit PeerChannel(PageService* a) : local_(a) {}
+  void Call(const protocol::Request& r, std::span<char> dest, Callback done) override {
+    local_.Call(r, dest, std::move(done));
+  }
+  void CallMetadata(const protocol::MetadataRequest& r, MetadataCallback done) override {
+    ++calls;
+    if (down) return done(UnavailableError("peer a is down"));
+    local_.CallMetadata(r, std::move(done));
+  }
+  std::string Describe() const override { return "peer a"; }
+  std::atomic<bool> down{false};
+  std::atomic<int> calls{0};
+
+ private:
+  LocalChannel local_;
+};
+
+// A worker with no pending files of its own.
+class NoPendingFiles : public PendingFiles {
+ public:
+  std::optional<Entry> PendingStat(const std::string&) override { return std::nullopt; }
+  std::vector<Entry> PendingUnder(const std::string&) override { return {}; }
+  StatusOr<Page> ReadPendingPage(const protocol::PageRef&, uint32_t) override {
+    return FailedPreconditionError("nothing pending here");
+  }
+};
+
+// A write-back file waits at the owner of its own path ("a", the fixture); a listing is answered
+// by the owner of the folder ("b" here), which asks the other workers for theirs.
+TEST_F(PendingReadsTest, TheFoldersOwnerShowsFilesPendingAtOtherWorkers) {
+  FakeClock clock;
+  auto to_a = std::make_shared<PeerChannel>(pages_.get());
+  PeerSet peers("b", [&](const std::string&) { return to_a; });
+  ASSERT_TRUE(peers.SetWorkers({{"a", "127.0.0.1:1", 1.0}, {"b", "127.0.0.1:2", 1.0}}).ok());
+  PageServiceOptions po;
+  po.page_size = kPage;
+  po.peers = &peers;
+  po.clock = &clock;
+  metrics::Registry b_registry;
+  PageService b(mounts_, store_.get(), &b_registry, po);
+  NoPendingFiles none;
+  b.SetPendingFiles(&none);
+  MetadataService owner(&b);
+
+  SourceDown(true);
+  ASSERT_TRUE(WriteFile("/lake/ckpt/step-2/shard-0.pt", "zero").ok());
+  ASSERT_TRUE(WriteFile("/lake/ckpt/step-2/deep/shard-1.pt", "one").ok());
+  auto listed = ListAt(owner, "/lake/ckpt/step-2");
+  ASSERT_TRUE(listed.ok()) << listed.status().ToString();
+  ASSERT_EQ(listed->size(), 2u);
+  EXPECT_EQ((*listed)[0].name, "deep");
+  EXPECT_TRUE((*listed)[0].is_dir);
+  EXPECT_EQ((*listed)[1].name, "shard-0.pt");
+  EXPECT_FALSE((*listed)[1].is_dir);
+  EXPECT_EQ((*listed)[1].size, 4u);
+  EXPECT_TRUE(protocol::IsPendingVersion((*listed)[1].version)) << (*listed)[1].version;
+  // The same version a stat at the file's own owner gives (its reads go there).
+  auto at_a = Stat("/lake/ckpt/step-2/shard-0.pt");
+  ASSERT_TRUE(at_a.ok());
+  EXPECT_EQ((*listed)[1].version, at_a->version);
+  // Folders that hold only pending files, elsewhere, are folders here too.
+  auto folder = StatAt(owner, "/lake/ckpt/step-2/deep");
+  ASSERT_TRUE(folder.ok()) << folder.status().ToString();
+  EXPECT_TRUE(folder->is_dir);
+  auto root = ListAt(owner, "/lake");
+  ASSERT_TRUE(root.ok());
+  ASSERT_EQ(root->size(), 1u);
+  EXPECT_EQ((*root)[0].name, "ckpt");
+
+  // A peer that fails is left out, and not asked again for a while.
+  to_a->down = true;
+  EXPECT_EQ(ListAt(owner, "/lake/ckpt/step-2").status().code(), StatusCode::kNotFound);
+  to_a->down = false;
+  const int calls = to_a->calls;
+  EXPECT_EQ(StatAt(owner, "/lake/ckpt/step-2").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(to_a->calls, calls);
+  clock.Advance(PeerPending::kQuietAfterFailure + std::chrono::seconds(1));
+  listed = ListAt(owner, "/lake/ckpt/step-2");
+  ASSERT_TRUE(listed.ok()) << listed.status().ToString();
+  EXPECT_EQ(listed->size(), 2u);
+
+  // Once uploaded, the source's entries.
+  SourceDown(false);
+  ASSERT_TRUE(SyncAll().ok());
+  listed = ListAt(owner, "/lake/ckpt/step-2");
+  ASSERT_TRUE(listed.ok());
+  ASSERT_EQ(listed->size(), 2u);
+  EXPECT_FALSE(protocol::IsPendingVersion((*listed)[1].version));
+}
+
+// ListPending answers with this worker's own pending files only, as children of the folder.
+TEST_F(PendingReadsTest, ListPendingAnswersTheWorkersOwnFilesAsChildren) {
+  SourceDown(true);
+  ASSERT_TRUE(WriteFile("/lake/out/a.txt", "aa").ok());
+  ASSERT_TRUE(WriteFile("/lake/out/sub/b.txt", "b").ok());
+  MetadataService metadata = Metadata();
+  protocol::ListPendingRequest r;
+  r.path = "/lake/out";
+  auto reply = metadata.Serve(r, auth::Visibility{true, {}});
+  ASSERT_TRUE(reply.ok()) << reply.status().ToString();
+  ASSERT_EQ(reply->entries.size(), 2u);
+  EXPECT_EQ(reply->entries[0].name, "a.txt");
+  EXPECT_EQ(reply->entries[0].size, 2u);
+  EXPECT_EQ(reply->entries[1].name, "sub");
+  EXPECT_TRUE(reply->entries[1].is_dir);
+  r.path = "/lake/elsewhere";
+  reply = metadata.Serve(r, auth::Visibility{true, {}});
+  ASSERT_TRUE(reply.ok());
+  EXPECT_TRUE(reply->entries.empty());
+  r.path = "/no-such-mount/x";  // Not an error: nothing of its own there.
+  reply = metadata.Serve(r, auth::Visibility{true, {}});
+  ASSERT_TRUE(reply.ok()) << reply.status().ToString();
+  EXPECT_TRUE(reply->entries.empty());
 }
 
 }  // namespace

@@ -206,8 +206,10 @@ Status RequestAuthorizer::Check(const auth::Identity& who, const protocol::Reque
 
 StatusOr<auth::Visibility> RequestAuthorizer::CheckMetadata(
     const auth::Identity& who, const protocol::MetadataRequest& request, ConnectionAudit* audit) {
-  const std::string_view op =
-      std::holds_alternative<protocol::StatPathRequest>(request) ? "stat" : "list";
+  const std::string_view op = std::holds_alternative<protocol::StatPathRequest>(request) ? "stat"
+                              : std::holds_alternative<protocol::ListDirRequest>(request)
+                                  ? "list"
+                                  : "list pending";
   std::shared_ptr<const auth::PolicyIndex> policy;
   bool awaiting = false;
   {
@@ -226,6 +228,16 @@ StatusOr<auth::Visibility> RequestAuthorizer::CheckMetadata(
     return bad;
   }
   if (!policy->enabled()) return auth::Visibility{true, {}};
+  if (std::holds_alternative<protocol::ListPendingRequest>(request)) {
+    // Worker to worker: the asking worker shows its client only what that client may see.
+    if (who.cluster_node) return auth::Visibility{true, {}};
+    Status refused = PermissionDeniedError(who.Describe() +
+                                           " is not a cluster node: only workers may list pending "
+                                           "files");
+    denied_->Increment();
+    audit->Denied(who, op, path, refused.message());
+    return refused;
+  }
   if (awaiting) {
     return UnavailableError(
         "this worker has not read the authorization policy from etcd yet; try another");

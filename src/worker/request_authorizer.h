@@ -13,8 +13,8 @@
 //   StatPath, ListDir: read on the path, or a read grant below it (then only the way down to
 //   those grants is shown: auth::Visibility).
 //   OpenWrite, RemovePath (and every commit of an open file, again): write on the path.
-//   PeerRead, CopyFromPeer: a cluster member (they make this worker read from or store for a
-//   peer; grants never allow them).
+//   PeerRead, CopyFromPeer, ListPending: a cluster member (they make this worker read from or
+//   store for a peer, or tell it about files not yet uploaded; grants never allow them).
 // A disabled policy allows everything (as before there was one).
 //
 // Audit: every denial and every admin operation is counted per connection; the first of each

@@ -151,6 +151,18 @@ TEST(RequestAuthorizerTest, MetadataShowsWhatTheGrantsAllowAndRefusesTheRest) {
   EXPECT_NE(registry.ExposeText().find("\ncairn_worker_requests_denied_total 2\n"),
             std::string::npos)
       << registry.ExposeText();
+
+  // Another worker's question about pending files: cluster nodes only, whatever their grants
+  // (the asking worker filters for its client); a principal with read on the path is refused.
+  const protocol::ListPendingRequest pending{0, "/lake/team"};
+  auth::Identity node{auth::Identity::Source::kCertificate, "worker-2", true};
+  auto asked = authorizer.CheckMetadata(node, pending, &audit);
+  ASSERT_TRUE(asked.ok()) << asked.status().ToString();
+  EXPECT_TRUE(asked->everything);
+  EXPECT_EQ(authorizer.CheckMetadata(team, pending, &audit).status().code(),
+            StatusCode::kPermissionDenied);
+  authorizer.SetPolicy({false, {}});
+  EXPECT_TRUE(authorizer.CheckMetadata(team, pending, &audit).ok()) << "no policy: anyone";
 }
 
 // The authorization matrix: every principal kind x every operation x paths that include

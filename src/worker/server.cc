@@ -298,6 +298,7 @@ class WorkerServer::Connection : public std::enable_shared_from_this<Connection>
   }
 
   // StatPath and ListDir: authorized here, answered on a pool thread (they read the source).
+  // ListPending: answered inline.
   Status DispatchMetadata(const FrameHeader& header, const std::string& payload, int64_t received) {
     const uint64_t id = header.request_id;
     server_->counters_->metadata->Increment();
@@ -311,6 +312,11 @@ class WorkerServer::Connection : public std::enable_shared_from_this<Connection>
       auto checked = options_.authorizer->CheckMetadata(identity(), *request, &audit_);
       if (!checked.ok()) return Write(MetadataReplyWith(id, checked.status()));
       visible = std::move(checked).value();
+    }
+    // ListPending is answered from memory, inline: a worker whose miss threads all wait on
+    // their peers' ListPending answers must still answer its peers'.
+    if (std::holds_alternative<protocol::ListPendingRequest>(*request)) {
+      return Write(MetadataReplyWith(id, server_->metadata_.Serve(*request, visible)));
     }
     // A path this worker's table resolves goes to the miss threads; another may wait there
     // for the table to change, so it waits on the mount-wait threads instead.
