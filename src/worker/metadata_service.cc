@@ -115,7 +115,11 @@ MetadataService::MetadataService(PageService* pages)
                         : std::make_unique<PeerPending>(
                               pages->options().peers,
                               std::min(pages->options().peer_timeout, kMaxPeerPendingWait),
-                              pages->options().clock)) {}
+                              pages->options().clock,
+                              pages->registry() == nullptr
+                                  ? nullptr
+                                  : pages->registry()->AddCounter(PeerPending::kFailuresMetric,
+                                                                  PeerPending::kFailuresHelp))) {}
 
 StatusOr<protocol::MetadataReply> MetadataService::Serve(const protocol::MetadataRequest& request,
                                                          const auth::Visibility& visible,

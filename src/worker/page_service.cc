@@ -200,6 +200,7 @@ PageService::PageService(std::shared_ptr<const mount::MountTable> mounts,
                          pagestore::PageStore* store, metrics::Registry* registry,
                          PageServiceOptions options)
     : store_(store),
+      registry_(registry),
       options_(std::move(options)),
       metrics_(std::make_unique<Metrics>(registry)),
       store_pool_(std::make_unique<ThreadPool>(options_.store_threads, "page-writer")),

@@ -247,6 +247,7 @@ class PageService {
   uint32_t page_size() const { return options_.page_size; }
   const std::string& worker_id() const { return options_.worker_id; }
   const PageServiceOptions& options() const { return options_; }
+  metrics::Registry* registry() const { return registry_; }  // May be null.
   pagestore::PageStore* store() { return store_; }
 
  private:
@@ -392,6 +393,7 @@ class PageService {
   // counters with the mount, under the one lock it takes anyway.
   std::shared_ptr<const MountMetricsMap> mount_metrics_ GUARDED_BY(mounts_mu_);
   pagestore::PageStore* store_;
+  metrics::Registry* const registry_;
   PageServiceOptions options_;
   std::unique_ptr<Metrics> metrics_;
 

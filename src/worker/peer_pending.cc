@@ -31,6 +31,7 @@ std::vector<protocol::DirEntry> PeerPending::ChildrenUnder(const std::string& di
       auto quiet = quiet_until_us_.find(id);
       if (quiet != quiet_until_us_.end() && quiet->second > now) {
         ++failures_;
+        if (failures_metric_ != nullptr) failures_metric_->Increment();
         continue;
       }
       ask.push_back(std::move(id));
@@ -87,6 +88,7 @@ std::vector<protocol::DirEntry> PeerPending::ChildrenUnder(const std::string& di
       continue;
     }
     ++failures_;
+    if (failures_metric_ != nullptr) failures_metric_->Increment();
     quiet_until_us_[id] = quiet_until;
   }
   return entries;

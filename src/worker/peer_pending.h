@@ -20,6 +20,7 @@
 
 #include "common/clock.h"
 #include "common/thread_annotations.h"
+#include "metrics/metric.h"
 #include "protocol/wire.h"
 #include "worker/peer_set.h"
 
@@ -28,11 +29,16 @@ namespace cairn::worker {
 class PeerPending {
  public:
   static constexpr std::chrono::seconds kQuietAfterFailure{10};
+  static constexpr const char* kFailuresMetric = "cairn_worker_peer_pending_failures_total";
+  static constexpr const char* kFailuresHelp =
+      "Other workers left out of a listing's pending files (failed, timed out, or resting "
+      "after a failure): their files not yet uploaded were missing from it";
 
-  // `peers`, `clock`: not owned; must outlive this. `timeout`: how long a question may wait for
-  // the slowest peer.
-  PeerPending(const PeerSet* peers, std::chrono::milliseconds timeout, Clock* clock)
-      : peers_(peers), timeout_(timeout), clock_(clock) {}
+  // `peers`, `clock`, `failures` (may be null): not owned; must outlive this. `timeout`: how
+  // long a question may wait for the slowest peer.
+  PeerPending(const PeerSet* peers, std::chrono::milliseconds timeout, Clock* clock,
+              metrics::Counter* failures = nullptr)
+      : peers_(peers), timeout_(timeout), clock_(clock), failures_metric_(failures) {}
 
   // The children of directory `dir` (a namespace path) that hold other workers' pending files,
   // as ListPending answers them (a file as a file entry, a folder as a directory entry), in no
@@ -46,6 +52,7 @@ class PeerPending {
   const PeerSet* const peers_;
   const std::chrono::milliseconds timeout_;
   Clock* const clock_;
+  metrics::Counter* const failures_metric_;
   mutable Mutex mu_;
   std::map<std::string, int64_t> quiet_until_us_ GUARDED_BY(mu_);  // By peer id.
   uint64_t failures_ GUARDED_BY(mu_) = 0;

@@ -294,6 +294,8 @@ TEST_F(PendingReadsTest, TheFoldersOwnerShowsFilesPendingAtOtherWorkers) {
   const int calls = to_a->calls;
   EXPECT_EQ(StatAt(owner, "/lake/ckpt/step-2").status().code(), StatusCode::kNotFound);
   EXPECT_EQ(to_a->calls, calls);
+  // Counted: the failure, then the listing that left the resting peer out.
+  EXPECT_EQ(testing::MetricValue(b_registry.ExposeText(), PeerPending::kFailuresMetric), 2);
   clock.Advance(PeerPending::kQuietAfterFailure + std::chrono::seconds(1));
   listed = ListAt(owner, "/lake/ckpt/step-2");
   ASSERT_TRUE(listed.ok()) << listed.status().ToString();
