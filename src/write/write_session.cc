@@ -285,8 +285,11 @@ void WriteSession::QueueOnceEarly(uint64_t old_size) {
     const uint64_t begin = layout_.Offset(i);
     const uint64_t end = begin + layout_.Size(i);
     if (end > size_) break;
-    const Part& part = parts_[i];
-    if (!part.sending && !part.UpToDate() && written_.Covers(begin, end)) queued_.insert(i);
+    if (!written_.Covers(begin, end)) continue;
+    auto part = parts_.find(i);  // Every wholly written part has an entry (TouchParts).
+    if (part != parts_.end() && !part->second.sending && !part->second.UpToDate()) {
+      queued_.insert(i);
+    }
   }
 }
 
@@ -338,8 +341,12 @@ Status WriteSession::MakeDigest() {
   return Status::Ok();
 }
 
-Status WriteSession::CheckDigest(const std::vector<uint64_t>& part_hashes) {
+Status WriteSession::CheckDigest(const std::vector<uint64_t>& part_hashes,
+                                 std::vector<std::string>* ended) {
   if (CombinePartHashes(part_hashes) == *digest_) return Status::Ok();
+  spool_damaged_ = true;
+  Status aborted = AbortLocked(ended);
+  if (!aborted.ok()) spdlog::warn("write of '{}': {}", key_, aborted.ToString());
   return CorruptionError("the spool file " + spool_path_ + " of '" + key_ +
                          "' no longer holds the bytes that were written (digest mismatch): "
                          "not uploaded");
@@ -517,13 +524,7 @@ StatusOr<ufs::ObjectInfo> WriteSession::CommitLocked(std::vector<std::string>* e
     hashes.reserve(count);
     for (uint32_t i = 0; i + 1 < count; ++i) hashes.push_back(parts_[i].sent_hash);
     if (count > 0) hashes.push_back(PartHash(tail));
-    Status intact = CheckDigest(hashes);
-    if (!intact.ok()) {
-      spool_damaged_ = true;
-      Status aborted = AbortLocked(ended);
-      if (!aborted.ok()) spdlog::warn("write of '{}': {}", key_, aborted.ToString());
-      return intact;
-    }
+    CAIRN_RETURN_IF_ERROR(CheckDigest(hashes, ended));
   }
   CAIRN_ASSIGN_OR_RETURN(ufs::ObjectInfo info, writer_->Commit(size_, tail));
   committed_ = true;
@@ -544,13 +545,7 @@ StatusOr<ufs::ObjectInfo> WriteSession::CommitWhole(std::vector<std::string>* en
       const uint64_t end = std::min(begin + layout_.Size(i), size_);
       hashes.push_back(PartHash(bytes.subspan(begin, end - begin)));
     }
-    Status intact = CheckDigest(hashes);
-    if (!intact.ok()) {
-      spool_damaged_ = true;
-      Status aborted = AbortLocked(ended);
-      if (!aborted.ok()) spdlog::warn("write of '{}': {}", key_, aborted.ToString());
-      return intact;
-    }
+    CAIRN_RETURN_IF_ERROR(CheckDigest(hashes, ended));
   }
   // A writer whose one part holds the file. The session's own writer put nothing in the store
   // (no part went to it), so dropping it costs no request.

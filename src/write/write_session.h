@@ -227,8 +227,10 @@ class WriteSession {
   // Seal's part of the digest: waits for background hashes, hashes what they did not cover.
   Status MakeDigest() REQUIRES(mu_);
   // Commit's check of what goes to the source against the digest: `part_hashes` are the
-  // PartHash of each part of the layout as sent.
-  Status CheckDigest(const std::vector<uint64_t>& part_hashes) REQUIRES(mu_);
+  // PartHash of each part of the layout as sent. On a mismatch the spool is marked damaged and
+  // the upload aborted (its token to `ended`): Corruption.
+  Status CheckDigest(const std::vector<uint64_t>& part_hashes, std::vector<std::string>* ended)
+      REQUIRES(mu_);
   Status ReadSpool(uint64_t offset, std::span<char> out) const;
   Status CheckOpen() const REQUIRES(mu_);
   // Counts `written` bytes; past options_.write_behind_bytes, starts the spool's disk write.
