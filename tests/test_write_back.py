@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 import random
+import signal
 import struct
 import subprocess
 import time
@@ -161,6 +162,62 @@ def test_an_outage_of_the_source_delays_uploads_and_loses_nothing(harness, tmp_p
         assert _ok(w.run("cat", "/wb/step-2.pt", timeout=60)) == files["/wb/step-2.pt"]
     finally:
         s3.proc.stop()
+        w.proc.stop()
+
+
+def test_a_full_budget_blocks_writes_then_fails_them_with_enospc_after_the_wait(harness, tmp_path):
+    """Issue 10: "journal full: writes block, then fail with ENOSPC after a bounded time". The
+    budget counts the files still being written, not only the closed ones: a write that would
+    pass it waits (the client sends it again) until uploads make room, or fails after
+    --write-room-wait; nothing is dropped, nothing partial reaches the lake."""
+    port = free_port()  # The lake is down: nothing that waits can go up.
+    w = WriteBackWorker(harness, f"http://127.0.0.1:{port}", "full")
+    w.start(extra=["--write-back-budget", "4MiB"])
+    first = random.Random(21).randbytes(3 * MiB)
+    second = random.Random(22).randbytes(3 * MiB + 7)
+    _ok(w.put(first, "/wb/first.bin", timeout=60))
+    # No room while the lake is down: refused after the wait, with a clear error.
+    began = time.monotonic()
+    out = w.run("put", "--write-room-wait", "2s", "-", "/wb/second.bin", input=second,
+                timeout=60)
+    assert out.returncode != 0
+    err = out.stderr.decode()
+    assert "write-back budget is full" in err and "no room came in 2 s" in err, err
+    assert time.monotonic() - began >= 2
+    m = w.proc.metrics()
+    assert m["cairn_worker_write_back_write_refusals_total"] >= 2
+    assert m["cairn_worker_write_back_pending_files"] == 1
+    assert m["cairn_worker_write_back_open_bytes"] == 0  # The refused file let go of its room.
+    # Ctrl-C stops a command that waits (here `cairn sync`, which would wait 120 s).
+    waiting = subprocess.Popen([harness.cairn_bin, "sync", "/wb", "--timeout", "120s",
+                                "--config", w.config, "--worker", f"127.0.0.1:{w.port}"],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(1)
+    waiting.send_signal(signal.SIGINT)
+    assert waiting.wait(timeout=10) == -signal.SIGINT
+    # A writer that waits longer is held, not failed, and goes on once the lake is back.
+    local = tmp_path / "second.bin"
+    local.write_bytes(second)
+    args = [harness.cairn_bin, "put", "--write-room-wait", "120s", str(local), "/wb/second.bin",
+            "--config", w.config, "--worker", f"127.0.0.1:{w.port}"]
+    refusals = m["cairn_worker_write_back_write_refusals_total"]
+    blocked = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        wait_until(lambda: w.proc.metrics()["cairn_worker_write_back_write_refusals_total"]
+                   > refusals, 30, "the second writer to be refused once")
+        assert blocked.poll() is None  # Still waiting for room.
+        s3 = start_s3server(tmp_path, port=port)
+        try:
+            assert blocked.wait(timeout=120) == 0, blocked.stderr.read().decode()
+            _ok(w.sync("/wb", timeout="120s"))
+            assert s3.object("full/first.bin") == first
+            assert s3.object("full/second.bin") == second
+        finally:
+            s3.proc.stop()
+    finally:
+        if blocked.poll() is None:
+            blocked.kill()
+        blocked.wait()
         w.proc.stop()
 
 

@@ -103,6 +103,10 @@ struct ClientOptions {
   // How long opening a file for writing, Sync and Close may take (they may upload the rest of
   // a large file to the source, or read the current content for an open without truncate).
   std::chrono::milliseconds write_commit_timeout{15 * 60 * 1000};
+  // How long a write waits for room on a worker that has none (its write-back budget is full
+  // of files still uploading, or its spool disk is) before it fails with ResourceExhausted
+  // (ENOSPC through FUSE). The write blocks meanwhile.
+  std::chrono::milliseconds write_room_wait{60'000};
 };
 
 struct FileInfo {

@@ -121,7 +121,7 @@ int RunLoad(const CacheFlags& f) {
   };
   StatusOr<LoadProgress> result = UnavailableError("not run");
   {
-    SignalThread signals([&cancel](int) { cancel = true; });
+    SignalHandler signals([&cancel](int) { cancel = true; });
     result = (*client)->Load(f.path, options, progress);
   }
   if (tty) std::fprintf(stderr, "\n");

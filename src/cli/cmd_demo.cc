@@ -233,7 +233,7 @@ int RunDemo(const DemoFlags& f) {
   Status run_status;
   std::thread loop([m, &run_status] { run_status = m->Run(); });
   std::atomic<bool> interrupted{false};
-  SignalThread signals([m, &interrupted](int) {
+  SignalHandler signals([m, &interrupted](int) {
     interrupted = true;
     m->RequestStop();
   });

@@ -78,14 +78,14 @@ int ServeMount(Client* client, const MountFlags& f, bool writable) {
   fo.allow_other = f.allow_other;
   fo.max_threads = f.threads;
   fo.debug = f.debug;
-  fo.install_signal_handlers = false;  // SignalThread below owns them.
+  fo.install_signal_handlers = false;  // The SignalHandler below owns them.
   auto mount = fuse::FuseMount::Mount(client, fo);
   if (!mount.ok()) return Fail(mount.status());
   fuse::FuseMount* m = mount->get();
   Status s;
   {
     // Signals are blocked in every thread (see main); this thread receives them.
-    SignalThread signals([m](int sig) {
+    SignalHandler signals([m](int sig) {
       spdlog::info("signal {} received; unmounting", sig);
       m->RequestStop();
     });

@@ -1,7 +1,5 @@
 #include "cli/common.h"
 
-#include <pthread.h>
-#include <signal.h>
 #include <sys/resource.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -41,6 +39,9 @@ void AddSourceFlags(CLI::App* app, SourceFlags* f, bool with_workers) {
                   "Ask the workers for stat and listings (with their source credentials, "
                   "filtered by this client's grants) instead of the sources");
   }
+  app->add_option("--write-room-wait", f->write_room_wait,
+                  "How long a write waits for room on a worker whose write-back budget (or spool "
+                  "disk) is full before it fails with ENOSPC (default 60s)");
   AddTlsFlags(app, &f->tls_ca, &f->tls_cert, &f->tls_key);
   app->add_option("--page-size", f->page_size, "Cache page size (default 1MiB)");
   app->add_option("--metadata-ttl", f->metadata_ttl,
@@ -232,6 +233,14 @@ StatusOr<config::Config> BuildConfig(const SourceFlags& f) {
       return InvalidArgumentError("--worker-timeout must be at least 1ms");
     }
   }
+  if (!f.write_room_wait.empty()) {
+    auto d = ParseDuration(f.write_room_wait);
+    if (!d.ok()) return d.status().WithContext("--write-room-wait");
+    if (*d > std::chrono::hours(24)) {
+      return InvalidArgumentError("--write-room-wait is at most 24h");
+    }
+    cfg.client.write_room_wait = std::chrono::duration_cast<std::chrono::milliseconds>(*d);
+  }
   if (cfg.client.mounts.empty() && cfg.client.etcd_endpoints.empty()) {
     return InvalidArgumentError(
         "no mounts: give --mount PATH=URI, --config FILE, or --etcd URL (cluster mode)");
@@ -283,16 +292,6 @@ StatusOr<uint64_t> DefaultCacheCapacity(const std::string& dir) {
   return capacity;
 }
 
-void BlockTerminationSignals() {
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  sigaddset(&set, SIGHUP);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
-  signal(SIGPIPE, SIG_IGN);
-}
-
 uint64_t RaiseOpenFileLimit() {
   struct rlimit limit {};
   if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return 0;
@@ -302,31 +301,6 @@ uint64_t RaiseOpenFileLimit() {
     if (setrlimit(RLIMIT_NOFILE, &raised) == 0) limit = raised;
   }
   return limit.rlim_cur;
-}
-
-int WaitForTerminationSignal() {
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  sigaddset(&set, SIGHUP);
-  int sig = 0;
-  sigwait(&set, &sig);
-  return sig;
-}
-
-SignalThread::SignalThread(std::function<void(int)> on_signal)
-    : thread_([this, on_signal = std::move(on_signal)] {
-        int sig = WaitForTerminationSignal();
-        if (!done_.load()) on_signal(sig);
-      }) {}
-
-SignalThread::~SignalThread() {
-  done_ = true;
-  // Wake the sigwait with a signal aimed at this thread only; it is blocked, so it cannot kill
-  // the process.
-  pthread_kill(thread_.native_handle(), SIGTERM);
-  thread_.join();
 }
 
 }  // namespace cairn::cli

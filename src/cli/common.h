@@ -7,13 +7,12 @@
 
 #include <CLI/CLI.hpp>
 
-#include <atomic>
 #include <functional>
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
+#include "cli/signals.h"
 #include "config/config.h"
 #include "membership/etcd_coordination.h"
 
@@ -40,6 +39,7 @@ struct SourceFlags {
   std::string page_size;
   std::string metadata_ttl;
   std::string worker_timeout;
+  std::string write_room_wait;
   // S3 options applied to every mount given by flag (a config file sets them per mount).
   std::string endpoint, region, access_key, secret_key, profile;
   bool virtual_hosted = false;
@@ -93,30 +93,11 @@ StatusOr<uint32_t> ParseSourceReadSize(const std::string& text);
 // Adds `--source-read-size` to a command that runs a worker.
 void AddSourceReadSizeFlag(CLI::App* cmd, std::string* value);
 
-// Blocks SIGINT/SIGTERM/SIGHUP in the calling thread (call first in main, so every thread
-// inherits the mask) and waits for one of them.
-void BlockTerminationSignals();
-int WaitForTerminationSignal();
-
 // Raises this process's soft limit on open files to its hard limit (as Go's runtime does). A
 // worker keeps up to 1024 page files open per cache folder for hits and a socket per client
 // connection (up to 1024): Debian's default soft limit of 1024 would fail accept() or open()
 // with EMFILE under load. Returns the soft limit now in force.
 uint64_t RaiseOpenFileLimit();
-
-// Runs `on_signal` on a thread of its own when SIGINT/SIGTERM/SIGHUP arrives (signals must be
-// blocked, see BlockTerminationSignals). Destroying it without a signal just ends the thread.
-class SignalThread {
- public:
-  explicit SignalThread(std::function<void(int)> on_signal);
-  ~SignalThread();
-  SignalThread(const SignalThread&) = delete;
-  SignalThread& operator=(const SignalThread&) = delete;
-
- private:
-  std::atomic<bool> done_{false};
-  std::thread thread_;
-};
 
 }  // namespace cairn::cli
 

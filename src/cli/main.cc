@@ -60,6 +60,7 @@ int main(int argc, char** argv) {
   if (open_files < 4096) {
     spdlog::debug("open-file limit is {} (ulimit -n): a busy worker may run out", open_files);
   }
+  StartSignalDispatch();  // Ctrl-C ends a command unless it installs a SignalHandler.
   try {
     for (auto& [cmd, run] : commands) {
       if (cmd->parsed()) return run();

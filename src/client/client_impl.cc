@@ -501,6 +501,7 @@ StatusOr<std::unique_ptr<FileWriter>> ClientImpl::OpenForWrite(std::string_view 
   CAIRN_ASSIGN_OR_RETURN(OwnerReply opened, AskOwners(path, request));
   FileWriterOptions wo;
   wo.commit_timeout = options_.write_commit_timeout;
+  wo.room_wait = options_.write_room_wait;
   wo.on_commit = [this](const std::string& p, const FileInfo& info) { NoteCommitted(p, info); };
   // What is cached of the path itself is stale now; the parent's listing is not (the source
   // holds what it held until the commit).

@@ -12,6 +12,12 @@ namespace cairn::client {
 
 namespace {
 
+// "300 ms", "60 s".
+std::string Duration(std::chrono::milliseconds d) {
+  return d.count() % 1000 == 0 ? std::to_string(d.count() / 1000) + " s"
+                               : std::to_string(d.count()) + " ms";
+}
+
 bool Retryable(StatusCode code) {
   return code == StatusCode::kUnavailable || code == StatusCode::kDeadlineExceeded ||
          code == StatusCode::kCorruption;
@@ -123,7 +129,14 @@ void RemoteFileWriter::Finished(const std::shared_ptr<Chunk>& chunk, const Statu
     MutexLock l(&mu_);
     in_flight_.erase(std::find(in_flight_.begin(), in_flight_.end(), chunk));
     if (!status.ok()) {
-      if (Retryable(status.code()) && chunk->attempts < options_.max_attempts) {
+      if (status.code() == StatusCode::kResourceExhausted && !aborted_ && BackOffForRoom(*chunk)) {
+        failed_.push_back(chunk);
+      } else if (status.code() == StatusCode::kResourceExhausted && error_.ok()) {
+        error_ =
+            status.WithContext("write of " + path_ + " at offset " + std::to_string(chunk->offset) +
+                               " (no room came in " + Duration(options_.room_wait) + ")");
+      } else if (Retryable(status.code()) && chunk->attempts < options_.max_attempts) {
+        chunk->retry_at_us = 0;
         spdlog::debug("write of {} at {} failed ({}); sending it again", path_, chunk->offset,
                       status.ToString());
         failed_.push_back(chunk);
@@ -139,9 +152,40 @@ void RemoteFileWriter::Finished(const std::shared_ptr<Chunk>& chunk, const Statu
   }
 }
 
+bool RemoteFileWriter::BackOffForRoom(Chunk& chunk) const {
+  const int64_t now = clock().NowMicros();
+  if (chunk.refused_since_us == 0) {
+    chunk.refused_since_us = now;
+    spdlog::info("no room for the write of {} on its worker; trying again for up to {}", path_,
+                 Duration(options_.room_wait));
+  }
+  if (now - chunk.refused_since_us >= int64_t{options_.room_wait.count()} * 1000) return false;
+  const int64_t backoff_us =
+      std::min<int64_t>(1'000'000, int64_t{20'000} << std::min(chunk.refusals, 6));
+  ++chunk.refusals;
+  chunk.retry_at_us = now + backoff_us;
+  return true;
+}
+
 void RemoteFileWriter::ResendFailed() {
+  const int64_t now = clock().NowMicros();
   std::deque<std::shared_ptr<Chunk>> again;
-  again.swap(failed_);
+  std::deque<std::shared_ptr<Chunk>> later;
+  int64_t first_due = INT64_MAX;
+  for (auto& chunk : failed_) {
+    if (chunk->retry_at_us <= now) {
+      again.push_back(std::move(chunk));
+    } else {
+      first_due = std::min(first_due, chunk->retry_at_us);
+      later.push_back(std::move(chunk));
+    }
+  }
+  failed_.swap(later);
+  if (again.empty()) {
+    changed_.WaitFor(&mu_, std::chrono::microseconds(first_due - now),
+                     [this]() REQUIRES(mu_) { return !error_.ok() || aborted_; });
+    return;
+  }
   for (auto& chunk : again) in_flight_.push_back(chunk);
   mu_.Unlock();
   for (auto& chunk : again) Dispatch(chunk);

@@ -7,7 +7,10 @@
 // several connections, so two in flight may land in either order). A write that failed for
 // a reason worth retrying (the connection dropped, the data arrived damaged, the worker was
 // slow) is sent again, up to max_attempts times, by the next call that waits for room or for
-// the writes in flight; any other failure is kept and returned by every later call.
+// the writes in flight. A write the worker has no room for (ResourceExhausted: its write-back
+// budget is full of files still uploading, or its spool disk is) is sent again with backoff
+// for up to room_wait: the caller's write blocks meanwhile, and fails only when no room came
+// (ENOSPC through FUSE). Any other failure is kept and returned by every later call.
 //
 // Thread-safety: thread-safe. Lock order: mu_ only; no channel call is made with mu_ held (an
 // in-process channel answers before CallWrite returns).
@@ -24,6 +27,7 @@
 #include <vector>
 
 #include "cairn/client.h"
+#include "common/clock.h"
 #include "common/thread_annotations.h"
 #include "protocol/page_channel.h"
 
@@ -33,6 +37,10 @@ struct FileWriterOptions {
   uint32_t max_request_bytes = 1 << 20;  // Bytes per WritePage (<= protocol::kMaxWriteData).
   int max_in_flight = 8;
   int max_attempts = 3;
+  // How long a write the worker has no room for is sent again (backoff 20 ms doubling to
+  // 1 s) before it fails.
+  std::chrono::milliseconds room_wait{60'000};
+  Clock* clock = nullptr;  // Not owned; null: Clock::Real().
   // How long Sync and Close may take: they upload what is left of the file to the source.
   std::chrono::milliseconds commit_timeout{15 * 60 * 1000};
   // Runs after a successful Sync or Close with what the worker replied (the client updates its
@@ -64,6 +72,9 @@ class RemoteFileWriter : public FileWriter {
     std::vector<char> data;
     std::vector<uint64_t> checksums;
     int attempts = 0;
+    int64_t refused_since_us = 0;  // First refusal for room (0: none).
+    int64_t retry_at_us = 0;       // Not sent again before this.
+    int refusals = 0;
   };
 
   // Sends `chunk` once room and no overlap allow (and resends failed chunks meanwhile).
@@ -72,8 +83,13 @@ class RemoteFileWriter : public FileWriter {
   void Finished(const std::shared_ptr<Chunk>& chunk, const Status& status) EXCLUDES(mu_);
   // Waits until nothing is in flight (resending retryable failures); the first error.
   Status Drain() EXCLUDES(mu_);
-  // Resends the retryable failures (called with mu_ held; unlocks it around the sends).
+  // Resends the retryable failures that are due (called with mu_ held; unlocks it around the
+  // sends); when none is due yet, waits until the first is (or the file fails or is aborted).
   void ResendFailed() REQUIRES(mu_);
+  // After a refusal for room: whether `chunk` is to be sent again (and when), or room_wait is
+  // spent.
+  bool BackOffForRoom(Chunk& chunk) const;
+  Clock& clock() const { return options_.clock != nullptr ? *options_.clock : *Clock::Real(); }
   bool Overlaps(const Chunk& chunk) const REQUIRES(mu_);
   Status CheckOpen() const REQUIRES(mu_);
   // One request with its reply, waited for.

@@ -175,6 +175,10 @@ StatusOr<Config> ParseConfig(std::string_view text) {
     } else if (k == "worker_timeout") {
       CAIRN_ASSIGN_OR_RETURN(auto d, GetDuration(v, k));
       config.client.worker_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(d);
+    } else if (k == "write_room_wait") {
+      CAIRN_ASSIGN_OR_RETURN(auto d, GetDuration(v, k));
+      if (d > std::chrono::hours(24)) return FieldError(k, "must be at most 24h");
+      config.client.write_room_wait = std::chrono::duration_cast<std::chrono::milliseconds>(d);
     } else if (k == "etcd") {
       if (!v.is_string() || v.get<std::string>().empty()) {
         return FieldError(k, "must be a string of comma-separated etcd URLs");

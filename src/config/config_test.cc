@@ -12,6 +12,7 @@ TEST(ConfigTest, ParsesFullConfig) {
                 "options": {"endpoint": "http://127.0.0.1:9000"}}],
     "workers": ["127.0.0.1:7070", "127.0.0.1:7071"],
     "worker_timeout": "750ms",
+    "write_room_wait": "90s",
     "worker": {"id": "w1", "listen": "127.0.0.1:7070",
                "cache_dirs": [{"path": "/tmp/c", "capacity": "1GiB"}]}
   })");
@@ -22,6 +23,7 @@ TEST(ConfigTest, ParsesFullConfig) {
   EXPECT_EQ(c->client.mounts[0].options.at("endpoint"), "http://127.0.0.1:9000");
   EXPECT_EQ(c->client.workers.size(), 2u);
   EXPECT_EQ(c->client.worker_timeout, std::chrono::milliseconds(750));
+  EXPECT_EQ(c->client.write_room_wait, std::chrono::seconds(90));
   EXPECT_EQ(c->worker.cache_dirs[0].capacity_bytes, 1ull << 30);
 }
 
@@ -36,6 +38,8 @@ TEST(ConfigTest, RejectsBadFieldsWithTheirNames) {
   EXPECT_FALSE(bad_mount.ok());
   auto bad_cap = ParseConfig(R"({"worker": {"cache_dirs": [{"path": "/x", "capacity": "lots"}]}})");
   EXPECT_NE(bad_cap.status().message().find("capacity"), std::string::npos);
+  auto long_wait = ParseConfig(R"({"write_room_wait": "25h"})");
+  EXPECT_NE(long_wait.status().message().find("write_room_wait"), std::string::npos);
 }
 
 TEST(ConfigTest, AMountIsReadOnlyUnlessItsWriteModeSaysThrough) {

@@ -37,7 +37,12 @@ struct WriteBack::Metrics {
         full_waits(r->AddCounter("cairn_worker_write_back_full_waits_total",
                                  "Closes that waited for room in the write-back budget")),
         full_refusals(r->AddCounter("cairn_worker_write_back_full_refusals_total",
-                                    "Closes refused: no room came in time (ENOSPC)")) {}
+                                    "Closes refused: no room came in time (ENOSPC)")),
+        reserved(r->AddGauge("cairn_worker_write_back_open_bytes",
+                             "Bytes of files of write-back mounts still open for writing")),
+        write_refusals(r->AddCounter(
+            "cairn_worker_write_back_write_refusals_total",
+            "Writes refused for room in the write-back budget (the client sends them again)")) {}
   std::unique_ptr<metrics::Registry> owned;
   metrics::Gauge* files;
   metrics::Gauge* bytes;
@@ -49,6 +54,8 @@ struct WriteBack::Metrics {
   metrics::Counter* removed;
   metrics::Counter* full_waits;
   metrics::Counter* full_refusals;
+  metrics::Gauge* reserved;
+  metrics::Counter* write_refusals;
 };
 
 namespace {
@@ -149,11 +156,50 @@ void WriteBack::Start(CommitFn commit) {
   for (int i = 0; i < options_.threads; ++i) threads_.emplace_back([this] { Loop(); });
 }
 
-StatusOr<uint64_t> WriteBack::Add(PendingWrite& write) {
+Status WriteBack::Reserve(uint64_t held, uint64_t more) {
+  MutexLock l(&mu_);
+  if (more == 0) return Status::Ok();
+  const uint64_t others = bytes_ + (reserved_ - std::min(reserved_, held));
+  const uint64_t total = bytes_ + reserved_;
+  const bool alone = others == 0 && items_.empty();
+  if (!alone && (total > options_.max_pending_bytes || more > options_.max_pending_bytes - total)) {
+    metrics_->write_refusals->Increment();
+    return ResourceExhaustedError("the write-back budget is full (" + std::to_string(bytes_) +
+                                  " bytes of " + std::to_string(items_.size()) +
+                                  " closed file(s) wait for upload, " + std::to_string(reserved_) +
+                                  " bytes are open for writing, the budget is " +
+                                  std::to_string(options_.max_pending_bytes) + ")");
+  }
+  reserved_ += more;
+  metrics_->reserved->Set(static_cast<double>(reserved_));
+  return Status::Ok();
+}
+
+void WriteBack::Unreserve(uint64_t bytes) {
+  {
+    MutexLock l(&mu_);
+    if (bytes == 0) return;
+    reserved_ -= std::min(reserved_, bytes);
+    metrics_->reserved->Set(static_cast<double>(reserved_));
+    ++generation_;
+  }
+  changed_.NotifyAll();  // A close waiting for room.
+}
+
+uint64_t WriteBack::reserved_bytes() const {
+  MutexLock l(&mu_);
+  return reserved_;
+}
+
+StatusOr<uint64_t> WriteBack::Add(PendingWrite& write, uint64_t reserved) {
   MutexLock l(&mu_);
   const uint64_t size = write.record.size;
+  reserved = std::min(reserved, reserved_);
+  // The file's own reservation counts as room for it: only what it grew past needs more.
   auto has_room = [&]() REQUIRES(mu_) {
-    return stopping_ || items_.empty() || bytes_ + size <= options_.max_pending_bytes;
+    const uint64_t others = bytes_ + reserved_ - reserved;
+    return stopping_ || (items_.empty() && others == 0) ||
+           (others <= options_.max_pending_bytes && size <= options_.max_pending_bytes - others);
   };
   if (!has_room()) {
     metrics_->full_waits->Increment();
@@ -174,6 +220,8 @@ StatusOr<uint64_t> WriteBack::Add(PendingWrite& write) {
   CAIRN_RETURN_IF_ERROR(journal_->Append(write.record));
   CrashPoint("write-back-journaled");
   bytes_ += size;
+  reserved_ -= reserved;
+  metrics_->reserved->Set(static_cast<double>(reserved_));
   Item item;
   item.write = std::move(write);
   // Not at once: a rename right after the close (a checkpoint saved under a temporary name)

@@ -12,9 +12,13 @@
 // source changed under it: the spool file is set aside for an operator, never dropped), or
 // retry later.
 //
-// Room: at most max_pending_bytes of closed files wait; a close past that waits up to
-// full_wait for room, then fails ResourceExhausted (ENOSPC through FUSE): nothing is ever
-// dropped silently. One file larger than the whole budget is taken when nothing else waits.
+// Room: max_pending_bytes bounds the closed files waiting plus the files of write-back mounts
+// still open for writing (their spool files grow before they close: Reserve). A write that
+// would pass it is refused at once with ResourceExhausted (the client waits and sends it again:
+// no worker thread waits on uploads; docs/write-path.md, decision 6); a close past it waits up
+// to full_wait for room, then fails ResourceExhausted (ENOSPC through FUSE): nothing is ever
+// dropped silently. One file larger than the whole budget is taken when nothing else waits
+// or is open.
 //
 // Thread-safety: thread-safe. Lock order: the caller's locks (a path's commit lock) before mu_;
 // mu_ before the journal's. The commit function runs without mu_.
@@ -92,11 +96,23 @@ class WriteBack {
   // destroying what the commit function uses.
   void Stop() EXCLUDES(mu_);
 
-  // Takes a closed file (moves from `write` only on success): waits for room (see above),
-  // journals it, queues it. Returns its id. ResourceExhausted when no room came in time;
-  // IoError when the journal cannot be written (then nothing was promised: the caller reports
-  // the error to its client).
-  StatusOr<uint64_t> Add(PendingWrite& write) EXCLUDES(mu_);
+  // ---- Room for files still open (see "Room" above) ----
+  // Reserves `more` bytes for an open file that holds `held` bytes of reservations already (its
+  // size so far). OK when everything pending and reserved plus `more` fits the budget, or when
+  // this file is all there is (nothing pending, no other reservation); else ResourceExhausted
+  // at once, naming what waits.
+  Status Reserve(uint64_t held, uint64_t more) EXCLUDES(mu_);
+  // Gives back `bytes` of reservations (a file truncated, aborted, or gone).
+  void Unreserve(uint64_t bytes) EXCLUDES(mu_);
+  uint64_t reserved_bytes() const EXCLUDES(mu_);
+
+  // Takes a closed file (moves from `write` only on success) whose writes reserved `reserved`
+  // bytes: waits for room (see above) for what the reservation does not cover, journals it,
+  // queues it. On success the reservation becomes the file's pending bytes (the caller holds
+  // none any more). Returns its id. ResourceExhausted when no room came in time; IoError when
+  // the journal cannot be written (then nothing was promised: the caller reports the error to
+  // its client, and keeps its reservation).
+  StatusOr<uint64_t> Add(PendingWrite& write, uint64_t reserved = 0) EXCLUDES(mu_);
 
   // The path was removed: its pending files must not be committed after the removal. Files not
   // being committed now end as removed at once; one being committed ends so when its commit
@@ -213,6 +229,7 @@ class WriteBack {
   CondVar changed_;
   uint64_t next_id_ GUARDED_BY(mu_) = 1;
   uint64_t bytes_ GUARDED_BY(mu_) = 0;
+  uint64_t reserved_ GUARDED_BY(mu_) = 0;    // Held by open files (Reserve).
   size_t failing_ GUARDED_BY(mu_) = 0;       // Items whose last_error is set.
   uint64_t generation_ GUARDED_BY(mu_) = 0;  // Bumped by every change (wakes idle threads).
   bool stopping_ GUARDED_BY(mu_) = false;

@@ -227,25 +227,91 @@ TEST_F(WriteBackTest, ARemoveCancelsThePendingUpload) {
   EXPECT_FALSE(InSource("tmp.bin"));
 }
 
-TEST_F(WriteBackTest, AFullBudgetRefusesACloseAfterWaitingAndTheCloseCanBeRetried) {
+TEST_F(WriteBackTest, AFullBudgetRefusesWritesUntilUploadsMakeRoom) {
   Start(/*max_pending=*/100 << 10);
   SourceDown(true);
   const std::string chunk = testing::RandomBytes(80 << 10, 4);
   ASSERT_TRUE(WriteFile("/lake/one.bin", chunk).ok());
   auto second = Open("/lake/two.bin");
   ASSERT_TRUE(second.ok());
-  ASSERT_TRUE(Write(second->handle, 0, chunk).ok());
-  auto refused = Close(second->handle);
-  EXPECT_EQ(refused.status().code(), StatusCode::kResourceExhausted);
-  EXPECT_NE(refused.status().message().find("write-back budget is full"), std::string::npos);
-  EXPECT_EQ(Metric("cairn_worker_write_back_full_refusals_total"), 1);
+  // The spool file would pass the budget: refused before anything is spooled, not at close.
+  Status refused = Write(second->handle, 0, chunk);
+  EXPECT_EQ(refused.code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(refused.message().find("write-back budget is full"), std::string::npos);
+  EXPECT_EQ(Metric("cairn_worker_write_back_write_refusals_total"), 1);
+  // What fits is taken.
+  ASSERT_TRUE(Write(second->handle, 0, chunk.substr(0, 20 << 10)).ok());
+  EXPECT_EQ(Metric("cairn_worker_write_back_open_bytes"), 20 << 10);
   SourceDown(false);
-  // Room comes once the first is uploaded (waited for here, not raced against the close's wait).
   ASSERT_TRUE(
       testing::WaitUntil([&] { return Metric("cairn_worker_write_back_pending_files") == 0; }));
+  ASSERT_TRUE(Write(second->handle, 0, chunk).ok());  // The client sends it again: room now.
   ASSERT_TRUE(Close(second->handle).ok());
+  EXPECT_EQ(Metric("cairn_worker_write_back_open_bytes"), 0);  // Handed to the queue.
   ASSERT_TRUE(SyncAll().ok());
   EXPECT_EQ(Content("two.bin"), chunk);
+}
+
+TEST_F(WriteBackTest, OneFileLargerThanTheBudgetIsTakenWhileItIsAlone) {
+  Start(/*max_pending=*/100 << 10);
+  SourceDown(true);
+  const std::string big = testing::RandomBytes(150 << 10, 5);
+  auto first = Open("/lake/big.bin");
+  ASSERT_TRUE(first.ok());
+  ASSERT_TRUE(Write(first->handle, 0, big).ok());
+  auto second = Open("/lake/small.bin");
+  ASSERT_TRUE(second.ok());
+  EXPECT_EQ(Write(second->handle, 0, "x").code(), StatusCode::kResourceExhausted);
+  ASSERT_TRUE(Close(first->handle).ok());  // Its reservation covers it: no wait.
+  EXPECT_EQ(Metric("cairn_worker_write_back_full_waits_total"), 0);
+  EXPECT_EQ(Write(second->handle, 0, "x").code(), StatusCode::kResourceExhausted);
+  SourceDown(false);
+  ASSERT_TRUE(SyncAll().ok());
+  ASSERT_TRUE(Write(second->handle, 0, "x").ok());
+  ASSERT_TRUE(Close(second->handle).ok());
+  ASSERT_TRUE(SyncAll().ok());
+  EXPECT_EQ(Content("big.bin"), big);
+  EXPECT_EQ(Content("small.bin"), "x");
+}
+
+TEST_F(WriteBackTest, AnOpenFileGivesBackItsRoomWhenTruncatedAbortedOrDropped) {
+  Start(/*max_pending=*/100 << 10);
+  SourceDown(true);
+  WriteBack* queue = writes_->write_back();
+  auto file = Open("/lake/a.bin");
+  ASSERT_TRUE(file.ok());
+  ASSERT_TRUE(Write(file->handle, 0, testing::RandomBytes(60 << 10, 6)).ok());
+  EXPECT_EQ(queue->reserved_bytes(), 60u << 10);
+  protocol::TruncateWriteRequest truncate;
+  truncate.handle = file->handle;
+  truncate.size = 10 << 10;
+  ASSERT_TRUE(writes_->Serve("team-a", truncate).ok());
+  EXPECT_EQ(queue->reserved_bytes(), 10u << 10);
+  truncate.size = 90 << 10;  // Growing by truncate takes room too (the upload sends zeros).
+  ASSERT_TRUE(writes_->Serve("team-a", truncate).ok());
+  EXPECT_EQ(queue->reserved_bytes(), 90u << 10);
+  truncate.size = 120 << 10;
+  auto other = Open("/lake/b.bin");
+  ASSERT_TRUE(other.ok());
+  ASSERT_TRUE(Write(other->handle, 0, "y").ok());
+  EXPECT_EQ(writes_->Serve("team-a", truncate).status().code(), StatusCode::kResourceExhausted);
+  ASSERT_TRUE(writes_->Serve("team-a", protocol::AbortWriteRequest{0, file->handle}).ok());
+  EXPECT_EQ(queue->reserved_bytes(), 1u);
+  ASSERT_TRUE(Close(other->handle).ok());
+  EXPECT_EQ(queue->reserved_bytes(), 0u);
+  // A file whose writer went away (the idle reaper, a restart) gives its room back too.
+  auto third = Open("/lake/c.bin");
+  ASSERT_TRUE(third.ok());
+  ASSERT_TRUE(Write(third->handle, 0, "zz").ok());
+  EXPECT_EQ(queue->reserved_bytes(), 2u);
+  writes_.reset();
+  Start(/*max_pending=*/100 << 10);
+  EXPECT_EQ(writes_->write_back()->reserved_bytes(), 0u);
+  SourceDown(false);
+  ASSERT_TRUE(SyncAll().ok());
+  EXPECT_EQ(Content("b.bin"), "y");
+  EXPECT_FALSE(InSource("a.bin"));
+  EXPECT_FALSE(InSource("c.bin"));
 }
 
 TEST_F(WriteBackTest, ARenameOfAPendingFileMovesItsUploadWithoutWaiting) {

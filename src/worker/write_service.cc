@@ -43,10 +43,23 @@ struct WriteService::OpenFile {
   // Write-back: a descriptor of the spool file handed to the queue at the last sync, from which
   // a later write continues (the queue removes the file once it is uploaded).
   int sealed_fd GUARDED_BY(mu) = -1;
+  // Write-back: room this file holds in the budget (WriteBack::Reserve), at least its size
+  // while it has a session; handed to the queue with the file at a close or sync.
+  WriteBack* room = nullptr;  // Null for write-through files.
+  uint64_t reserved GUARDED_BY(mu) = 0;
+
+  // Write-back: makes the room held at least `size` (a write or truncate to that size).
+  Status ReserveRoom(uint64_t size) REQUIRES(mu) {
+    if (room == nullptr || size <= reserved) return Status::Ok();
+    CAIRN_RETURN_IF_ERROR(room->Reserve(reserved, size - reserved).WithContext("write of " + path));
+    reserved = size;
+    return Status::Ok();
+  }
 
   ~OpenFile() {
     MutexLock l(&mu);
     if (sealed_fd >= 0) ::close(sealed_fd);
+    if (room != nullptr) room->Unreserve(reserved);
   }
 };
 
@@ -450,9 +463,15 @@ StatusOr<WriteReply> WriteService::Open(const std::string& principal,
     }
   }
   const uint64_t size = session->size();
+  if (file->write_back) {
+    // The content it starts with is on this worker's disk until the file goes up.
+    CAIRN_RETURN_IF_ERROR(write_back_->Reserve(0, size).WithContext("open of " + request.path));
+    file->room = write_back_.get();
+  }
   {
     MutexLock l(&file->mu);
     file->session = std::move(session);
+    file->reserved = file->write_back ? size : 0;
   }
   file->last_used_us = clock().NowMicros();
   MutexLock l(&open_mu_);
@@ -498,6 +517,8 @@ StatusOr<WriteReply> WriteService::Write(OpenFile& file,
                                     file.sealed_fd, *file.committed));
     file.committed.reset();
   }
+  CAIRN_RETURN_IF_ERROR(file.ReserveRoom(
+      std::max<uint64_t>(file.session->size(), request.offset + request.data.size())));
   CAIRN_RETURN_IF_ERROR(file.session->Write(request.offset, request.data));
   metrics_->bytes->Increment(request.data.size());
   return Reply(file.handle, file.session->size());
@@ -512,7 +533,12 @@ StatusOr<WriteReply> WriteService::Truncate(OpenFile& file, uint64_t size) {
                                     file.sealed_fd, *file.committed));
     file.committed.reset();
   }
+  CAIRN_RETURN_IF_ERROR(file.ReserveRoom(size));
   CAIRN_RETURN_IF_ERROR(file.session->Truncate(size));
+  if (file.room != nullptr && file.reserved > size) {
+    file.room->Unreserve(file.reserved - size);
+    file.reserved = size;
+  }
   return Reply(file.handle, file.session->size());
 }
 
@@ -707,7 +733,7 @@ StatusOr<WriteReply> WriteService::CommitBack(OpenFile& file, const RecheckFn& r
   }
   const uint64_t size = pending.record.size;
   pending.session = std::move(file.session);
-  StatusOr<uint64_t> id = write_back_->Add(pending);
+  StatusOr<uint64_t> id = write_back_->Add(pending, file.reserved);
   if (!id.ok()) {
     // Nothing was promised; the sealed session stays with the handle (a close may be retried).
     file.session = std::move(pending.session);
@@ -715,6 +741,7 @@ StatusOr<WriteReply> WriteService::CommitBack(OpenFile& file, const RecheckFn& r
     metrics_->commit_failures->Increment();
     return id.status().WithContext("close of " + file.path);
   }
+  file.reserved = 0;  // Now the queue's.
   metrics_->commits->Increment();
   if (file.sealed_fd >= 0) ::close(file.sealed_fd);
   file.sealed_fd = sealed_fd;
