@@ -346,8 +346,10 @@ def test_write_back_close_is_durable_and_the_upload_follows(wb):
     while not ((src / "model.bin").exists() and (src / "model.bin").read_bytes() == data):
         assert time.monotonic() < deadline, "the closed file never reached the source"
         time.sleep(0.05)
+    # The file shows in the folder a moment before the upload is journaled as done.
+    wait_until(lambda: up.metric("cairn_worker_write_back_pending_files") == 0, 30,
+               "the upload to be journaled as done")
     assert up.metric("cairn_worker_write_back_commits_total") >= 1
-    assert up.metric("cairn_worker_write_back_pending_files") == 0
 
 
 def test_write_back_new_files_are_created_on_the_strength_of_the_kernels_lookup(wb):
@@ -412,6 +414,47 @@ def test_write_back_files_read_back_through_the_mount_while_the_lake_is_down(
                    "the checkpoint to reach the lake once it is back")
         wait_until(lambda: up.metric("cairn_worker_write_back_pending_files") == 0, 30,
                    "the upload to be journaled as done")
+    finally:
+        s3.proc.stop()
+        assert up.stop() == 0
+
+
+def test_write_back_new_checkpoints_are_created_while_the_lake_is_down(module_harness, tmp_path):
+    """A job saves its checkpoints into a folder; the lake goes down; the next save still
+    works (issue 10: a write-back mount keeps taking files through an outage): the worker
+    answers the new name's lookup from its last listing of the folder (up to an hour old),
+    the file waits in the journal, reads back through the mount, and lands once the lake is
+    back, on the name still being absent."""
+    torch = pytest.importorskip("torch")
+    s3 = start_s3server(tmp_path)
+    up = module_harness.up(f"s3://{S3_BUCKET}/fuse-down", name="up-wb-down", s3=s3,
+                           extra=["--write-mode", "back"])
+    try:
+        folder = os.path.join(up.mountpoint, "ckpt")
+        os.mkdir(folder)
+        first = {"step": torch.tensor(1), "w": torch.randn(128, 128)}
+        torch.save(first, os.path.join(folder, "step-1.pt"))
+        wait_until(lambda: s3.object("fuse-down/ckpt/step-1.pt") is not None, 60,
+                   "the first checkpoint to reach the lake")
+        s3.proc.stop()  # The lake goes down.
+        # Past the kernel's entry cache and the worker's 5 s of fresh absence: the new name's
+        # lookup asks the source, which fails.
+        time.sleep(6)
+        second = {"step": torch.tensor(2), "w": torch.randn(128, 128)}
+        path = os.path.join(folder, "step-2.pt")
+        torch.save(second, path)
+        assert up.metric("cairn_worker_source_outage_answers_total") >= 1
+        assert up.metric("cairn_worker_write_back_pending_files") == 1
+        time.sleep(1.5)
+        assert torch.equal(torch.load(path)["w"], second["w"])
+        with open(path, "rb") as f:
+            data = f.read()
+        s3 = start_s3server(tmp_path, port=s3.port)  # Back, with the same bucket.
+        wait_until(lambda: s3.object("fuse-down/ckpt/step-2.pt") == data, 90,
+                   "the checkpoint saved during the outage to reach the lake")
+        wait_until(lambda: up.metric("cairn_worker_write_back_pending_files") == 0, 30,
+                   "the upload to be journaled as done")
+        assert up.metric("cairn_worker_write_back_conflicts_total") == 0
     finally:
         s3.proc.stop()
         assert up.stop() == 0

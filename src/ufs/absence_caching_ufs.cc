@@ -60,6 +60,11 @@ StatusOr<ObjectInfo> AbsenceCachingUnderStorage::Stat(std::string_view key) {
     std::string folder = SplitKey(key).first;
     if (!HasFreshListing(folder)) ListFolder(folder);
   }
+  if (!info.ok() && AnswerInOutage(key, info.status()) != OutageAnswer::kNone) {
+    return NotFoundError("no object " + std::string(key) +
+                         " in the last listing of its folder (the source is unreachable: " +
+                         info.status().message() + ")");
+  }
   return info;
 }
 
@@ -81,7 +86,47 @@ StatusOr<ListResult> AbsenceCachingUnderStorage::List(const ListOptions& options
     const bool short_page = listed.ok() && !listed->next_token.empty() && options.max_keys < 1000;
     EndListing(ticket, *folder, listed.ok() && !short_page ? &*listed : nullptr);
   }
+  if (!listed.ok() && options.continuation_token.empty() && options.prefix.size() > 1 &&
+      options.prefix.back() == '/') {
+    const std::string_view key(options.prefix.data(), options.prefix.size() - 1);
+    const OutageAnswer answer = AnswerInOutage(key, listed.status());
+    if (answer == OutageAnswer::kAbsent) return ListResult{};
+    // Only a probe of whether the directory is there: what is in it is not known.
+    if (answer == OutageAnswer::kDirectory && options.max_keys == 1) {
+      ListResult there;
+      there.directory_exists = true;
+      return there;
+    }
+  }
   return listed;
+}
+
+AbsenceCachingUnderStorage::OutageAnswer AbsenceCachingUnderStorage::AnswerInOutage(
+    std::string_view key, const Status& status) {
+  if (options_.outage_ttl.count() <= 0 || (status.code() != StatusCode::kUnavailable &&
+                                           status.code() != StatusCode::kDeadlineExceeded)) {
+    return OutageAnswer::kNone;
+  }
+  OutageAnswer answer = OutageAnswer::kNone;
+  {
+    MutexLock l(&mu_);
+    const int64_t now = clock_->NowMicros();
+    if (KnownAbsentLocked(key, now, options_.outage_ttl.count())) {
+      answer = OutageAnswer::kAbsent;
+    } else if (!key.empty()) {
+      auto [folder, name] = SplitKey(key);
+      auto it = folders_.find(folder);
+      if (it != folders_.end() && it->second.complete &&
+          it->second.listed_us + options_.outage_ttl.count() > now &&
+          it->second.dirs.count(name) != 0 && it->second.files.count(name) == 0) {
+        answer = OutageAnswer::kDirectory;
+      }
+    }
+    if (answer == OutageAnswer::kNone) return answer;
+    ++stats_.outage_answers;
+  }
+  if (options_.on_outage_answer) options_.on_outage_answer();
+  return answer;
 }
 
 StatusOr<std::unique_ptr<ObjectWriter>> AbsenceCachingUnderStorage::StartWrite(
@@ -137,13 +182,25 @@ void AbsenceCachingUnderStorage::Touch(std::string_view key) {
 void AbsenceCachingUnderStorage::TouchLocked(std::string_view key) {
   ++epoch_;
   // Writing "a/b/c" can make "a" and "a/b" appear too (S3 has no directories to create first).
+  // The name itself becomes unknown (asked of the source; no outage answer), the folders above
+  // it directories.
   std::string_view rest = key;
+  bool itself = true;
   while (!rest.empty()) {
     auto [folder, name] = SplitKey(rest);
     auto it = folders_.find(folder);
-    if (it != folders_.end()) it->second.names.insert(name);
+    if (it != folders_.end()) {
+      it->second.names.insert(name);
+      if (itself) {
+        it->second.files.erase(name);
+        it->second.dirs.erase(name);
+      } else {
+        it->second.dirs.insert(name);
+      }
+    }
     if (!in_flight_.empty()) touched_[folder] = epoch_;
     rest = rest.substr(0, folder.size());
+    itself = false;
   }
 }
 
@@ -157,27 +214,29 @@ void AbsenceCachingUnderStorage::TouchTree(std::string_view key) {
 bool AbsenceCachingUnderStorage::KnownAbsent(std::string_view key) {
   {
     MutexLock l(&mu_);
-    if (!KnownAbsentLocked(key, clock_->NowMicros())) return false;
+    if (!KnownAbsentLocked(key, clock_->NowMicros(), options_.ttl.count())) return false;
     ++stats_.absent_answers;
   }
   if (options_.on_absent_answer) options_.on_absent_answer();
   return true;
 }
 
-bool AbsenceCachingUnderStorage::KnownAbsentLocked(std::string_view key, int64_t now_us) {
+bool AbsenceCachingUnderStorage::KnownAbsentLocked(std::string_view key, int64_t now_us,
+                                                   int64_t max_age_us) {
   if (key.empty()) return false;  // The root is always there.
   auto [folder, name] = SplitKey(key);
   auto it = folders_.find(folder);
-  if (it != folders_.end() && it->second.complete && it->second.expires_us > now_us) {
+  if (it != folders_.end() && it->second.complete && it->second.listed_us + max_age_us > now_us) {
     return it->second.names.count(name) == 0;
   }
-  return KnownAbsentLocked(folder, now_us);  // Nothing is under a folder that is not there.
+  // Nothing is under a folder that is not there.
+  return KnownAbsentLocked(folder, now_us, max_age_us);
 }
 
 bool AbsenceCachingUnderStorage::HasFreshListing(const std::string& folder) {
   MutexLock l(&mu_);
   auto it = folders_.find(folder);
-  return it != folders_.end() && it->second.expires_us > clock_->NowMicros();
+  return it != folders_.end() && it->second.listed_us + options_.ttl.count() > clock_->NowMicros();
 }
 
 uint64_t AbsenceCachingUnderStorage::BeginListing() {
@@ -208,23 +267,27 @@ void AbsenceCachingUnderStorage::EndListing(uint64_t ticket, const std::string& 
   const std::string prefix = folder.empty() ? "" : folder + "/";
   Folder entry;
   entry.complete = listed->next_token.empty();
-  entry.expires_us = clock_->NowMicros() + options_.ttl.count();
+  entry.listed_us = clock_->NowMicros();
   if (entry.complete) {
     for (const ObjectInfo& o : listed->objects) {
-      if (o.key.size() > prefix.size()) entry.names.insert(o.key.substr(prefix.size()));
+      if (o.key.size() <= prefix.size()) continue;
+      entry.names.insert(o.key.substr(prefix.size()));
+      entry.files.insert(o.key.substr(prefix.size()));
     }
     for (const std::string& p : listed->common_prefixes) {
       std::string name = p.substr(std::min(p.size(), prefix.size()));
       while (!name.empty() && name.back() == '/') name.pop_back();
-      if (!name.empty()) entry.names.insert(std::move(name));
+      if (name.empty()) continue;
+      entry.names.insert(name);
+      entry.dirs.insert(std::move(name));
     }
   }
   if (folders_.size() >= options_.max_folders && folders_.count(folder) == 0) {
-    auto first_to_expire = folders_.begin();
+    auto oldest = folders_.begin();
     for (auto it = folders_.begin(); it != folders_.end(); ++it) {
-      if (it->second.expires_us < first_to_expire->second.expires_us) first_to_expire = it;
+      if (it->second.listed_us < oldest->second.listed_us) oldest = it;
     }
-    folders_.erase(first_to_expire);
+    folders_.erase(oldest);
   }
   folders_[folder] = std::move(entry);
   ++stats_.listings_kept;

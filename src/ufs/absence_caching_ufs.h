@@ -23,6 +23,16 @@
 //   the listings of every folder at or below the names), and a listing that was in flight meanwhile
 //   is not kept.
 //
+// While the source cannot be reached (it answers Unavailable or DeadlineExceeded), and only
+// when `outage_ttl` is set (the worker sets it for write-back mounts, whose files are kept on
+// the worker until the source is back): listings up to `outage_ttl` old answer what they show.
+// A name they do not hold is absent (Stat and any listing under it), and a name they show as
+// a directory only is one (Stat: not an object; a probe of "name/" for one key, as lookups
+// send: the directory exists; a longer listing of it fails). Names written through this wrapper
+// since the listing answer nothing. So a job can create a file in a folder it wrote to before while
+// the lake is down: the creates commit on the name still being absent, so a wrong answer sets the
+// file aside, never overwrites.
+//
 // Where listings come from: List calls that pass through for a whole folder (delimiter "/", no
 // continuation token), and, after a Stat that the source answered NotFound, one LIST of that
 // folder (up to 1,000 names). A folder whose full page of 1,000 names had more is remembered as
@@ -51,9 +61,13 @@ namespace cairn::ufs {
 
 struct AbsenceCacheOptions {
   std::chrono::microseconds ttl{std::chrono::seconds(5)};
+  // How old a listing may be to answer while the source cannot be reached; 0: never (above).
+  std::chrono::microseconds outage_ttl{0};
   size_t max_folders = 256;
   // Called (without a lock held) for each question answered here, e.g. to count it in a metric.
   std::function<void()> on_absent_answer;
+  // Likewise for each answered because the source could not be reached.
+  std::function<void()> on_outage_answer;
 };
 
 class AbsenceCachingUnderStorage : public UnderStorageWrapper {
@@ -78,6 +92,7 @@ class AbsenceCachingUnderStorage : public UnderStorageWrapper {
     uint64_t folders_listed = 0;    // LISTs this wrapper sent itself (after a NotFound stat).
     uint64_t listings_kept = 0;     // Listings stored (passed through or its own).
     uint64_t listings_dropped = 0;  // Listings not kept: something was written meanwhile.
+    uint64_t outage_answers = 0;    // Answered from older listings: the source was unreachable.
   };
   Stats stats() const EXCLUDES(mu_);
 
@@ -88,14 +103,20 @@ class AbsenceCachingUnderStorage : public UnderStorageWrapper {
  private:
   struct Folder {
     std::unordered_set<std::string> names;  // Files and directories directly in the folder.
+    std::unordered_set<std::string> files;  // Those listed as objects...
+    std::unordered_set<std::string> dirs;   // ...as directories (or folders above a write).
     bool complete = false;                  // False: more than one page; answers nothing.
-    int64_t expires_us = 0;
+    int64_t listed_us = 0;
   };
+  enum class OutageAnswer { kNone, kAbsent, kDirectory };
   // `key` and everything below it (a directory renamed or removed, or made).
   void TouchTree(std::string_view key) EXCLUDES(mu_);
   void TouchLocked(std::string_view key) REQUIRES(mu_);
   bool KnownAbsent(std::string_view key) EXCLUDES(mu_);
-  bool KnownAbsentLocked(std::string_view key, int64_t now_us) REQUIRES(mu_);
+  // Whether listings newer than `max_age_us` show `key` absent.
+  bool KnownAbsentLocked(std::string_view key, int64_t now_us, int64_t max_age_us) REQUIRES(mu_);
+  // What listings up to outage_ttl old say of `key` when the source answered `status`.
+  OutageAnswer AnswerInOutage(std::string_view key, const Status& status) EXCLUDES(mu_);
   bool HasFreshListing(const std::string& folder) EXCLUDES(mu_);
   uint64_t BeginListing() EXCLUDES(mu_);
   void EndListing(uint64_t ticket, const std::string& folder, const ListResult* listed)

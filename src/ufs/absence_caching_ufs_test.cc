@@ -8,6 +8,7 @@
 
 #include "common/clock.h"
 #include "ufs/counting_ufs.h"
+#include "ufs/fault_injecting_ufs.h"
 #include "ufs/memory_ufs.h"
 
 namespace cairn::ufs {
@@ -214,6 +215,72 @@ TEST_F(AbsenceCachingUfsTest, KeepsAtMostMaxFoldersListings) {
   EXPECT_EQ(counting_->counts().requests(), 0u);
   EXPECT_EQ(Lookup("one/y"), StatusCode::kNotFound);
   EXPECT_GT(counting_->counts().requests(), 0u);
+}
+
+// While the source cannot be reached: listings up to outage_ttl old answer for new names and
+// for folders (write-back mounts keep creating files through a lake outage).
+class AbsenceCachingOutageTest : public AbsenceCachingUfsTest {
+ protected:
+  void MakeWithOutage(std::chrono::microseconds outage_ttl) {
+    faults_ = std::make_shared<FaultInjectingUnderStorage>(memory_, /*seed=*/1);
+    AbsenceCacheOptions options;
+    options.ttl = seconds(5);
+    options.outage_ttl = outage_ttl;
+    store_ = std::make_shared<AbsenceCachingUnderStorage>(faults_, options, &clock_);
+  }
+  void Down(bool down) {
+    FaultSpec spec;
+    spec.failure_probability = down ? 1.0 : 0.0;
+    faults_->SetFaultAll(spec);
+  }
+  std::shared_ptr<FaultInjectingUnderStorage> faults_;
+};
+
+TEST_F(AbsenceCachingOutageTest, OlderListingsAnswerForNewNamesAndFolders) {
+  MakeWithOutage(std::chrono::hours(1));
+  Put(*memory_, "ckpt/step-1.pt");
+  Put(*memory_, "ckpt/logs/run.txt");
+  EXPECT_EQ(Lookup("ckpt/step-2.pt"), StatusCode::kNotFound);  // Lists "ckpt".
+  clock_.Advance(std::chrono::minutes(30));                    // Long past the TTL.
+  Down(true);
+  EXPECT_EQ(Lookup("ckpt/step-3.pt"), StatusCode::kNotFound);
+  EXPECT_EQ(Lookup("ckpt/logs"), StatusCode::kOk);  // A directory.
+  EXPECT_EQ(store_->stats().outage_answers, 4u);    // Each: the stat and the probe.
+  // What is there cannot be described from a listing; what was never listed is not known.
+  EXPECT_EQ(Lookup("ckpt/step-1.pt"), StatusCode::kUnavailable);
+  EXPECT_EQ(Lookup("other/x"), StatusCode::kUnavailable);
+  // A listing of a folder known absent is empty; of one known there, not known.
+  ListOptions under;
+  under.prefix = "ckpt/step-3.pt/";
+  ASSERT_TRUE(store_->List(under).ok());
+  EXPECT_TRUE(store_->List(under)->objects.empty());
+  under.prefix = "ckpt/logs/";
+  EXPECT_EQ(store_->List(under).status().code(), StatusCode::kUnavailable);
+  // Up to outage_ttl old.
+  clock_.Advance(std::chrono::minutes(31));
+  EXPECT_EQ(Lookup("ckpt/step-3.pt"), StatusCode::kUnavailable);
+}
+
+TEST_F(AbsenceCachingOutageTest, NamesWrittenSinceTheListingAnswerNothing) {
+  MakeWithOutage(std::chrono::hours(1));
+  EXPECT_EQ(Lookup("ckpt/a.pt"), StatusCode::kNotFound);  // Lists "ckpt" (empty).
+  ASSERT_TRUE(store_->Write("ckpt/a.pt", std::string("weights")).ok());
+  ASSERT_TRUE(store_->Write("ckpt/deep/b.pt", std::string("more")).ok());
+  Down(true);
+  EXPECT_EQ(Lookup("ckpt/a.pt"), StatusCode::kUnavailable);  // Written: an object now.
+  EXPECT_EQ(Lookup("ckpt/deep"), StatusCode::kOk);           // Above a write: a folder.
+  EXPECT_EQ(Lookup("ckpt/c.pt"), StatusCode::kNotFound);
+  Down(false);
+  EXPECT_EQ(Lookup("ckpt/a.pt"), StatusCode::kOk);
+}
+
+TEST_F(AbsenceCachingOutageTest, WithoutOutageTtlAnOutageIsAnError) {
+  MakeWithOutage(std::chrono::microseconds(0));
+  EXPECT_EQ(Lookup("ckpt/a.pt"), StatusCode::kNotFound);
+  clock_.Advance(seconds(6));
+  Down(true);
+  EXPECT_EQ(Lookup("ckpt/b.pt"), StatusCode::kUnavailable);
+  EXPECT_EQ(store_->stats().outage_answers, 0u);
 }
 
 }  // namespace

@@ -11,6 +11,8 @@
 #ifndef CAIRN_WORKER_SOURCE_CACHES_H_
 #define CAIRN_WORKER_SOURCE_CACHES_H_
 
+#include <chrono>
+
 #include "common/clock.h"
 #include "metrics/registry.h"
 #include "mount/mount_table.h"
@@ -21,14 +23,25 @@ namespace cairn::worker {
 // writing to the bucket directly): the same window as a client's SEEN_ABSENT (protocol v10).
 inline constexpr std::chrono::seconds kMaxAbsenceAge{5};
 
-// The counter of what the caches answer (docs/metrics.md).
+// Write-back mounts: while the source cannot be reached, listings up to this old answer
+// lookups of new names (absent) and of folders (there), so a job keeps creating files (a
+// checkpoint in a folder it wrote to before) through a lake outage; the files wait in the
+// journal and commit on the name being absent, so a wrong answer sets a file aside and never
+// overwrites (docs/consistency.md, "Write-back mounts").
+inline constexpr std::chrono::hours kOutageListingAge{1};
+
+// The counters of what the caches answer (docs/metrics.md).
 inline constexpr const char* kAbsentAnswersMetric = "cairn_worker_source_absent_answers_total";
 inline constexpr const char* kAbsentAnswersHelp =
     "Lookups of names a recent listing of their folder showed absent, answered without a source "
     "request";
+inline constexpr const char* kOutageAnswersMetric = "cairn_worker_source_outage_answers_total";
+inline constexpr const char* kOutageAnswersHelp =
+    "Lookups on write-back mounts answered from a listing up to an hour old because the source "
+    "could not be reached";
 
-// Counts what the caches answer in `registry` (cairn_worker_source_absent_answers_total) when
-// set. Neither is owned; both must outlive the stores (null clock: Clock::Real()).
+// Counts what the caches answer in `registry` (the two counters above) when set. Neither is owned;
+// both must outlive the stores (null clock: Clock::Real()).
 mount::MountTable::StoreDecorator SourceCaches(metrics::Registry* registry, Clock* clock = nullptr);
 
 }  // namespace cairn::worker
