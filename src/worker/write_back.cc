@@ -220,7 +220,7 @@ StatusOr<uint64_t> WriteBack::Add(PendingWrite& write, uint64_t reserved) {
   CAIRN_RETURN_IF_ERROR(journal_->Append(write.record));
   CrashPoint("write-back-journaled");
   bytes_ += size;
-  reserved_ -= reserved;
+  reserved_ -= std::min(reserved_, reserved);
   metrics_->reserved->Set(static_cast<double>(reserved_));
   Item item;
   item.write = std::move(write);
