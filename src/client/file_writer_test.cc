@@ -35,14 +35,24 @@ class FileWriterRoomTest : public worker::WriteBackTest {
     return std::make_unique<RemoteFileWriter>(channel_, path, reply->handle, 0, options);
   }
 
+  // A 100 KiB budget, the lake down, and 80 KiB of `chunk` waiting in one closed file.
+  void FillTheBudget(const std::string& chunk) {
+    Start(/*max_pending=*/100 << 10);
+    SourceDown(true);
+    ASSERT_TRUE(WriteFile("/lake/one.bin", chunk).ok());
+  }
+  // Writes `data` and closes: the first error.
+  static StatusOr<FileInfo> WriteAndClose(RemoteFileWriter& writer, const std::string& data) {
+    Status written = writer.Write(0, data);
+    return written.ok() ? writer.Close() : StatusOr<FileInfo>(written);
+  }
+
   std::shared_ptr<worker::LocalChannel> channel_;
 };
 
 TEST_F(FileWriterRoomTest, AWriteWithNoRoomWaitsUntilUploadsMakeRoom) {
-  Start(/*max_pending=*/100 << 10);
-  SourceDown(true);
   const std::string chunk = testing::RandomBytes(80 << 10, 7);
-  ASSERT_TRUE(WriteFile("/lake/one.bin", chunk).ok());
+  ASSERT_NO_FATAL_FAILURE(FillTheBudget(chunk));
   auto writer = OpenWriter("/lake/two.bin", std::chrono::seconds(30));
   ASSERT_NE(writer, nullptr);
   // The lake comes back once the writer has been refused: its upload makes the room.
@@ -51,8 +61,7 @@ TEST_F(FileWriterRoomTest, AWriteWithNoRoomWaitsUntilUploadsMakeRoom) {
         [&] { return Metric("cairn_worker_write_back_write_refusals_total") >= 1; });
     SourceDown(false);
   });
-  Status written = writer->Write(0, chunk);
-  StatusOr<FileInfo> closed = written.ok() ? writer->Close() : StatusOr<FileInfo>(written);
+  StatusOr<FileInfo> closed = WriteAndClose(*writer, chunk);
   lake.join();
   ASSERT_TRUE(closed.ok()) << closed.status().ToString();
   EXPECT_GE(Metric("cairn_worker_write_back_write_refusals_total"), 1);
@@ -62,14 +71,11 @@ TEST_F(FileWriterRoomTest, AWriteWithNoRoomWaitsUntilUploadsMakeRoom) {
 }
 
 TEST_F(FileWriterRoomTest, AWriteWithNoRoomFailsAfterRoomWaitAndKeepsNothing) {
-  Start(/*max_pending=*/100 << 10);
-  SourceDown(true);
   const std::string chunk = testing::RandomBytes(80 << 10, 8);
-  ASSERT_TRUE(WriteFile("/lake/one.bin", chunk).ok());
+  ASSERT_NO_FATAL_FAILURE(FillTheBudget(chunk));
   auto writer = OpenWriter("/lake/two.bin", std::chrono::milliseconds(300));
   ASSERT_NE(writer, nullptr);
-  Status written = writer->Write(0, chunk);
-  StatusOr<FileInfo> closed = written.ok() ? writer->Close() : StatusOr<FileInfo>(written);
+  StatusOr<FileInfo> closed = WriteAndClose(*writer, chunk);
   ASSERT_FALSE(closed.ok());
   EXPECT_EQ(closed.status().code(), StatusCode::kResourceExhausted);
   EXPECT_NE(closed.status().message().find("no room came in"), std::string::npos)

@@ -55,6 +55,12 @@ struct WriteService::OpenFile {
     reserved = size;
     return Status::Ok();
   }
+  // Write-back: gives back what the room held is above `size` (a truncate to that size).
+  void ShrinkRoom(uint64_t size) REQUIRES(mu) {
+    if (room == nullptr || size >= reserved) return;
+    room->Unreserve(reserved - size);
+    reserved = size;
+  }
 
   ~OpenFile() {
     MutexLock l(&mu);
@@ -535,10 +541,7 @@ StatusOr<WriteReply> WriteService::Truncate(OpenFile& file, uint64_t size) {
   }
   CAIRN_RETURN_IF_ERROR(file.ReserveRoom(size));
   CAIRN_RETURN_IF_ERROR(file.session->Truncate(size));
-  if (file.room != nullptr && file.reserved > size) {
-    file.room->Unreserve(file.reserved - size);
-    file.reserved = size;
-  }
+  file.ShrinkRoom(size);
   return Reply(file.handle, file.session->size());
 }
 
