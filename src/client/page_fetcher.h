@@ -5,7 +5,8 @@
 // channels it started with. Each reply
 // is verified chunk by chunk against the checksums the worker sent (end to end: the worker sends
 // what it stored; a flipped bit anywhere between its disk and here is caught). A failed check is
-// retried once with ReadPage refetch (the worker drops its copy and refetches). If the owner cannot
+// retried once with ReadPage refetch (the worker checks its copy, and drops and refetches it if
+// it is damaged). If the owner cannot
 // serve (unreachable, stalled, failing), the next candidate worker is tried, then the
 // under-storage is read directly: a reader never sees a worker fault.
 //

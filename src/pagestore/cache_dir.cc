@@ -275,10 +275,12 @@ bool CacheDir::SubdirScannedLocked(const Hash128& id) const {
 
 namespace {
 
-// A PageReader sharing an open page file kept by the folder's open-file cache.
+// A PageReader sharing an open page file kept by the folder's open-file cache; its copy id is
+// the generation of the index entry the file belongs to.
 class SharedPageReader final : public PageReader {
  public:
-  explicit SharedPageReader(std::shared_ptr<const FilePageReader> file) : file_(std::move(file)) {}
+  SharedPageReader(std::shared_ptr<const FilePageReader> file, uint64_t generation)
+      : file_(std::move(file)), generation_(generation) {}
   uint32_t data_length() const override { return file_->data_length(); }
   const std::vector<uint64_t>& chunk_checksums() const override { return file_->chunk_checksums(); }
   Status ReadAt(uint32_t offset, std::span<char> out) const override {
@@ -289,9 +291,11 @@ class SharedPageReader final : public PageReader {
   }
   int native_fd() const override { return file_->native_fd(); }
   uint64_t data_file_offset() const override { return file_->data_file_offset(); }
+  uint64_t copy_id() const override { return generation_; }
 
  private:
   std::shared_ptr<const FilePageReader> file_;
+  const uint64_t generation_;
 };
 
 }  // namespace
@@ -338,7 +342,7 @@ std::unique_ptr<PageReader> CacheDir::FastHit(const KeyInfo& key, const std::str
   std::optional<HitIndex::Hit> hit = hits_.Find(key.id, config_.clock->NowMicros(), &full_log);
   ApplyAccesses(full_log);
   if (!hit || !StillValid(*hit->file, path)) return nullptr;  // The index path decides.
-  return std::unique_ptr<PageReader>(new SharedPageReader(hit->file->file));
+  return std::unique_ptr<PageReader>(new SharedPageReader(hit->file->file, hit->generation));
 }
 
 std::shared_ptr<CacheDir::KeptOpen> CacheDir::RememberOpenFileLocked(
@@ -395,7 +399,7 @@ StatusOr<std::unique_ptr<PageReader>> CacheDir::OpenPage(const KeyInfo& key) {
     // (two more system calls).
     if (kept != nullptr) {
       if (StillValid(*kept, path)) {
-        return std::unique_ptr<PageReader>(new SharedPageReader(kept->file));
+        return std::unique_ptr<PageReader>(new SharedPageReader(kept->file, generation));
       }
       // Truncated, replaced or swapped since it was opened: reopen the name, which runs every
       // check and drops the page if the file there is not this page.
@@ -407,10 +411,12 @@ StatusOr<std::unique_ptr<PageReader>> CacheDir::OpenPage(const KeyInfo& key) {
       }
     }
     if (generation == 0) {
-      auto probed = Probe(key, /*accessed=*/true);
+      uint64_t probed_generation = 0;
+      auto probed = Probe(key, /*accessed=*/true, &probed_generation);
       if (!probed) continue;  // Indexed meanwhile.
       if (!probed->ok()) return probed->status();
-      return std::unique_ptr<PageReader>(std::move(*probed).value());
+      return std::unique_ptr<PageReader>(new SharedPageReader(
+          std::shared_ptr<const FilePageReader>(std::move(*probed).value()), probed_generation));
     }
     auto reader = OpenPageFile(disk(), path, key.serialized, key.page_index);
     if (reader.ok()) {
@@ -431,7 +437,7 @@ StatusOr<std::unique_ptr<PageReader>> CacheDir::OpenPage(const KeyInfo& key) {
         }
         dropped = RememberOpenFileLocked(key.id, generation, file);
       }
-      return std::unique_ptr<PageReader>(new SharedPageReader(std::move(file)));
+      return std::unique_ptr<PageReader>(new SharedPageReader(std::move(file), generation));
     }
     const StatusCode code = reader.status().code();
     // An I/O error says nothing about the page: keep it and report.
@@ -462,7 +468,8 @@ bool CacheDir::DropIfCurrent(const Hash128& id, uint64_t generation, bool corrup
 }
 
 std::optional<StatusOr<std::unique_ptr<FilePageReader>>> CacheDir::Probe(const KeyInfo& key,
-                                                                         bool accessed) {
+                                                                         bool accessed,
+                                                                         uint64_t* generation) {
   // The path lock keeps Put, Remove and eviction from changing the file while we adopt it.
   MutexLock path_lock(&PathLock(key.id));
   {
@@ -506,13 +513,16 @@ std::optional<StatusOr<std::unique_ptr<FilePageReader>>> CacheDir::Probe(const K
       auto [adopted_it, inserted] =
           index_.emplace(key.id, Entry{charge, next_generation_++, /*is_cold=*/!accessed, adopted});
       if (inserted) adopted_it->second.cached_at_us = config_.clock->NowMicros();
+      if (generation != nullptr) *generation = adopted_it->second.generation;
       space_.Adopt(charge);
       ++recovered_pages_;
       if (!accessed) ++cold_pages_;
       hints.cold = !accessed;
       policy_->OnInsert(key.id, charge, hints);
-    } else if (accessed) {
-      TouchLocked(it);
+    } else {
+      // Indexed by the scan meanwhile; the path lock held since the open says it is this file.
+      if (generation != nullptr) *generation = it->second.generation;
+      if (accessed) TouchLocked(it);
     }
   }
   if (adopted && RulesEpoch() != epoch) ApplyResolver({{key.id, std::move(adopted)}});
@@ -531,6 +541,22 @@ void CacheDir::CountRemovalLocked(RemoveReason reason) {
       ++freed_pages_;
       break;
   }
+}
+
+Status CacheDir::RemoveCopy(const KeyInfo& key, uint64_t generation, RemoveReason reason) {
+  MutexLock path_lock(&PathLock(key.id));
+  uint64_t charge;
+  {
+    MutexLock l(&mu_);
+    auto it = index_.find(key.id);
+    if (it == index_.end() || it->second.generation != generation) {
+      return NotFoundError("that copy of the page is no longer cached");
+    }
+    charge = EraseLocked(it, policy::RemoveReason::kDropped);
+    CountRemovalLocked(reason);
+  }
+  DropFileWithPathLock(key.id, charge);
+  return Status::Ok();
 }
 
 Status CacheDir::Remove(const KeyInfo& key, RemoveReason reason) {

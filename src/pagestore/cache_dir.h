@@ -96,6 +96,8 @@ class CacheDir {
   Status Put(const KeyInfo& key, std::span<const char> data, std::span<const uint64_t> checksums,
              std::optional<policy::Priority> priority = std::nullopt) EXCLUDES(mu_);
   Status Remove(const KeyInfo& key, RemoveReason reason) EXCLUDES(mu_);
+  // `generation`: the copy id of PageStore::RemoveCopy (an Entry's generation).
+  Status RemoveCopy(const KeyInfo& key, uint64_t generation, RemoveReason reason) EXCLUDES(mu_);
   bool Contains(const KeyInfo& key) EXCLUDES(mu_);
   PageStoreStats Stats() const EXCLUDES(mu_);
 
@@ -208,8 +210,10 @@ class CacheDir {
 
   // Reading (cache_dir.cc).
   // Looks for a page not in the index on disk (its sub-folder is not scanned yet) and adopts it.
-  // nullopt: the page got indexed meanwhile; use the index.
-  std::optional<StatusOr<std::unique_ptr<FilePageReader>>> Probe(const KeyInfo& key, bool accessed)
+  // nullopt: the page got indexed meanwhile; use the index. On success `*generation` (if not
+  // null) is the generation of the entry the file is indexed under.
+  std::optional<StatusOr<std::unique_ptr<FilePageReader>>> Probe(const KeyInfo& key, bool accessed,
+                                                                 uint64_t* generation = nullptr)
       EXCLUDES(mu_);
   // Drops a page whose file failed to open or check, if `generation` is still the indexed copy.
   // False if a newer copy replaced it (retry).

@@ -108,6 +108,13 @@ class PageStoreImpl final : public PageStore {
     return DirFor(info).Remove(info, reason);
   }
 
+  Status RemoveCopy(const PageKey& key, uint64_t copy_id, RemoveReason reason) override {
+    CAIRN_RETURN_IF_ERROR(CheckKey(key));
+    if (copy_id == 0) return InvalidArgumentError("RemoveCopy needs the copy id of a reader");
+    KeyInfo info(key);
+    return DirFor(info).RemoveCopy(info, copy_id, reason);
+  }
+
   bool Contains(const PageKey& key) override {
     if (!CheckKey(key).ok()) return false;
     KeyInfo info(key);

@@ -128,6 +128,10 @@ class PageReader {
   // when the page is not backed by a real file (in-memory disk).
   virtual int native_fd() const = 0;
   virtual uint64_t data_file_offset() const = 0;
+  // Which stored copy of the page this reader reads: a Put that replaces the page makes a copy
+  // with another id. PageStore::RemoveCopy takes it. 0 for a reader that no store owns
+  // (OpenPageReadOnly's); every reader PageStore::Open returns has a non-zero id.
+  virtual uint64_t copy_id() const { return 0; }
 };
 
 struct PageStoreStats {
@@ -204,6 +208,13 @@ class PageStore {
   // Drops a page (e.g. a reader found a checksum mismatch: reason kCorrupt is counted). OK if it
   // was dropped, NotFound if it was not cached; readers already open keep their copy.
   virtual Status Remove(const PageKey& key, RemoveReason reason) = 0;
+
+  // As Remove, but only while `copy_id` (a PageReader::copy_id() of this store) is still the
+  // page's cached copy. A reader that found its copy damaged drops that copy, never one that
+  // replaced it meanwhile: several readers of one damaged page each report it, and the first
+  // report's refetch must not be dropped by the later ones. OK if dropped; NotFound if the page
+  // is not cached or is another copy now; InvalidArgument for copy_id 0 or a bad key.
+  virtual Status RemoveCopy(const PageKey& key, uint64_t copy_id, RemoveReason reason) = 0;
 
   // True if the page is cached (as far as the index or, during recovery, a cheap check of its
   // file can tell; Open may still find it damaged). Does not change its recency. An expired page

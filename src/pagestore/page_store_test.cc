@@ -209,6 +209,32 @@ TEST_F(MemStoreTest, RemoveDropsAndCountsOnlyCorruption) {
   EXPECT_EQ(disk_->ListAllFiles(), std::vector<std::string>{"/cache/LOCK"});
 }
 
+// Two readers found one copy damaged and both report it: the first report drops it and a
+// refetch stores a new copy; the second report must not drop the new copy.
+TEST_F(MemStoreTest, RemoveCopyDropsOnlyTheCopyThatWasRead) {
+  auto store = Make(Options(8 << 20));
+  PutOk(*store, Key(0), "damaged copy");
+  auto first = store->Open(Key(0));
+  auto second = store->Open(Key(0));
+  ASSERT_TRUE(first.ok() && second.ok());
+  ASSERT_NE((*first)->copy_id(), 0u);
+  EXPECT_EQ((*first)->copy_id(), (*second)->copy_id());
+  EXPECT_TRUE(store->RemoveCopy(Key(0), (*first)->copy_id(), RemoveReason::kCorrupt).ok());
+  PutOk(*store, Key(0), "refetched copy");
+  EXPECT_EQ(store->RemoveCopy(Key(0), (*second)->copy_id(), RemoveReason::kCorrupt).code(),
+            StatusCode::kNotFound);
+  auto now = store->Open(Key(0));
+  ASSERT_TRUE(now.ok());
+  EXPECT_EQ(ReadAll(**now), "refetched copy");
+  EXPECT_NE((*now)->copy_id(), (*first)->copy_id());
+  EXPECT_EQ(store->Stats().corrupt_pages, 1u);
+  EXPECT_EQ(store->RemoveCopy(Key(0), 0, RemoveReason::kCorrupt).code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(store->RemoveCopy(Key(1), (*now)->copy_id(), RemoveReason::kCorrupt).code(),
+            StatusCode::kNotFound);
+  EXPECT_TRUE(store->Contains(Key(0)));
+}
+
 TEST_F(MemStoreTest, DamagedFilesAreCorruptionThenGone) {
   auto store = Make(Options(8 << 20));
   DirLayout layout("/cache");

@@ -38,7 +38,7 @@ void LocalChannel::Call(const protocol::Request& request, std::span<char> dest, 
   // otherwise copy the bytes once more and hold a second copy of them.
   Status s = result.CopyToBypassingPageCache(dest);
   if (!s.ok()) {
-    if (result.reader) service_->DropCachedPage(protocol::BaseOf(request).page);
+    if (result.reader) service_->DropCachedPage(protocol::BaseOf(request).page, *result.reader);
     done(s);
     return;
   }

@@ -356,15 +356,32 @@ std::optional<PageResult> PageService::ServeHit(const Resolved& r, uint32_t offs
   return std::move(cached).value();
 }
 
-void PageService::DropCachedPage(const PageRef& page) {
+std::optional<PageResult> PageService::ServeVerifiedHit(const Resolved& r, uint32_t offset,
+                                                        uint32_t length, int64_t start) {
+  auto cached = ServeFromCache(r.key, r.page_length, offset, length);
+  if (!cached.ok()) return std::nullopt;
+  Status check = pagestore::VerifyPage(*cached->reader);
+  if (check.ok()) {
+    CountHit(r.metrics, /*for_peer=*/false, cached->range.size());
+    metrics_->hit_latency->Observe((options_.clock->NowMicros() - start) / 1e6);
+    return std::move(cached).value();
+  }
+  spdlog::warn("cached page {} of {} failed its check after a client's report ({}); dropping it",
+               r.key.page_index, r.key.object_id, check.message());
+  store_->RemoveCopy(r.key, cached->reader->copy_id(), pagestore::RemoveReason::kCorrupt)
+      .IgnoreError();
+  return std::nullopt;
+}
+
+void PageService::DropCachedPage(const PageRef& page, const pagestore::PageReader& copy) {
   std::shared_ptr<const mount::MountTable> mounts = mount_table();
   auto mount = mounts->FindByPath(page.mount);
   if (!mount.ok()) return;
   spdlog::warn("cached page {} of {} failed while being read; dropping it", page.page_index,
                (*mount)->ObjectId(page.key));
   store_
-      ->Remove({(*mount)->ObjectId(page.key), page.version, page.page_index},
-               pagestore::RemoveReason::kCorrupt)
+      ->RemoveCopy({(*mount)->ObjectId(page.key), page.version, page.page_index}, copy.copy_id(),
+                   pagestore::RemoveReason::kCorrupt)
       .IgnoreError();
 }
 
@@ -571,7 +588,11 @@ StatusOr<PageResult> PageService::Read(const PageRef& page, uint32_t offset, uin
 
   if (refetch) {
     metrics_->checksum_failures->Increment();
-    store_->Remove(r.key, pagestore::RemoveReason::kCorrupt).IgnoreError();
+    // Several reads of one damaged page each report it: only a copy that fails a check here is
+    // dropped, so a later report keeps (and is served) the copy the first one fetched.
+    if (std::optional<PageResult> hit = ServeVerifiedHit(r, offset, length, start)) {
+      return std::move(*hit);
+    }
   } else if (std::optional<PageResult> hit = ServeHit(r, offset, length, for_peer, start)) {
     // TryServeNow found no copy, but a fetch may have stored one while this request queued for
     // a miss thread.

@@ -209,9 +209,10 @@ class PageService {
   Route TryServeNow(const protocol::Request& request, StatusOr<Served>* served)
       EXCLUDES(mounts_mu_);
 
-  // Drops the cached copy of the page after its file failed mid-read (truncated under us), so
-  // the next request refetches it. Counted as a corrupt page.
-  void DropCachedPage(const protocol::PageRef& page);
+  // Drops `copy` (the reader a reply was served from) after its file failed mid-read (truncated
+  // under us), so the next request refetches the page; a copy that replaced it meanwhile is
+  // kept. Counted as a corrupt page.
+  void DropCachedPage(const protocol::PageRef& page, const pagestore::PageReader& copy);
 
   ServiceStats Stats() const;
 
@@ -308,6 +309,12 @@ class PageService {
   // of r's length.
   std::optional<PageResult> ServeHit(const Resolved& r, uint32_t offset, uint32_t length,
                                      bool for_peer, int64_t start);
+  // A client found the bytes of this page damaged (ReadPage refetch). Serves the cached copy if
+  // it passes a check of every chunk now: the damage was on the way, or another report's
+  // refetch replaced the copy already. Drops the copy if it fails (only that copy: see
+  // PageStore::RemoveCopy) and returns nullopt, as when nothing is cached: the caller fetches.
+  std::optional<PageResult> ServeVerifiedHit(const Resolved& r, uint32_t offset, uint32_t length,
+                                             int64_t start);
   // `deadline_ms`: the request's relative deadline (0: none), which bounds a replica lookup.
   StatusOr<PageResult> Read(const protocol::PageRef& page, uint32_t offset, uint32_t length,
                             Reader reader, bool refetch, bool no_cache, uint32_t deadline_ms);

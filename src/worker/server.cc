@@ -577,7 +577,9 @@ class WorkerServer::Connection : public std::enable_shared_from_this<Connection>
       Status sent = stream_->SendFile(bufs, result.reader->native_fd(),
                                       result.reader->data_file_offset() + result.range.begin,
                                       result.range.size());
-      if (sent.code() == StatusCode::kIoError) service_->DropCachedPage(reply.page);
+      if (sent.code() == StatusCode::kIoError) {
+        service_->DropCachedPage(reply.page, *result.reader);
+      }
       return sent;
     }
     std::span<const char> data;
