@@ -449,12 +449,32 @@ def test_write_back_new_checkpoints_are_created_while_the_lake_is_down(module_ha
         assert torch.equal(torch.load(path)["w"], second["w"])
         with open(path, "rb") as f:
             data = f.read()
+        # The checkpoint idiom: saved under a temporary name, renamed at once (within the
+        # commit delay: no upload of it began, so nothing of it can be in the lake and the
+        # rename does not need the lake); a scratch file written and removed likewise.
+        third = {"step": torch.tensor(3), "w": torch.randn(64, 64)}
+        final = os.path.join(folder, "step-3.pt")
+        torch.save(third, final + ".tmp")
+        os.replace(final + ".tmp", final)
+        scratch = os.path.join(folder, "scratch.log")
+        with open(scratch, "w") as f:
+            f.write("written and removed while the lake was down\n")
+        os.remove(scratch)
+        time.sleep(1.5)
+        assert up.metric("cairn_worker_write_back_pending_files") == 2
+        assert torch.equal(torch.load(final)["w"], third["w"])
+        with open(final, "rb") as f:
+            third_data = f.read()
         s3 = start_s3server(tmp_path, port=s3.port)  # Back, with the same bucket.
         wait_until(lambda: s3.object("fuse-down/ckpt/step-2.pt") == data, 90,
                    "the checkpoint saved during the outage to reach the lake")
+        wait_until(lambda: s3.object("fuse-down/ckpt/step-3.pt") == third_data, 90,
+                   "the renamed checkpoint to reach the lake")
         wait_until(lambda: up.metric("cairn_worker_write_back_pending_files") == 0, 30,
                    "the upload to be journaled as done")
         assert up.metric("cairn_worker_write_back_conflicts_total") == 0
+        for gone in ("step-3.pt.tmp", "scratch.log"):
+            assert s3.object("fuse-down/ckpt/" + gone) is None, gone
     finally:
         s3.proc.stop()
         assert up.stop() == 0

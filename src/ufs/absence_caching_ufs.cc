@@ -53,7 +53,13 @@ AbsenceCachingUnderStorage::AbsenceCachingUnderStorage(std::shared_ptr<UnderStor
 
 StatusOr<ObjectInfo> AbsenceCachingUnderStorage::Stat(std::string_view key) {
   if (KnownAbsent(key)) return NotFoundError("no such object: " + std::string(key));
+  if (AnswerWhileDown(key) != OutageAnswer::kNone) {
+    return NotFoundError("no object " + std::string(key) +
+                         " in the last listing of its folder (the source was unreachable "
+                         "moments ago)");
+  }
   StatusOr<ObjectInfo> info = UnderStorageWrapper::Stat(key);
+  SourceAnswered(info.status());
   if (!info.ok() && info.status().code() == StatusCode::kNotFound) {
     // A name looked up and not found is often about to be created, next to others: list its
     // folder once, which also answers the directory probe that usually follows.
@@ -74,12 +80,24 @@ StatusOr<ListResult> AbsenceCachingUnderStorage::List(const ListOptions& options
       KnownAbsent(std::string_view(options.prefix).substr(0, options.prefix.size() - 1))) {
     return ListResult{};  // Nothing under a directory that is not there.
   }
+  if (options.continuation_token.empty() && options.prefix.size() > 1 &&
+      options.prefix.back() == '/') {
+    const std::string_view key(options.prefix.data(), options.prefix.size() - 1);
+    const OutageAnswer answer = AnswerWhileDown(key);
+    if (answer == OutageAnswer::kAbsent) return ListResult{};
+    if (answer == OutageAnswer::kDirectory && options.max_keys == 1) {
+      ListResult there;
+      there.directory_exists = true;
+      return there;
+    }
+  }
   std::optional<std::string> folder;
   if (options.continuation_token.empty() && options.delimiter == "/") {
     folder = FolderOfPrefix(options.prefix);
   }
   const uint64_t ticket = folder ? BeginListing() : 0;
   StatusOr<ListResult> listed = UnderStorageWrapper::List(options);
+  SourceAnswered(listed.status());
   if (folder) {
     // A short page of a folder says nothing about its size: only a full page (1,000 names, what
     // clients and this wrapper ask for) may mark a folder as too large to answer for.
@@ -101,27 +119,58 @@ StatusOr<ListResult> AbsenceCachingUnderStorage::List(const ListOptions& options
   return listed;
 }
 
+bool AbsenceCachingUnderStorage::IsOutage(const Status& status) {
+  return status.code() == StatusCode::kUnavailable ||
+         status.code() == StatusCode::kDeadlineExceeded;
+}
+
+void AbsenceCachingUnderStorage::SourceAnswered(const Status& status) {
+  if (IsOutage(status)) return;  // AnswerInOutage notes it.
+  MutexLock l(&mu_);
+  source_failed_us_ = 0;
+}
+
+AbsenceCachingUnderStorage::OutageAnswer AbsenceCachingUnderStorage::OutageAnswerLocked(
+    std::string_view key, int64_t now_us) {
+  if (KnownAbsentLocked(key, now_us, options_.outage_ttl.count())) return OutageAnswer::kAbsent;
+  if (key.empty()) return OutageAnswer::kNone;
+  auto [folder, name] = SplitKey(key);
+  auto it = folders_.find(folder);
+  if (it != folders_.end() && it->second.complete &&
+      it->second.listed_us + options_.outage_ttl.count() > now_us &&
+      it->second.dirs.count(name) != 0 && it->second.files.count(name) == 0) {
+    return OutageAnswer::kDirectory;
+  }
+  return OutageAnswer::kNone;
+}
+
 AbsenceCachingUnderStorage::OutageAnswer AbsenceCachingUnderStorage::AnswerInOutage(
     std::string_view key, const Status& status) {
-  if (options_.outage_ttl.count() <= 0 || (status.code() != StatusCode::kUnavailable &&
-                                           status.code() != StatusCode::kDeadlineExceeded)) {
-    return OutageAnswer::kNone;
-  }
-  OutageAnswer answer = OutageAnswer::kNone;
+  if (options_.outage_ttl.count() <= 0 || !IsOutage(status)) return OutageAnswer::kNone;
+  OutageAnswer answer;
   {
     MutexLock l(&mu_);
     const int64_t now = clock_->NowMicros();
-    if (KnownAbsentLocked(key, now, options_.outage_ttl.count())) {
-      answer = OutageAnswer::kAbsent;
-    } else if (!key.empty()) {
-      auto [folder, name] = SplitKey(key);
-      auto it = folders_.find(folder);
-      if (it != folders_.end() && it->second.complete &&
-          it->second.listed_us + options_.outage_ttl.count() > now &&
-          it->second.dirs.count(name) != 0 && it->second.files.count(name) == 0) {
-        answer = OutageAnswer::kDirectory;
-      }
+    source_failed_us_ = now;
+    answer = OutageAnswerLocked(key, now);
+    if (answer == OutageAnswer::kNone) return answer;
+    ++stats_.outage_answers;
+  }
+  if (options_.on_outage_answer) options_.on_outage_answer();
+  return answer;
+}
+
+AbsenceCachingUnderStorage::OutageAnswer AbsenceCachingUnderStorage::AnswerWhileDown(
+    std::string_view key) {
+  if (options_.outage_ttl.count() <= 0) return OutageAnswer::kNone;
+  OutageAnswer answer;
+  {
+    MutexLock l(&mu_);
+    const int64_t now = clock_->NowMicros();
+    if (source_failed_us_ == 0 || now >= source_failed_us_ + options_.outage_recheck.count()) {
+      return OutageAnswer::kNone;
     }
+    answer = OutageAnswerLocked(key, now);
     if (answer == OutageAnswer::kNone) return answer;
     ++stats_.outage_answers;
   }

@@ -31,7 +31,10 @@
 // send: the directory exists; a longer listing of it fails). Names written through this wrapper
 // since the listing answer nothing. So a job can create a file in a folder it wrote to before while
 // the lake is down: the creates commit on the name still being absent, so a wrong answer sets the
-// file aside, never overwrites.
+// file aside, never overwrites. Once a question failed so, the questions listings can settle
+// are answered at once for `outage_recheck` (the source is not asked first, which would cost
+// its retries on every lookup); a question they cannot settle still asks, and any answer from
+// the source (an object, NotFound, a listing) ends that at once.
 //
 // Where listings come from: List calls that pass through for a whole folder (delimiter "/", no
 // continuation token), and, after a Stat that the source answered NotFound, one LIST of that
@@ -63,6 +66,9 @@ struct AbsenceCacheOptions {
   std::chrono::microseconds ttl{std::chrono::seconds(5)};
   // How old a listing may be to answer while the source cannot be reached; 0: never (above).
   std::chrono::microseconds outage_ttl{0};
+  // How long after the source last failed a question (Unavailable, DeadlineExceeded) listings
+  // answer without asking it first (with outage_ttl set).
+  std::chrono::microseconds outage_recheck{std::chrono::seconds(5)};
   size_t max_folders = 256;
   // Called (without a lock held) for each question answered here, e.g. to count it in a metric.
   std::function<void()> on_absent_answer;
@@ -115,8 +121,15 @@ class AbsenceCachingUnderStorage : public UnderStorageWrapper {
   bool KnownAbsent(std::string_view key) EXCLUDES(mu_);
   // Whether listings newer than `max_age_us` show `key` absent.
   bool KnownAbsentLocked(std::string_view key, int64_t now_us, int64_t max_age_us) REQUIRES(mu_);
-  // What listings up to outage_ttl old say of `key` when the source answered `status`.
+  // What listings up to outage_ttl old say of `key` when the source answered `status` (and
+  // notes whether the source is down: see SourceAnswered).
   OutageAnswer AnswerInOutage(std::string_view key, const Status& status) EXCLUDES(mu_);
+  // As AnswerInOutage, without asking the source, while it failed less than outage_recheck ago.
+  OutageAnswer AnswerWhileDown(std::string_view key) EXCLUDES(mu_);
+  OutageAnswer OutageAnswerLocked(std::string_view key, int64_t now_us) REQUIRES(mu_);
+  // The source answered a question (`status` is not an outage's): it is up.
+  void SourceAnswered(const Status& status) EXCLUDES(mu_);
+  static bool IsOutage(const Status& status);
   bool HasFreshListing(const std::string& folder) EXCLUDES(mu_);
   uint64_t BeginListing() EXCLUDES(mu_);
   void EndListing(uint64_t ticket, const std::string& folder, const ListResult* listed)
@@ -133,6 +146,7 @@ class AbsenceCachingUnderStorage : public UnderStorageWrapper {
   std::multiset<uint64_t> in_flight_ GUARDED_BY(mu_);        // Start epochs of listings under way.
   std::map<std::string, uint64_t> touched_ GUARDED_BY(mu_);  // While listings are in flight.
   uint64_t tree_touched_ GUARDED_BY(mu_) = 0;
+  int64_t source_failed_us_ GUARDED_BY(mu_) = 0;  // When a question last failed; 0: answered.
   Stats stats_ GUARDED_BY(mu_);
 };
 

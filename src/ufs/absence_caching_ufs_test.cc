@@ -274,6 +274,36 @@ TEST_F(AbsenceCachingOutageTest, NamesWrittenSinceTheListingAnswerNothing) {
   EXPECT_EQ(Lookup("ckpt/a.pt"), StatusCode::kOk);
 }
 
+// Each question sent to an unreachable source costs its retries (a lookup waited for them every
+// time): once one failed, what listings can answer is answered without asking, for
+// outage_recheck; what they cannot answer still asks, and an answer from the source ends it.
+TEST_F(AbsenceCachingOutageTest, AfterAFailureListingsAnswerWithoutAskingUntilTheRecheck) {
+  MakeWithOutage(std::chrono::hours(1));
+  EXPECT_EQ(Lookup("ckpt/a.pt"), StatusCode::kNotFound);  // Lists "ckpt" (empty).
+  clock_.Advance(seconds(6));
+  Down(true);
+  EXPECT_EQ(Lookup("ckpt/b.pt"), StatusCode::kNotFound);  // Asked once, failed: answered.
+  const auto asked = [&] { return faults_->calls(UfsOp::kStat) + faults_->calls(UfsOp::kList); };
+  const uint64_t before = asked();
+  EXPECT_EQ(Lookup("ckpt/c.pt"), StatusCode::kNotFound);
+  EXPECT_EQ(Lookup("ckpt/d.pt"), StatusCode::kNotFound);
+  EXPECT_EQ(asked(), before);                              // Not asked.
+  EXPECT_EQ(Lookup("other/x"), StatusCode::kUnavailable);  // No listing: asked.
+  EXPECT_GT(asked(), before);
+  // Past the recheck (5 s after the last failure) the next question asks again.
+  clock_.Advance(seconds(6));
+  const uint64_t probe = asked();
+  EXPECT_EQ(Lookup("ckpt/e.pt"), StatusCode::kNotFound);
+  EXPECT_GT(asked(), probe);
+  // The source answers again: questions go to it at once.
+  Down(false);
+  EXPECT_EQ(Lookup("other/x"), StatusCode::kNotFound);
+  Down(true);
+  const uint64_t after = asked();
+  EXPECT_EQ(Lookup("ckpt/f.pt"), StatusCode::kNotFound);  // Asked (and failed: answered).
+  EXPECT_GT(asked(), after);
+}
+
 TEST_F(AbsenceCachingOutageTest, WithoutOutageTtlAnOutageIsAnError) {
   MakeWithOutage(std::chrono::microseconds(0));
   EXPECT_EQ(Lookup("ckpt/a.pt"), StatusCode::kNotFound);

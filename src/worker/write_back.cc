@@ -113,6 +113,7 @@ WriteBack::WriteBack(WriteBackOptions options, std::unique_ptr<write::WriteJourn
     const uint64_t id = record.id;
     Item item;
     item.write.record = std::move(record);
+    item.begun = true;  // The run before may have uploaded it.
     items_.emplace(id, std::move(item));
   }
   UpdateGauges();
@@ -342,6 +343,7 @@ StatusOr<WriteBack::PendingFile> WriteBack::Retarget(
   }
   // A fresh start under the new name, after the commit delay (another rename may follow).
   moved->attempts = 0;
+  moved->begun = false;  // Nothing was uploaded to `to` for it (its uploads went to `from`).
   moved->next_try_us = clock().NowMicros() + options_.commit_delay.count() * 1000;
   PendingFile result{record.path, record.id, record.size, record.closed_at_ms};
   for (uint64_t id : replaced) {
@@ -454,6 +456,19 @@ bool WriteBack::HasPending(const std::string& path) const {
   MutexLock l(&mu_);
   return std::any_of(items_.begin(), items_.end(),
                      [&](const auto& e) { return e.second.write.record.path == path; });
+}
+
+bool WriteBack::NeverUploaded(const std::string& path) const {
+  MutexLock l(&mu_);
+  bool any = false;
+  for (const auto& [id, item] : items_) {
+    if (item.write.record.path != path) continue;
+    if (item.begun || item.write.record.condition.kind != ufs::WriteCondition::Kind::kAbsent) {
+      return false;
+    }
+    any = true;
+  }
+  return any;
 }
 
 std::optional<WriteBack::Latest> WriteBack::LatestFor(const std::string& path) const {
@@ -606,6 +621,7 @@ void WriteBack::Loop() {
     }
     const uint64_t id = item->write.record.id;
     item->running = true;
+    item->begun = true;
     PendingWrite* write = &item->write;  // Stable: std::map, and only this thread erases it.
     mu_.Unlock();
     CommitResult result = commit_(*write);

@@ -138,6 +138,12 @@ class WriteBack {
   // (naming how many still wait, and the last error) at `timeout`.
   Status Sync(const std::string& prefix, std::chrono::milliseconds timeout) EXCLUDES(mu_);
   bool HasPending(const std::string& path) const EXCLUDES(mu_);
+  // True when `path` has pending files, each a new file (its commit expects the name absent in
+  // the source: WriteCondition::Absent) whose upload has not begun since this worker started:
+  // nothing of them can be in the source. A rename or remove of such a path need not delete
+  // the name there (and need not reach the source at all: it works while the lake is down).
+  // A file replayed from the journal counts as begun (the run before may have uploaded it).
+  bool NeverUploaded(const std::string& path) const EXCLUDES(mu_);
   // The newest pending content of `path`: its size and a read-only descriptor of its spool
   // file (the caller closes it), for an open that continues from it.
   struct Latest {
@@ -203,6 +209,8 @@ class WriteBack {
     bool running = false;
     bool cancelled = false;
     bool held = false;  // By a rename (Hold): not started until it lets go.
+    // An upload of it to its current path began (or it was replayed): it may be in the source.
+    bool begun = false;
     int attempts = 0;
     int64_t next_try_us = 0;
     std::string last_error;

@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "worker/write_back_fixture.h"
 #include "write/journal.h"
@@ -329,6 +330,55 @@ TEST_F(WriteBackTest, ARenameOfAPendingFileMovesItsUploadWithoutWaiting) {
   ASSERT_TRUE(SyncAll().ok());
   EXPECT_EQ(Content("ckpt.pt"), "weights");
   EXPECT_FALSE(InSource("ckpt.tmp"));
+}
+
+// The checkpoint idiom while the lake is down: a new file saved under a temporary name, then
+// renamed (and a scratch file removed), before any upload of it began. Nothing of them can be
+// in the source, so neither asks it; a file whose name the source held (an older object) still
+// needs the source to delete it, and its rename fails until the lake is back.
+TEST_F(WriteBackTest, NewFilesAreRenamedAndRemovedWithoutTheSource) {
+  Start(1ull << 30, std::chrono::seconds(30));  // No upload begins by itself.
+  memory_->Put("old.tmp", "an object the source holds");
+  const std::string data = testing::RandomBytes(2 * kPart + 5, 17);
+  ASSERT_TRUE(WriteFile("/lake/ckpt.tmp", data).ok());
+  ASSERT_TRUE(WriteFile("/lake/scratch", "scratch").ok());
+  ASSERT_TRUE(WriteFile("/lake/old.tmp", "rewritten").ok());
+  SourceUnreachable(true);
+  const uint64_t deletes = faults_->calls(ufs::UfsOp::kDelete);
+  ASSERT_TRUE(Rename("/lake/ckpt.tmp", "/lake/ckpt.pt").ok());
+  ASSERT_TRUE(Remove("/lake/scratch").ok());
+  EXPECT_EQ(faults_->calls(ufs::UfsOp::kDelete), deletes);  // The source was not asked.
+  EXPECT_TRUE(Pending("/lake/ckpt.pt"));
+  EXPECT_FALSE(Pending("/lake/ckpt.tmp"));
+  EXPECT_FALSE(Pending("/lake/scratch"));
+  EXPECT_FALSE(Rename("/lake/old.tmp", "/lake/old.pt").ok());
+  EXPECT_TRUE(Pending("/lake/old.tmp"));  // Nothing changed.
+  SourceUnreachable(false);
+  ASSERT_TRUE(SyncAll().ok());
+  EXPECT_EQ(Content("ckpt.pt"), data);
+  EXPECT_EQ(Content("old.tmp"), "rewritten");
+  for (const char* gone : {"ckpt.tmp", "scratch", "old.pt"}) {
+    EXPECT_FALSE(InSource(gone)) << gone;
+  }
+  EXPECT_EQ(Metric("cairn_worker_write_back_conflicts_total"), 0);
+}
+
+// After an upload of a new file began (and failed), something of it may be in the source (a
+// commit whose reply was lost): a rename then deletes the old name in the source first.
+TEST_F(WriteBackTest, ARenameAfterAnUploadBeganDeletesTheOldName) {
+  SourceDown(true);
+  ASSERT_TRUE(WriteFile("/lake/tried.tmp", "t").ok());
+  for (int i = 0; i < 1000 && Metric("cairn_worker_write_back_retries_total") < 1; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  ASSERT_GE(Metric("cairn_worker_write_back_retries_total"), 1);
+  EXPECT_FALSE(writes_->write_back()->NeverUploaded("/lake/tried.tmp"));
+  const uint64_t deletes = faults_->calls(ufs::UfsOp::kDelete);
+  ASSERT_TRUE(Rename("/lake/tried.tmp", "/lake/tried.pt").ok());
+  EXPECT_EQ(faults_->calls(ufs::UfsOp::kDelete), deletes + 1);
+  SourceDown(false);
+  ASSERT_TRUE(SyncAll().ok());
+  EXPECT_EQ(Content("tried.pt"), "t");
 }
 
 TEST_F(WriteBackTest, ARenameRacingTheUploadEndsTheSame) {

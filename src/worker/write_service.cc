@@ -954,7 +954,14 @@ StatusOr<WriteReply> WriteService::Remove(const protocol::RemovePathRequest& req
     return Reply(0, 0);
   }
   const bool pending = write_back_ != nullptr && write_back_->HasPending(request.path);
+  // A new file never uploaded is not in the source: removing it is cancelling it (which works
+  // while the lake is down, as for a rename).
+  const bool only_here = pending && write_back_->NeverUploaded(request.path);
   if (pending) write_back_->CancelPath(request.path);  // Never committed after the removal.
+  if (only_here) {
+    metrics_->removes->Increment();
+    return Reply(0, 0);
+  }
   Status deleted = at.resolved.mount->ufs->Delete(at.resolved.key);
   if (!(pending && deleted.code() == StatusCode::kNotFound)) CAIRN_RETURN_IF_ERROR(deleted);
   metrics_->removes->Increment();
@@ -1077,10 +1084,15 @@ StatusOr<WriteBack::PendingFile> WriteService::MovePending(
     condition = ufs::WriteCondition::Absent();
   }
   // An older upload of `from` must not outlive the rename (the held file cannot be uploaded
-  // meanwhile). First: if this fails, nothing changed.
-  Status deleted = ufs.Delete(from.resolved.key);
-  if (!deleted.ok() && deleted.code() != StatusCode::kNotFound) {
-    return give_up(deleted.WithContext("rename of " + request.from));
+  // meanwhile). First: if this fails, nothing changed. A new file never uploaded has nothing in
+  // the source to delete (whatever is there now is someone else's, which the rename does not
+  // own): the source is not asked, so the checkpoint idiom (write a temporary name, rename it)
+  // works while the lake is down.
+  if (!write_back_->NeverUploaded(request.from)) {
+    Status deleted = ufs.Delete(from.resolved.key);
+    if (!deleted.ok() && deleted.code() != StatusCode::kNotFound) {
+      return give_up(deleted.WithContext("rename of " + request.from));
+    }
   }
   return write_back_->Retarget(request.from, request.to, condition, released);
 }
