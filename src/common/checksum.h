@@ -25,6 +25,22 @@ inline constexpr uint32_t kPageSizeUnit = 64 * 1024;
 uint64_t Checksum64(std::span<const char> data);
 uint64_t Hash64(std::string_view data);
 
+// Hash64 of data given in pieces: Update with each piece in order, then Digest() equals
+// Hash64 of their concatenation. For data read in small buffers (that stay in the CPU's cache)
+// instead of one large one. Not thread-safe; not copyable.
+class Hash64Stream {
+ public:
+  Hash64Stream();
+  ~Hash64Stream();
+  Hash64Stream(const Hash64Stream&) = delete;
+  Hash64Stream& operator=(const Hash64Stream&) = delete;
+  void Update(std::string_view piece);
+  uint64_t Digest() const;
+
+ private:
+  void* state_;  // XXH3_state_t (xxhash.h stays out of this header).
+};
+
 struct Hash128 {
   uint64_t high = 0;
   uint64_t low = 0;

@@ -28,3 +28,23 @@ TEST(ChecksumTest, Hash128HexIsStable) {
 
 }  // namespace
 }  // namespace cairn
+
+namespace cairn {
+namespace {
+
+TEST(Hash64StreamTest, PiecesHashAsTheirConcatenation) {
+  std::string data(5 * 1024 * 1024 + 77, '\0');
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>(i * 131 + (i >> 9));
+  for (size_t step : {1u, 63u, 4096u, 262144u, 5u * 1024 * 1024 + 77}) {
+    Hash64Stream stream;
+    for (size_t at = 0; at < data.size(); at += step) {
+      stream.Update(std::string_view(data).substr(at, step));
+    }
+    EXPECT_EQ(stream.Digest(), Hash64(data)) << step;
+  }
+  Hash64Stream empty;
+  EXPECT_EQ(empty.Digest(), Hash64(""));
+}
+
+}  // namespace
+}  // namespace cairn

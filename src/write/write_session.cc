@@ -19,6 +19,8 @@ namespace {
 // PartHash hashes a part in pieces of this size, so a part read back in bounded buffers hashes
 // the same as one held whole.
 constexpr uint64_t kHashPiece = 4 << 20;
+// What HashSpool reads at a time (fits in a core's L2 cache).
+constexpr size_t kHashReadBytes = 256 << 10;
 
 void AppendLe64(std::string* out, uint64_t v) {
   for (int i = 0; i < 8; ++i) out->push_back(static_cast<char>((v >> (8 * i)) & 0xff));
@@ -309,12 +311,21 @@ void WriteSession::HashPart(uint32_t index, uint64_t generation) {
 }
 
 StatusOr<uint64_t> WriteSession::HashSpool(uint64_t offset, uint64_t length) const {
-  std::vector<char> piece(static_cast<size_t>(std::min<uint64_t>(kHashPiece, length)));
+  // Read in small pieces into one buffer per thread, kept for its next part: a buffer of a whole
+  // kHashPiece, allocated and zeroed for each part, cost as much as the hashing (a profile of a
+  // 1 GiB write-back write), and the bytes now stay in the CPU's cache between read and hash.
+  thread_local std::unique_ptr<char[]> buffer(new char[kHashReadBytes]);
   std::string pieces;
   for (uint64_t at = 0; at < length; at += kHashPiece) {
-    const size_t n = static_cast<size_t>(std::min<uint64_t>(kHashPiece, length - at));
-    CAIRN_RETURN_IF_ERROR(ReadSpool(offset + at, std::span<char>(piece.data(), n)));
-    AppendLe64(&pieces, Hash64(std::string_view(piece.data(), n)));
+    const uint64_t n = std::min<uint64_t>(kHashPiece, length - at);
+    Hash64Stream piece;  // Hash64 of the piece, as the digest format defines it.
+    for (uint64_t done = 0; done < n;) {
+      const size_t step = static_cast<size_t>(std::min<uint64_t>(kHashReadBytes, n - done));
+      CAIRN_RETURN_IF_ERROR(ReadSpool(offset + at + done, std::span<char>(buffer.get(), step)));
+      piece.Update(std::string_view(buffer.get(), step));
+      done += step;
+    }
+    AppendLe64(&pieces, piece.Digest());
   }
   return Hash64(pieces);
 }
