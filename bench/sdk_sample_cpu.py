@@ -11,6 +11,8 @@ worker's from /proc). With --hot the page cache is kept. Needs root (drop_caches
 release build's Python module (build/python).
 
     /usr/bin/python3 bench/sdk_sample_cpu.py [--files 2000] [--size 114660] [--rounds 3] [--hot]
+
+CAIRN_PYTHON_DIR=DIR runs another build's module (a copy of an older build/python) for an A/B.
 """
 import argparse
 import os
@@ -24,7 +26,8 @@ import time
 BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(BENCH_DIR)
 sys.path.insert(0, os.path.join(REPO, "tests"))
-sys.path.insert(0, os.path.join(REPO, "build", "python"))
+# CAIRN_PYTHON_DIR: another build's Python module, for an A/B of two builds.
+sys.path.insert(0, os.environ.get("CAIRN_PYTHON_DIR", os.path.join(REPO, "build", "python")))
 
 import cairn  # noqa: E402
 from conftest import Harness, free_port  # noqa: E402
