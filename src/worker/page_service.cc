@@ -368,8 +368,10 @@ std::optional<PageResult> PageService::ServeVerifiedHit(const Resolved& r, uint3
   }
   spdlog::warn("cached page {} of {} failed its check after a client's report ({}); dropping it",
                r.key.page_index, r.key.object_id, check.message());
-  store_->RemoveCopy(r.key, cached->reader->copy_id(), pagestore::RemoveReason::kCorrupt)
-      .IgnoreError();
+  Status dropped =
+      store_->RemoveCopy(r.key, cached->reader->copy_id(), pagestore::RemoveReason::kCorrupt);
+  // Not that copy any more: another report's refetch may have stored a new one meanwhile.
+  if (dropped.code() == StatusCode::kNotFound) return ServeHit(r, offset, length, false, start);
   return std::nullopt;
 }
 

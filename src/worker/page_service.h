@@ -312,7 +312,9 @@ class PageService {
   // A client found the bytes of this page damaged (ReadPage refetch). Serves the cached copy if
   // it passes a check of every chunk now: the damage was on the way, or another report's
   // refetch replaced the copy already. Drops the copy if it fails (only that copy: see
-  // PageStore::RemoveCopy) and returns nullopt, as when nothing is cached: the caller fetches.
+  // PageStore::RemoveCopy) and returns nullopt, as when nothing is cached: the caller fetches
+  // (joining a refetch in flight). If that copy was gone already, serves whatever copy replaced
+  // it (another report's refetch).
   std::optional<PageResult> ServeVerifiedHit(const Resolved& r, uint32_t offset, uint32_t length,
                                              int64_t start);
   // `deadline_ms`: the request's relative deadline (0: none), which bounds a replica lookup.
