@@ -4,13 +4,13 @@
 
 #include <atomic>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <random>
 #include <set>
 #include <thread>
 
 #include "client/client_impl.h"
+#include "testing/test_util.h"
 #include "ufs/counting_ufs.h"
 #include "ufs/memory_ufs.h"
 #include "worker/worker.h"
@@ -306,19 +306,7 @@ TEST_P(ClientTest, CorruptPageOnDiskIsDetectedAndRefetched) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   ASSERT_EQ(worker_->store()->Stats().pages, 1u);
-  std::filesystem::path page_file;
-  for (const auto& e : std::filesystem::recursive_directory_iterator(dir_)) {
-    if (e.is_regular_file() && e.path().filename().string().size() == 32) page_file = e.path();
-  }
-  ASSERT_FALSE(page_file.empty());
-  {
-    std::fstream f(page_file, std::ios::in | std::ios::out | std::ios::binary);
-    f.seekg(-100, std::ios::end);
-    char c;
-    f.get(c);
-    f.seekp(-100, std::ios::end);
-    f.put(static_cast<char>(c ^ 0x01));
-  }
+  ASSERT_TRUE(testing::FlipByteOfPageFile(dir_));
   MakeClient();  // A fresh client: nothing in its readahead buffer.
   EXPECT_EQ(ReadAll("/lake/c.bin", kPage), data);
   EXPECT_GE(client_->Stats().checksum_failures, 1u);

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <cstring>
+#include <fstream>
 #include <random>
 #include <thread>
 
@@ -59,6 +60,20 @@ TempDir::TempDir(std::string_view tag) {
 TempDir::~TempDir() {
   std::error_code ignored;
   std::filesystem::remove_all(path_, ignored);
+}
+
+bool FlipByteOfPageFile(const std::filesystem::path& dir) {
+  std::filesystem::path page_file;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir)) {
+    if (e.is_regular_file() && e.path().filename().string().size() == 32) page_file = e.path();
+  }
+  if (page_file.empty()) return false;
+  std::fstream f(page_file, std::ios::in | std::ios::out | std::ios::binary);
+  char c;
+  if (!f.seekg(-100, std::ios::end) || !f.get(c)) return false;
+  f.seekp(-100, std::ios::end);
+  f.put(static_cast<char>(c ^ 0x01));
+  return static_cast<bool>(f.flush());
 }
 
 }  // namespace cairn::testing

@@ -31,6 +31,11 @@ std::string ObjectContent(ufs::UnderStorage& store, const std::string& key);
 bool WaitUntil(const std::function<bool()>& condition,
                std::chrono::milliseconds timeout = std::chrono::seconds(10));
 
+// Flips one bit of the data of the one page file under the cache folder `dir` (page files are
+// named by 32 hex digits; the byte 100 from the end of the file, in the data's last chunk).
+// False if `dir` holds no page file or it cannot be changed.
+bool FlipByteOfPageFile(const std::filesystem::path& dir);
+
 // A fresh, empty folder under the system temp folder named after the running test and the
 // process, removed with everything in it when the object goes.
 class TempDir {

@@ -75,20 +75,16 @@ StatusOr<ObjectInfo> AbsenceCachingUnderStorage::Stat(std::string_view key) {
 }
 
 StatusOr<ListResult> AbsenceCachingUnderStorage::List(const ListOptions& options) {
-  if (options.continuation_token.empty() && options.prefix.size() > 1 &&
-      options.prefix.back() == '/' &&
-      KnownAbsent(std::string_view(options.prefix).substr(0, options.prefix.size() - 1))) {
-    return ListResult{};  // Nothing under a directory that is not there.
-  }
+  // The key of the directory a first-page listing of "key/" asks about, if it is one.
+  std::optional<std::string_view> dir;
   if (options.continuation_token.empty() && options.prefix.size() > 1 &&
       options.prefix.back() == '/') {
-    const std::string_view key(options.prefix.data(), options.prefix.size() - 1);
-    const OutageAnswer answer = AnswerWhileDown(key);
-    if (answer == OutageAnswer::kAbsent) return ListResult{};
-    if (answer == OutageAnswer::kDirectory && options.max_keys == 1) {
-      ListResult there;
-      there.directory_exists = true;
-      return there;
+    dir = std::string_view(options.prefix.data(), options.prefix.size() - 1);
+  }
+  if (dir && KnownAbsent(*dir)) return ListResult{};  // Nothing under a directory not there.
+  if (dir) {
+    if (std::optional<ListResult> answer = ListingFrom(AnswerWhileDown(*dir), options)) {
+      return *answer;
     }
   }
   std::optional<std::string> folder;
@@ -104,19 +100,25 @@ StatusOr<ListResult> AbsenceCachingUnderStorage::List(const ListOptions& options
     const bool short_page = listed.ok() && !listed->next_token.empty() && options.max_keys < 1000;
     EndListing(ticket, *folder, listed.ok() && !short_page ? &*listed : nullptr);
   }
-  if (!listed.ok() && options.continuation_token.empty() && options.prefix.size() > 1 &&
-      options.prefix.back() == '/') {
-    const std::string_view key(options.prefix.data(), options.prefix.size() - 1);
-    const OutageAnswer answer = AnswerInOutage(key, listed.status());
-    if (answer == OutageAnswer::kAbsent) return ListResult{};
-    // Only a probe of whether the directory is there: what is in it is not known.
-    if (answer == OutageAnswer::kDirectory && options.max_keys == 1) {
-      ListResult there;
-      there.directory_exists = true;
-      return there;
+  if (!listed.ok() && dir) {
+    if (std::optional<ListResult> answer =
+            ListingFrom(AnswerInOutage(*dir, listed.status()), options)) {
+      return *answer;
     }
   }
   return listed;
+}
+
+std::optional<ListResult> AbsenceCachingUnderStorage::ListingFrom(OutageAnswer answer,
+                                                                  const ListOptions& options) {
+  if (answer == OutageAnswer::kAbsent) return ListResult{};
+  // Only a probe of whether the directory is there: what is in it is not known.
+  if (answer == OutageAnswer::kDirectory && options.max_keys == 1) {
+    ListResult there;
+    there.directory_exists = true;
+    return there;
+  }
+  return std::nullopt;
 }
 
 bool AbsenceCachingUnderStorage::IsOutage(const Status& status) {

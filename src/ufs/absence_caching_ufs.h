@@ -51,6 +51,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -130,6 +131,9 @@ class AbsenceCachingUnderStorage : public UnderStorageWrapper {
   // The source answered a question (`status` is not an outage's): it is up.
   void SourceAnswered(const Status& status) EXCLUDES(mu_);
   static bool IsOutage(const Status& status);
+  // What a listing of "key/" (`options`) answers when the outage answer for key is `answer`;
+  // nullopt: the listing must go to the source (or fail).
+  static std::optional<ListResult> ListingFrom(OutageAnswer answer, const ListOptions& options);
   bool HasFreshListing(const std::string& folder) EXCLUDES(mu_);
   uint64_t BeginListing() EXCLUDES(mu_);
   void EndListing(uint64_t ticket, const std::string& folder, const ListResult* listed)

@@ -3,7 +3,6 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
-#include <fstream>
 #include <random>
 #include <thread>
 
@@ -13,6 +12,7 @@
 #include "ufs/fault_injecting_ufs.h"
 #include "testing/gate.h"
 #include "testing/gated_ufs.h"
+#include "testing/test_util.h"
 #include "ufs/memory_ufs.h"
 #include "worker/local_channel.h"
 #include "worker/peer_set.h"
@@ -312,19 +312,7 @@ TEST_F(PageServiceTest, ReportsOfADamagedPageRefetchItOnceAndKeepTheGoodCopy) {
   const pagestore::PageKey key{"mem://lake/d.bin", memory_->Stat("d.bin")->version, 0};
   EXPECT_EQ(ReadBytes(Request("d.bin", 0, 0, kPage), nullptr), data);
   WaitCached(key);
-  std::filesystem::path page_file;
-  for (const auto& e : std::filesystem::recursive_directory_iterator(dir_)) {
-    if (e.is_regular_file() && e.path().filename().string().size() == 32) page_file = e.path();
-  }
-  ASSERT_FALSE(page_file.empty());
-  {
-    std::fstream f(page_file, std::ios::in | std::ios::out | std::ios::binary);
-    f.seekg(-100, std::ios::end);
-    char c;
-    f.get(c);
-    f.seekp(-100, std::ios::end);
-    f.put(static_cast<char>(c ^ 0x01));
-  }
+  ASSERT_TRUE(testing::FlipByteOfPageFile(dir_));
   const uint64_t reads_before = faults_->calls(ufs::UfsOp::kRead);
   auto report = Request("d.bin", 0, 0, kPage);
   report.refetch = true;
