@@ -325,6 +325,47 @@ def test_a_listing_shows_write_back_files_pending_at_every_worker(cluster, tmp_p
     assert sorted(os.listdir(mount_path(reader, "", mount="/wb"))) == ["ckpt"]
 
 
+def test_a_checkpoint_renamed_across_owners_waits_for_no_upload(cluster, tmp_path):
+    """The checkpoint idiom on a write-back mount in a cluster: each file saved under a
+    temporary name, then renamed. Where another worker owns the new name, the owner of the old
+    one passes the file to it (HandOver) instead of uploading it first: no rename waits for the
+    lake (nothing is uploaded for 10 minutes here), another client sees every final name with
+    its bytes at once and no temporary name, and the lake gets the final names only."""
+    src = tmp_path / "wbsrc"
+    src.mkdir()
+    for i in (1, 2, 3):
+        cluster.start_worker(f"w{i}", extra=["--write-back-delay", "10m"])
+    cluster.wait_ring_settled()
+    cluster.mount_add("/wb", f"file://{src}", "--write-mode", "back")
+    writer = cluster.fuse(name="writer")
+    folder = mount_path(writer, "ckpt", mount="/wb")
+    os.mkdir(folder)
+    files = {f"step-{i:03d}.pt": random.Random(200 + i).randbytes(300_000 + 4099 * i)
+             for i in range(12)}
+    for name, data in files.items():
+        temporary = os.path.join(folder, name + ".tmp")
+        with open(temporary, "wb") as f:
+            f.write(data)
+        os.replace(temporary, os.path.join(folder, name))
+    assert os.listdir(src / "ckpt") == []  # No rename made an upload happen.
+    passed = {w: cluster.metric(w, "cairn_worker_write_back_hand_overs_total")
+              for w in cluster.workers}
+    # The ring is fixed by the worker ids: 9 of these 12 renames cross owners.
+    assert sum(passed.values()) >= 3, passed
+
+    reader = cluster.fuse(name="reader")
+    seen = mount_path(reader, "ckpt", mount="/wb")
+    assert sorted(os.listdir(seen)) == sorted(files)
+    for name, data in files.items():
+        with open(os.path.join(seen, name), "rb") as f:
+            assert f.read() == data, name
+    synced = cluster.cli(["sync", "/wb", "--timeout", "120s"], timeout=180)
+    assert synced.returncode == 0, synced.stderr.decode(errors="replace")
+    assert sorted(os.listdir(src / "ckpt")) == sorted(files)
+    for name, data in files.items():
+        assert (src / "ckpt" / name).read_bytes() == data, name
+
+
 # ------------------------------------------------------------------------------------------
 # 2. Chaos: workers killed, restarted and frozen while a reader reads epoch after epoch
 # ------------------------------------------------------------------------------------------

@@ -581,13 +581,23 @@ Status ClientImpl::Rename(std::string_view raw_from, std::string_view raw_to, bo
   const bool one_owner =
       !from_owners.empty() && !to_owners.empty() && from_owners[0] == to_owners[0];
   if (from_mount->spec.write_back && !one_owner) {
-    // The source renames what it holds: a closed file of `from` still waiting for its upload
-    // on the worker that owns `from` must get there first. (When one worker owns both names it
-    // moves such a file to `to` without waiting: decision 8 of docs/write-path.md.)
-    protocol::SyncPathRequest sync;
-    sync.deadline_ms = static_cast<uint32_t>(options_.write_commit_timeout.count());
-    sync.path = from;
-    CAIRN_RETURN_IF_ERROR(AskOwners(from, sync).status().WithContext("rename of " + from));
+    // A closed file of `from` still waiting for its upload on the worker that owns `from` goes
+    // to the owner of `to` from there, as if written under `to` (HandOver). NotFound: that
+    // worker holds none (now), so the source renames what it holds, below. (When one worker
+    // owns both names, the Rename moves such a file itself: decision 8 of docs/write-path.md.)
+    protocol::HandOverRequest hand_over;
+    hand_over.deadline_ms = static_cast<uint32_t>(options_.write_commit_timeout.count());
+    hand_over.from = from;
+    hand_over.to = to;
+    hand_over.no_replace = no_replace;
+    Status passed = AskOwners(from, hand_over).status();
+    if (passed.code() != StatusCode::kNotFound) {
+      if (passed.code() != StatusCode::kUnavailable) {
+        ForgetWritten(from);
+        ForgetWritten(to);
+      }
+      return passed.WithContext("rename of " + from);
+    }
   }
   protocol::RenameRequest request;
   // A server-side copy of a large object takes a while: the write commit's deadline.

@@ -51,9 +51,9 @@ uint32_t HeaderCheck(const char* header20) {
   return static_cast<uint32_t>(Hash64(std::string_view(header20, 20)));
 }
 
-// Every type from kHello to kListPending is in use (v5 took 15 and 19..25, v7 26 and 27, v8 28,
-// v9 29, v11 30).
-bool KnownType(uint8_t t) { return t >= 1 && t <= static_cast<uint8_t>(MessageType::kListPending); }
+// Every type from kHello to kHandOver is in use (v5 took 15 and 19..25, v7 26 and 27, v8 28,
+// v9 29, v11 30, v12 31).
+bool KnownType(uint8_t t) { return t >= 1 && t <= static_cast<uint8_t>(MessageType::kHandOver); }
 
 // ReadPage option bits (the only bit field left, and local to that one message).
 constexpr uint8_t kReadRefetch = 1u << 0;
@@ -536,10 +536,10 @@ namespace {
 
 // The write request types, in the order of WriteRequest's alternatives.
 constexpr MessageType kWriteTypes[] = {
-    MessageType::kOpenWrite,  MessageType::kWritePage,  MessageType::kTruncateWrite,
-    MessageType::kSyncWrite,  MessageType::kCloseWrite, MessageType::kAbortWrite,
-    MessageType::kRemovePath, MessageType::kMakeDir,    MessageType::kRename,
-    MessageType::kSyncPath,   MessageType::kReadWritten};
+    MessageType::kOpenWrite,  MessageType::kWritePage,   MessageType::kTruncateWrite,
+    MessageType::kSyncWrite,  MessageType::kCloseWrite,  MessageType::kAbortWrite,
+    MessageType::kRemovePath, MessageType::kMakeDir,     MessageType::kRename,
+    MessageType::kSyncPath,   MessageType::kReadWritten, MessageType::kHandOver};
 
 // OpenWrite flag bits.
 constexpr uint8_t kOpenCreate = 1u << 0;
@@ -600,11 +600,16 @@ struct WriteEncoder {
     w.U64(q.offset);
     w.U32(q.length);
   }
-  void operator()(const RenameRequest& q) {
-    w.U32(q.deadline_ms);
-    w.Str(q.from);
-    w.Str(q.to);
-    w.U8(q.no_replace ? 1 : 0);
+  void operator()(const RenameRequest& q) { PutRename(q.deadline_ms, q.from, q.to, q.no_replace); }
+  void operator()(const HandOverRequest& q) {
+    PutRename(q.deadline_ms, q.from, q.to, q.no_replace);
+  }
+  void PutRename(uint32_t deadline_ms, const std::string& from, const std::string& to,
+                 bool no_replace) {
+    w.U32(deadline_ms);
+    w.Str(from);
+    w.Str(to);
+    w.U8(no_replace ? 1 : 0);
   }
   void PutHandle(uint32_t deadline_ms, uint64_t handle) {
     w.U32(deadline_ms);
@@ -666,6 +671,10 @@ struct WriteValidator {
   Status operator()(const MakeDirRequest& q) const { return ValidateMetadataPath(q.path); }
   Status operator()(const SyncPathRequest& q) const { return ValidateMetadataPath(q.path); }
   Status operator()(const RenameRequest& q) const {
+    CAIRN_RETURN_IF_ERROR(ValidateMetadataPath(q.from));
+    return ValidateMetadataPath(q.to);
+  }
+  Status operator()(const HandOverRequest& q) const {
     CAIRN_RETURN_IF_ERROR(ValidateMetadataPath(q.from));
     return ValidateMetadataPath(q.to);
   }
@@ -798,6 +807,15 @@ StatusOr<WriteRequest> DecodeWriteRequest(MessageType type, std::span<const char
       uint8_t no_replace = 0;
       ok = r.U32(&q.deadline_ms) && r.Str(&q.from) && r.Str(&q.to) && r.U8(&no_replace);
       if (ok && no_replace > 1) return CorruptionError("Rename with a bad no_replace flag");
+      q.no_replace = no_replace == 1;
+      out = std::move(q);
+      break;
+    }
+    case MessageType::kHandOver: {
+      HandOverRequest q;
+      uint8_t no_replace = 0;
+      ok = r.U32(&q.deadline_ms) && r.Str(&q.from) && r.Str(&q.to) && r.U8(&no_replace);
+      if (ok && no_replace > 1) return CorruptionError("HandOver with a bad no_replace flag");
       q.no_replace = no_replace == 1;
       out = std::move(q);
       break;

@@ -31,10 +31,11 @@ inline constexpr uint32_t kMagic = 0x4E524143;  // "CARN" in little-endian byte 
 // the types). v8: SyncPath (waits for the write-back uploads under a path). v9: ReadWritten
 // (reads of a file open for writing), and write replies carry data. v10: OpenWrite's SEEN_ABSENT
 // flag (a v9 worker would refuse the bit). v11: ListPending (worker to worker: the children of a
-// directory that hold a worker's write-back files not yet uploaded). Older peers get a
-// kVersionMismatch naming both.
-inline constexpr uint8_t kVersion = 11;
-inline constexpr uint8_t kMinVersion = 11;  // Oldest version this build still speaks.
+// directory that hold a worker's write-back files not yet uploaded). v12: HandOver (a rename of
+// a write-back file not yet uploaded, sent to the owner of its old name, which passes the file
+// to the owner of the new one). Older peers get a kVersionMismatch naming both.
+inline constexpr uint8_t kVersion = 12;
+inline constexpr uint8_t kMinVersion = 12;  // Oldest version this build still speaks.
 inline constexpr size_t kFrameHeaderSize = 24;
 // Largest payload accepted (a page of at most 16 MiB plus metadata); bigger frames are rejected.
 inline constexpr uint32_t kMaxPayload = (16u << 20) + (64u << 10);
@@ -71,6 +72,7 @@ enum class MessageType : uint8_t {
   kSyncPath = 28,         // -> kWriteReply once the path's write-back files are uploaded (v8).
   kReadWritten = 29,      // -> kWriteReply with the bytes of a file open for writing (v9).
   kListPending = 30,      // worker -> worker: -> kMetadataReply (v11).
+  kHandOver = 31,         // -> kWriteReply: a rename of a file not yet uploaded (v12).
 };
 
 struct FrameHeader {
@@ -368,6 +370,19 @@ struct RenameRequest {
   std::string to;
   bool no_replace = false;
 };
+// A rename of a write-back file, sent to the worker that owns `from` (v12). That worker holds
+// the closed files of `from` not yet uploaded (docs/write-path.md, decision 8); it writes the
+// newest to the worker that owns `to` (OpenWrite, WritePage, CloseWrite under `to`: the file
+// waits there for its upload as if written under `to`), then drops its files of `from`. The
+// reply is that close's. NotFound means the worker holds no such file of `from` now (it had
+// none, or it could not pass the file on and uploaded it instead): the client then sends the
+// Rename to the owner of `to`, which renames in the source.
+struct HandOverRequest {
+  uint32_t deadline_ms = 0;
+  std::string from;
+  std::string to;
+  bool no_replace = false;
+};
 // Waits until every closed file of a write-back mount under `path` (a file or a folder; "/" for
 // all) that this worker holds is in its source (v8; `cairn sync`). DeadlineExceeded when the
 // deadline passes first; OK at once on a worker with nothing pending.
@@ -389,7 +404,7 @@ struct ReadWrittenRequest {
 using WriteRequest =
     std::variant<OpenWriteRequest, WritePageRequest, TruncateWriteRequest, SyncWriteRequest,
                  CloseWriteRequest, AbortWriteRequest, RemovePathRequest, MakeDirRequest,
-                 RenameRequest, SyncPathRequest, ReadWrittenRequest>;
+                 RenameRequest, SyncPathRequest, ReadWrittenRequest, HandOverRequest>;
 
 MessageType TypeOf(const WriteRequest& request);
 bool IsWriteRequest(MessageType type);

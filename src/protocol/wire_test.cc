@@ -48,14 +48,14 @@ std::array<char, kFrameHeaderSize> HeaderOfType(uint8_t type) {
 }
 
 // v5 took type 15 (kept for WritePage) and 19..25; v7 26 (MakeDir) and 27 (Rename); v8 28
-// (SyncPath); v9 29 (ReadWritten); v10 no new type; v11 30 (ListPending).
-TEST(WireTest, FrameHeadersAcceptEveryV11TypeAndNothingElse) {
-  for (int type = 1; type <= 30; ++type) {
+// (SyncPath); v9 29 (ReadWritten); v10 no new type; v11 30 (ListPending); v12 31 (HandOver).
+TEST(WireTest, FrameHeadersAcceptEveryV12TypeAndNothingElse) {
+  for (int type = 1; type <= 31; ++type) {
     auto d = DecodeFrameHeader(HeaderOfType(static_cast<uint8_t>(type)));
     ASSERT_TRUE(d.ok()) << type << ": " << d.status().ToString();
     EXPECT_EQ(static_cast<int>(d->type), type);
   }
-  for (int type : {0, 31, 32, 255}) {
+  for (int type : {0, 32, 33, 255}) {
     EXPECT_EQ(DecodeFrameHeader(HeaderOfType(static_cast<uint8_t>(type))).status().code(),
               StatusCode::kCorruption)
         << type;
@@ -69,7 +69,7 @@ TEST(WireTest, OtherVersionsAreAMismatchNotCorruption) {
   EncodeFrameHeader({MessageType::kHello, 0, 1, 0}, buf.data());
   for (uint8_t version :
        {uint8_t{1}, uint8_t{2}, uint8_t{3}, uint8_t{4}, uint8_t{5}, uint8_t{6}, uint8_t{7},
-        uint8_t{8}, uint8_t{9}, uint8_t{10}, uint8_t{12}, uint8_t{200}}) {
+        uint8_t{8}, uint8_t{9}, uint8_t{10}, uint8_t{11}, uint8_t{13}, uint8_t{200}}) {
     auto copy = buf;
     copy[4] = static_cast<char>(version);
     // Re-seal the header checksum over the changed version byte.
@@ -426,9 +426,10 @@ TEST(WireTest, EveryWriteRequestRoundTripsAndTruncationsAreRejected) {
   RemovePathRequest remove_path{1200, "/lake/dir", true};
   MakeDirRequest make_dir{1300, "/lake/run/ckpt"};
   RenameRequest rename{1400, "/lake/run/.tmp-1", "/lake/run/step-1", true};
-  std::vector<WriteRequest> requests = {open_write,  page,        truncate_write,
-                                        sync_write,  close_write, abort_write,
-                                        remove_path, make_dir,    rename};
+  HandOverRequest hand_over{1500, "/lake/run/.tmp-2", "/lake/run/step-2", true};
+  std::vector<WriteRequest> requests = {open_write,  page,        truncate_write, sync_write,
+                                        close_write, abort_write, remove_path,    make_dir,
+                                        rename,      hand_over};
   std::set<MessageType> types;
   for (const WriteRequest& q : requests) {
     MessageType type = TypeOf(q);
@@ -506,6 +507,17 @@ TEST(WireTest, EveryWriteRequestRoundTripsAndTruncationsAreRejected) {
   EXPECT_FALSE(
       std::get<RenameRequest>(*DecodeWriteRequest(MessageType::kRename, EncodeWriteRequest(rename)))
           .no_replace);
+
+  auto h = std::get<HandOverRequest>(
+      *DecodeWriteRequest(MessageType::kHandOver, EncodeWriteRequest(hand_over)));
+  EXPECT_EQ(h.from, hand_over.from);
+  EXPECT_EQ(h.to, hand_over.to);
+  EXPECT_EQ(h.deadline_ms, 1500u);
+  EXPECT_TRUE(h.no_replace);
+  hand_over.no_replace = false;
+  EXPECT_FALSE(std::get<HandOverRequest>(
+                   *DecodeWriteRequest(MessageType::kHandOver, EncodeWriteRequest(hand_over)))
+                   .no_replace);
 
   SyncPathRequest sync_path{60000, "/lake/run"};
   auto sp = std::get<SyncPathRequest>(
@@ -618,7 +630,10 @@ TEST(WireTest, WriteRequestsThatMakeNoSenseAreInvalidArguments) {
     EXPECT_EQ(WriteCode(SyncPathRequest{0, path}), StatusCode::kInvalidArgument) << path;
     EXPECT_EQ(WriteCode(RenameRequest{0, path, "/a/b"}), StatusCode::kInvalidArgument) << path;
     EXPECT_EQ(WriteCode(RenameRequest{0, "/a/b", path}), StatusCode::kInvalidArgument) << path;
+    EXPECT_EQ(WriteCode(HandOverRequest{0, path, "/a/b"}), StatusCode::kInvalidArgument) << path;
+    EXPECT_EQ(WriteCode(HandOverRequest{0, "/a/b", path}), StatusCode::kInvalidArgument) << path;
   }
+  EXPECT_EQ(WriteCode(HandOverRequest{0, "/a/b", "/a/c"}), StatusCode::kOk);
   EXPECT_EQ(WriteCode(RenameRequest{0, "/a/b", "/a/c"}), StatusCode::kOk);
   EXPECT_EQ(WriteCode(OpenWriteRequest{0, "/" + std::string(kMaxMetadataPath - 1, 'a')}),
             StatusCode::kOk);
@@ -650,6 +665,10 @@ TEST(WireTest, UnknownWriteFlagsAreCorruption) {
   std::string rename = EncodeWriteRequest(RenameRequest{0, "/a", "/b", true});
   rename.back() = 2;
   EXPECT_EQ(DecodeWriteRequest(MessageType::kRename, rename).status().code(),
+            StatusCode::kCorruption);
+  std::string hand_over = EncodeWriteRequest(HandOverRequest{0, "/a", "/b", true});
+  hand_over.back() = 2;
+  EXPECT_EQ(DecodeWriteRequest(MessageType::kHandOver, hand_over).status().code(),
             StatusCode::kCorruption);
 }
 

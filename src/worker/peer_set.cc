@@ -1,5 +1,7 @@
 #include "worker/peer_set.h"
 
+#include "common/checksum.h"
+
 namespace cairn::worker {
 
 PeerSet::PeerSet(std::string self_id, ChannelFactory factory)
@@ -44,6 +46,15 @@ std::vector<std::string> PeerSet::Replicas(uint64_t key_hash, size_t n) const {
   if (ring == nullptr || ring->empty()) return ids;
   for (const placement::WorkerNode* node : ring->Candidates(key_hash, n)) ids.push_back(node->id);
   return ids;
+}
+
+StatusOr<std::shared_ptr<protocol::PageChannel>> PeerSet::OwnerOf(const std::string& path) const {
+  std::vector<std::string> owner = Replicas(Hash64(path), 1);
+  if (owner.empty()) return UnavailableError("this worker knows no workers yet");
+  if (owner.front() == self_id_) return std::shared_ptr<protocol::PageChannel>();
+  std::shared_ptr<protocol::PageChannel> channel = Get(owner.front());
+  if (channel == nullptr) return UnavailableError("worker " + owner.front() + " has no address");
+  return channel;
 }
 
 size_t PeerSet::size() const {

@@ -48,6 +48,12 @@ class PeerSet {
   // order clients prefer them), this worker included if it is one. Empty before SetWorkers.
   std::vector<std::string> Replicas(uint64_t key_hash, size_t n) const EXCLUDES(mu_);
 
+  // The worker that owns namespace path `path` (writes and metadata go to it: the first the
+  // ring names for Hash64(path), as clients pick it): its channel, or null when it is this
+  // worker. Unavailable before SetWorkers, or when the owner has no address.
+  StatusOr<std::shared_ptr<protocol::PageChannel>> OwnerOf(const std::string& path) const
+      EXCLUDES(mu_);
+
   const std::string& self_id() const { return self_id_; }
   // Known peers (this worker excluded).
   size_t size() const EXCLUDES(mu_);

@@ -12,7 +12,9 @@
 //   ReadPage, LookupPage, ProbePage: read.  LoadPage, DropPage: admin.
 //   StatPath, ListDir: read on the path, or a read grant below it (then only the way down to
 //   those grants is shown: auth::Visibility).
-//   OpenWrite, RemovePath (and every commit of an open file, again): write on the path.
+//   OpenWrite, RemovePath (and every commit of an open file, again): write on the path, or a
+//   cluster member (a worker writes the file a client renamed to the new name's owner:
+//   HandOver; the worker the client reached checked the client's grant on both names).
 //   PeerRead, CopyFromPeer, ListPending: a cluster member (they make this worker read from or
 //   store for a peer, or tell it about files not yet uploaded; grants never allow them).
 // A disabled policy allows everything (as before there was one).

@@ -87,6 +87,24 @@ TEST(RequestAuthorizerTest, ChecksEachRequestTypeAndStartsOpen) {
   EXPECT_EQ(authorizer.policy()->policy().grants.size(), 1u);
 }
 
+// A worker passes a renamed file to the owner of its new name (HandOver) with its node
+// certificate: the owner takes a cluster node's writes without a grant (the worker the client
+// reached checked the client's), and nothing else of the grants changes for nodes.
+TEST(RequestAuthorizerTest, ClusterNodesMayWriteWithoutAGrant) {
+  RequestAuthorizer authorizer({});
+  ConnectionAudit audit("test-peer");
+  authorizer.SetPolicy({true, {{"team", "/lake", kRead}}});
+  const auth::Identity node{auth::Identity::Source::kCertificate, "w2", true};
+  const auth::Identity team{auth::Identity::Source::kCertificate, "team", false};
+  EXPECT_TRUE(authorizer.CheckWrite(node, "/lake/ckpt.pt", "write", &audit).ok());
+  EXPECT_EQ(authorizer.CheckWrite(team, "/lake/ckpt.pt", "write", &audit).code(),
+            StatusCode::kPermissionDenied);
+  EXPECT_EQ(authorizer.CheckAccess(node, "/lake/x", auth::Access::kRead, "read", &audit).code(),
+            StatusCode::kPermissionDenied);
+  EXPECT_EQ(authorizer.CheckWrite(node, "/lake/../x", "write", &audit).code(),
+            StatusCode::kInvalidArgument);
+}
+
 // A cluster worker that has not read the policy yet answers Unavailable, so that a client that
 // still has it in its ring (a worker restarted at the same address) reads elsewhere instead of
 // failing; cluster members are served (their requests do not depend on the policy).

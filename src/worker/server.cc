@@ -379,6 +379,11 @@ class WorkerServer::Connection : public std::enable_shared_from_this<Connection>
       second_path = mv->to;
       op = "rename";
     }
+    if (const auto* mv = std::get_if<protocol::HandOverRequest>(&*request)) {
+      path = mv->from;
+      second_path = mv->to;
+      op = "rename";
+    }
     if (options_.authorizer != nullptr) {
       for (const std::string* p : {&path, &second_path}) {
         if (p->empty()) continue;

@@ -276,6 +276,9 @@ Status Worker::Init(WorkerOptions options) {
   wpo.registry = registry_.get();
   written_pages_ = std::make_unique<WrittenPages>(service_.get(), wpo);
   wo.written_pages = written_pages_.get();
+  if (peers_ != nullptr) {
+    wo.owner_of = [peers = peers_.get()](const std::string& path) { return peers->OwnerOf(path); };
+  }
   CAIRN_ASSIGN_OR_RETURN(writes_, WriteService::Create(service_.get(), std::move(wo)));
   local_channel_ =
       std::make_unique<LocalChannel>(service_.get(), writes_.get(), kLocalWriteThreads);

@@ -479,7 +479,7 @@ std::optional<WriteBack::Latest> WriteBack::LatestFor(const std::string& path) c
     // Under mu_: the item (and so its spool file) cannot go while the file is opened.
     const int fd = ::open(record.spool_path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) return std::nullopt;
-    return Latest{record.size, fd};
+    return Latest{record.size, fd, record.digest_part_size, record.digest};
   }
   return std::nullopt;
 }

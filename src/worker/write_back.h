@@ -149,6 +149,9 @@ class WriteBack {
   struct Latest {
     uint64_t size = 0;
     int fd = -1;
+    // The spool file's digest as journaled (JournalRecord::digest); digest_part_size 0: none.
+    uint64_t digest_part_size = 0;
+    uint64_t digest = 0;
   };
   std::optional<Latest> LatestFor(const std::string& path) const EXCLUDES(mu_);
   WriteBackStats stats() const EXCLUDES(mu_);

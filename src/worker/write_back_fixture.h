@@ -54,6 +54,7 @@ class WriteBackTest : public ::testing::Test {
     wo.write_back.max_pending_bytes = max_pending;
     wo.write_back.full_wait = std::chrono::milliseconds(200);
     wo.write_back.commit_delay = commit_delay;
+    wo.owner_of = owner_of_;
     auto created = WriteService::Create(pages_.get(), wo);
     ASSERT_TRUE(created.ok()) << created.status().ToString();
     writes_ = std::move(*created);
@@ -127,6 +128,8 @@ class WriteBackTest : public ::testing::Test {
   std::unique_ptr<pagestore::PageStore> store_;
   std::unique_ptr<PageService> pages_;
   std::unique_ptr<WriteService> writes_;
+  // WriteServiceOptions::owner_of of the next Start (unset: no other workers).
+  std::function<StatusOr<std::shared_ptr<protocol::PageChannel>>(const std::string&)> owner_of_;
 };
 
 }  // namespace cairn::worker

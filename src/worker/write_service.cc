@@ -8,6 +8,8 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <future>
+#include <memory>
 #include <optional>
 #include <random>
 #include <set>
@@ -82,6 +84,9 @@ struct WriteService::Metrics {
                              "Files discarded: aborted by the client or idle too long")),
         removes(r->AddCounter("cairn_worker_write_removes_total", "Files removed")),
         renames(r->AddCounter("cairn_worker_write_renames_total", "Files (or folders) renamed")),
+        hand_overs(r->AddCounter("cairn_worker_write_back_hand_overs_total",
+                                 "Renamed write-back files not yet uploaded that this worker "
+                                 "passed to the owner of their new name")),
         directories(r->AddCounter("cairn_worker_write_directory_changes_total",
                                   "Directories created or removed")),
         checksum_failures(r->AddCounter("cairn_worker_write_checksum_failures_total",
@@ -101,6 +106,7 @@ struct WriteService::Metrics {
   metrics::Counter* aborts;
   metrics::Counter* removes;
   metrics::Counter* renames;
+  metrics::Counter* hand_overs;
   metrics::Counter* directories;
   metrics::Counter* checksum_failures;
   metrics::Counter* opens_seen_absent;
@@ -332,6 +338,9 @@ StatusOr<WriteReply> WriteService::Serve(const std::string& principal,
     return MakeDir(*make_dir);
   }
   if (const auto* rename = std::get_if<protocol::RenameRequest>(&request)) return Rename(*rename);
+  if (const auto* hand_over = std::get_if<protocol::HandOverRequest>(&request)) {
+    return HandOver(*hand_over);
+  }
   if (const auto* sync = std::get_if<protocol::SyncPathRequest>(&request)) {
     CAIRN_RETURN_IF_ERROR(CheckNormalised(sync->path));
     // Answered before the caller's deadline (a reply after it is a worker that "did not answer
@@ -1095,6 +1104,219 @@ StatusOr<WriteBack::PendingFile> WriteService::MovePending(
     }
   }
   return write_back_->Retarget(request.from, request.to, condition, released);
+}
+
+namespace {
+
+// One synchronous write request to another worker (the caller's thread waits for the answer).
+StatusOr<WriteReply> CallWriteAndWait(protocol::PageChannel& channel,
+                                      const protocol::WriteRequest& request) {
+  std::promise<StatusOr<WriteReply>> promise;
+  auto future = promise.get_future();
+  channel.CallWrite(
+      request, [&promise](StatusOr<WriteReply> reply) { promise.set_value(std::move(reply)); });
+  return future.get();
+}
+
+// The errors of passing a file on after which it is uploaded here instead: the other worker
+// could not take it now. Its refusals (the name exists for a no-replace rename, no write grant,
+// a read-only mount there) are the rename's answer.
+bool UploadInstead(const Status& why) {
+  switch (why.code()) {
+    case StatusCode::kUnavailable:
+    case StatusCode::kDeadlineExceeded:
+    case StatusCode::kResourceExhausted:
+    case StatusCode::kIoError:
+    case StatusCode::kCorruption:
+    case StatusCode::kInternal:
+    case StatusCode::kUnimplemented:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// Writes the first `size` bytes of the spool file `fd` of `path` through `handle` at `owner`:
+// one part of the digest's layout (`part_size`; 0: no digest, 8 MiB blocks) read while the
+// previous one's pieces are on their way. Each part is checked against the journaled digest as
+// it is read, the whole before the last piece goes, so that a spool file damaged on disk after
+// its close is never passed on (Corruption).
+Status SendSpool(protocol::PageChannel& owner, uint64_t handle, int fd, uint64_t size,
+                 uint64_t part_size, uint64_t digest, const std::string& path) {
+  constexpr uint64_t kPiece = 1 << 20;
+  const uint64_t block_size = part_size != 0 ? part_size : (8 << 20);
+  struct Block {
+    std::vector<char> bytes;
+    std::vector<std::future<StatusOr<WriteReply>>> answers;
+  };
+  std::array<Block, 2> blocks;
+  std::vector<uint64_t> part_hashes;
+  Status first_error;
+  auto settle = [&first_error](Block& block) {
+    for (auto& answer : block.answers) {
+      Status st = answer.get().status();
+      if (!st.ok() && first_error.ok()) first_error = std::move(st);
+    }
+    block.answers.clear();
+  };
+  size_t index = 0;
+  for (uint64_t offset = 0; offset < size; offset += block_size, ++index) {
+    Block& block = blocks[index % blocks.size()];
+    settle(block);  // Its buffer is free again once its pieces are answered.
+    if (!first_error.ok()) break;
+    block.bytes.resize(static_cast<size_t>(std::min<uint64_t>(block_size, size - offset)));
+    first_error = ReadSealedSpool(fd, offset, block.bytes, path);
+    if (!first_error.ok()) break;
+    if (part_size != 0) {
+      part_hashes.push_back(write::PartHash(block.bytes));
+      if (offset + block.bytes.size() == size && write::CombinePartHashes(part_hashes) != digest) {
+        first_error = CorruptionError("the spool file of " + path +
+                                      " no longer matches its digest: not passed on");
+        break;
+      }
+    }
+    for (uint64_t at = 0; at < block.bytes.size(); at += kPiece) {
+      protocol::WritePageRequest write;
+      write.handle = handle;
+      write.offset = offset + at;
+      write.data =
+          std::span<const char>(block.bytes)
+              .subspan(static_cast<size_t>(at),
+                       static_cast<size_t>(std::min<uint64_t>(kPiece, block.bytes.size() - at)));
+      write.checksums = ChunkChecksums(write.data);
+      auto promise = std::make_shared<std::promise<StatusOr<WriteReply>>>();
+      block.answers.push_back(promise->get_future());
+      owner.CallWrite(
+          write, [promise](StatusOr<WriteReply> reply) { promise->set_value(std::move(reply)); });
+    }
+  }
+  for (Block& block : blocks) settle(block);  // No piece in flight outlives its buffer.
+  return first_error;
+}
+
+}  // namespace
+
+StatusOr<WriteReply> WriteService::HandOver(const protocol::HandOverRequest& request) {
+  CAIRN_ASSIGN_OR_RETURN(PageService::PathAt from, ChangeablePath(request.from));
+  CAIRN_ASSIGN_OR_RETURN(PageService::PathAt to, ChangeablePath(request.to));
+  auto nothing_here = [&request] {
+    return NotFoundError("no file of " + request.from +
+                         " waits for its upload on this worker: rename it in the source");
+  };
+  if (write_back_ == nullptr || !write_back_->HasPending(request.from)) return nothing_here();
+  if (from.resolved.mount != to.resolved.mount) {
+    return UnimplementedError("rename from mount " + from.resolved.mount->spec.path + " to " +
+                              to.resolved.mount->spec.path + ": a rename stays in one mount");
+  }
+  StatusOr<std::shared_ptr<protocol::PageChannel>> owner =
+      options_.owner_of ? options_.owner_of(request.to)
+                        : UnavailableError("this worker knows no other workers");
+  if (owner.ok() && *owner == nullptr) {
+    // This worker owns both names: the rename of decision 8.
+    protocol::RenameRequest rename;
+    rename.deadline_ms = request.deadline_ms;
+    rename.from = request.from;
+    rename.to = request.to;
+    rename.no_replace = request.no_replace;
+    return Rename(rename);
+  }
+  Status why = owner.status();
+  // Files of `to` waiting here (its owner changed since they closed) must reach the source
+  // before what is renamed onto `to`: both are uploaded, then the source renames.
+  if (owner.ok() && write_back_->HasPending(request.to)) {
+    why = FailedPreconditionError("files of " + request.to + " wait here too");
+  } else if (owner.ok()) {
+    StatusOr<std::optional<WriteReply>> passed = PassOn(request, from, **owner);
+    if (passed.ok() && *passed) return std::move(**passed);
+    if (passed.ok()) return nothing_here();  // Uploaded meanwhile.
+    if (!UploadInstead(passed.status())) return passed.status();
+    why = passed.status();
+  }
+  spdlog::info("rename of {}: not passed to the owner of {} ({}); uploading it first", request.from,
+               request.to, why.ToString());
+  CAIRN_RETURN_IF_ERROR(write_back_->Sync(request.from, options_.rename_wait)
+                            .WithContext("rename waits for the upload of " + request.from));
+  CAIRN_RETURN_IF_ERROR(write_back_->Sync(request.to, options_.rename_wait)
+                            .WithContext("rename waits for the upload of " + request.to));
+  return nothing_here();
+}
+
+StatusOr<std::optional<WriteReply>> WriteService::PassOn(const protocol::HandOverRequest& request,
+                                                         const PageService::PathAt& from,
+                                                         protocol::PageChannel& owner) {
+  const auto deadline = std::chrono::steady_clock::now() + options_.rename_wait;
+  Mutex& lock = CommitLockOf(request.from);
+  for (;;) {
+    {
+      // Held for the copy: a close of `from` meanwhile waits, so the files dropped after it
+      // are exactly the ones passed on (and an upload of another path on this lock stripe
+      // waits too, for the copy's time).
+      MutexLock l(&lock);
+      switch (write_back_->Hold(request.from, request.from)) {
+        case WriteBack::HoldResult::kNothing:
+          return std::optional<WriteReply>();
+        case WriteBack::HoldResult::kBusy:
+          break;
+        case WriteBack::HoldResult::kHeld: {
+          StatusOr<WriteReply> passed = PassHeld(request, from, owner);
+          if (!passed.ok()) return passed.status();
+          return std::optional<WriteReply>(std::move(*passed));
+        }
+      }
+    }
+    if (!write_back_->WaitIdle(request.from, request.from, deadline)) {
+      write_back_->Unhold(request.from, request.from);
+      return DeadlineExceededError("rename of " + request.from + " waits for its upload");
+    }
+  }
+}
+
+StatusOr<WriteReply> WriteService::PassHeld(const protocol::HandOverRequest& request,
+                                            const PageService::PathAt& from,
+                                            protocol::PageChannel& owner) {
+  auto give_up = [&](Status why) {
+    write_back_->Unhold(request.from, request.from);
+    return why.WithContext("rename of " + request.from + " passed to " + owner.Describe());
+  };
+  std::optional<WriteBack::Latest> latest = write_back_->LatestFor(request.from);
+  if (!latest) return give_up(IoError("cannot open the spool file of " + request.from));
+  struct FdCloser {
+    int fd;
+    ~FdCloser() { ::close(fd); }
+  } closer{latest->fd};
+  // As a rename in one worker: an older upload of `from` must not outlive the rename.
+  if (!write_back_->NeverUploaded(request.from)) {
+    Status deleted = from.resolved.mount->ufs->Delete(from.resolved.key);
+    if (!deleted.ok() && deleted.code() != StatusCode::kNotFound) return give_up(deleted);
+  }
+  protocol::OpenWriteRequest open;
+  open.deadline_ms = request.deadline_ms;
+  open.path = request.to;
+  open.create = true;
+  open.exclusive = request.no_replace;
+  open.truncate = true;
+  open.mode = protocol::WriteMode::kBack;
+  StatusOr<WriteReply> opened = CallWriteAndWait(owner, open);
+  if (!opened.ok()) return give_up(opened.status());
+  const uint64_t handle = opened->handle;
+  Status sent = SendSpool(owner, handle, latest->fd, latest->size, latest->digest_part_size,
+                          latest->digest, request.from);
+  StatusOr<WriteReply> closed =
+      sent.ok() ? CallWriteAndWait(owner, protocol::CloseWriteRequest{request.deadline_ms, handle})
+                : StatusOr<WriteReply>(sent);
+  if (!closed.ok()) {
+    owner.CallWrite(protocol::AbortWriteRequest{request.deadline_ms, handle},
+                    [](StatusOr<WriteReply>) {});  // Else it goes at the owner's idle timeout.
+    return give_up(closed.status());
+  }
+  // The owner of `to` holds the file (journaled there): it is no longer this worker's to upload.
+  // A crash before this line leaves it here too: both names end in the source, as between the
+  // copy and the delete of a rename on S3 (docs/consistency.md).
+  write_back_->CancelPath(request.from);
+  write_back_->Unhold(request.from, request.from);
+  metrics_->hand_overs->Increment();
+  metrics_->renames->Increment();
+  return closed;
 }
 
 StatusOr<std::shared_ptr<WriteService::OpenFile>> WriteService::Find(const std::string& principal,

@@ -51,6 +51,7 @@
 #include "common/thread_annotations.h"
 #include "common/thread_pool.h"
 #include "metrics/registry.h"
+#include "protocol/page_channel.h"
 #include "protocol/wire.h"
 #include "worker/page_service.h"
 #include "worker/write_back.h"
@@ -83,6 +84,11 @@ struct WriteServiceOptions {
   // FailedPrecondition). The journal lives next to the first spool folder by default.
   WriteBackOptions write_back;
   std::chrono::milliseconds rename_wait{10 * 60 * 1000};
+  // The worker that owns a path in a cluster, for HandOver (a rename of a write-back file not
+  // yet uploaded whose new name another worker owns): the channel to that worker, null when
+  // this worker owns the path, an error when no owner is known. Unset (a single worker, or a
+  // static worker list: the workers know no peers): a HandOver uploads the file instead.
+  std::function<StatusOr<std::shared_ptr<protocol::PageChannel>>(const std::string& path)> owner_of;
 };
 
 class WriteService final : public PendingFiles {
@@ -170,6 +176,21 @@ class WriteService final : public PendingFiles {
   StatusOr<protocol::WriteReply> Remove(const protocol::RemovePathRequest& request);
   StatusOr<protocol::WriteReply> MakeDir(const protocol::MakeDirRequest& request);
   StatusOr<protocol::WriteReply> Rename(const protocol::RenameRequest& request);
+  // HandOver (protocol v12): a rename of `from`'s pending file, sent here, the owner of `from`.
+  // When another worker owns `to`, the file is written to it under `to` (PassOn) and dropped
+  // here; when this worker owns both, it is a Rename. NotFound once nothing of `from` waits
+  // here (none did, or it could not be passed on and was uploaded instead).
+  StatusOr<protocol::WriteReply> HandOver(const protocol::HandOverRequest& request);
+  // HandOver's step with the owner of `to` known: holds `from`'s files (waiting for an upload
+  // in progress), then PassHeld. nullopt when nothing of `from` waits any more.
+  StatusOr<std::optional<protocol::WriteReply>> PassOn(const protocol::HandOverRequest& request,
+                                                       const PageService::PathAt& from,
+                                                       protocol::PageChannel& owner);
+  // Under `from`'s commit lock with its files held: writes the newest to `owner` under `to`,
+  // then drops them here. Lets go of the hold either way.
+  StatusOr<protocol::WriteReply> PassHeld(const protocol::HandOverRequest& request,
+                                          const PageService::PathAt& from,
+                                          protocol::PageChannel& owner);
   // A rename whose `from` has files pending here (write-back): the newest is uploaded to `to`
   // instead, without waiting for anything (decision 8). nullopt when it cannot be done so (a
   // file of either name is being uploaded right now): the caller renames in the source.

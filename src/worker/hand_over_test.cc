@@ -1,0 +1,163 @@
+// HandOver (protocol v12): a rename of a write-back file not yet uploaded whose new name another
+// worker owns. The fixture's worker ("a", the owner of the old name) writes the file to the
+// owner of the new name ("b", a second WriteService over the same source, reached through a
+// LocalChannel) and drops its own; the file then waits at "b" as if written under the new name.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "worker/local_channel.h"
+#include "worker/write_back_fixture.h"
+
+namespace cairn::worker {
+namespace {
+
+class HandOverTest : public WriteBackTest {
+ protected:
+  void SetUp() override {
+    WriteBackTest::SetUp();
+    pagestore::PageStoreOptions so;
+    so.dirs.push_back({(dir_.path() / "b-cache").string(), 64ull << 20});
+    so.page_size = kPage;
+    b_store_ = std::move(pagestore::PageStore::Create(so)).value();
+    PageServiceOptions po;
+    po.page_size = kPage;
+    b_pages_ = std::make_unique<PageService>(mounts_, b_store_.get(), &b_pages_registry_, po);
+    WriteServiceOptions wo;
+    wo.spool_dirs = {(dir_.path() / "b-spool").string()};
+    wo.part_size = kPart;
+    wo.registry = &b_registry_;
+    wo.write_back.journal_path = (dir_.path() / "b-journal").string();
+    wo.write_back.commit_delay = std::chrono::minutes(10);  // Uploads only when synced.
+    auto created = WriteService::Create(b_pages_.get(), wo);
+    ASSERT_TRUE(created.ok()) << created.status().ToString();
+    b_writes_ = std::move(*created);
+    to_b_ = std::make_shared<LocalChannel>(b_pages_.get(), b_writes_.get());
+    // "b" owns the names ending in ".pt"; "a" every other one.
+    owner_of_ =
+        [this](const std::string& path) -> StatusOr<std::shared_ptr<protocol::PageChannel>> {
+      if (b_down_) return UnavailableError("b is down");
+      if (path.ends_with(".pt")) return std::shared_ptr<protocol::PageChannel>(to_b_);
+      return std::shared_ptr<protocol::PageChannel>();
+    };
+    Start(1ull << 30, std::chrono::minutes(10));
+  }
+  void TearDown() override {
+    writes_.reset();
+    to_b_.reset();
+    b_writes_.reset();
+  }
+
+  StatusOr<protocol::WriteReply> HandOver(const std::string& from, const std::string& to,
+                                          bool no_replace = false) {
+    protocol::HandOverRequest r;
+    r.from = from;
+    r.to = to;
+    r.no_replace = no_replace;
+    return writes_->Serve("team-a", r);
+  }
+  // The content of "b"'s newest pending file of `path`; nullopt if none.
+  std::optional<std::string> PendingAtB(const std::string& path) {
+    std::optional<WriteBack::Latest> latest = b_writes_->write_back()->LatestFor(path);
+    if (!latest) return std::nullopt;
+    std::string bytes(latest->size, '\0');
+    const ssize_t n = ::pread(latest->fd, bytes.data(), bytes.size(), 0);
+    ::close(latest->fd);
+    if (n != static_cast<ssize_t>(bytes.size())) return "(short read)";
+    return bytes;
+  }
+
+  metrics::Registry b_pages_registry_;
+  metrics::Registry b_registry_;
+  std::unique_ptr<pagestore::PageStore> b_store_;
+  std::unique_ptr<PageService> b_pages_;
+  std::unique_ptr<WriteService> b_writes_;
+  std::shared_ptr<LocalChannel> to_b_;
+  bool b_down_ = false;
+};
+
+// The checkpoint idiom across two owners while the lake is down: nothing waits for an upload,
+// the source is not asked, and what reaches the lake later is the new name only.
+TEST_F(HandOverTest, APendingFileMovesToTheOwnerOfItsNewNameWithoutTheSource) {
+  const std::string data = testing::RandomBytes(20 * kPart + 12345, 41);  // Several parts.
+  ASSERT_TRUE(WriteFile("/lake/ckpt.tmp", data).ok());
+  SourceUnreachable(true);
+  const uint64_t source_calls = faults_->calls(ufs::UfsOp::kDelete);
+  StatusOr<protocol::WriteReply> moved = HandOver("/lake/ckpt.tmp", "/lake/ckpt.pt");
+  ASSERT_TRUE(moved.ok()) << moved.status().ToString();
+  EXPECT_EQ(moved->size, data.size());
+  EXPECT_EQ(faults_->calls(ufs::UfsOp::kDelete), source_calls);
+  EXPECT_FALSE(Pending("/lake/ckpt.tmp"));
+  EXPECT_EQ(PendingAtB("/lake/ckpt.pt"), data);
+  EXPECT_EQ(Metric("cairn_worker_write_back_hand_overs_total"), 1);
+  EXPECT_EQ(Metric("cairn_worker_write_back_removed_total"), 1);
+
+  SourceUnreachable(false);
+  ASSERT_TRUE(SyncAll().ok());
+  ASSERT_TRUE(b_writes_->SyncPath("/", std::chrono::seconds(20)).ok());
+  EXPECT_EQ(Content("ckpt.pt"), data);
+  EXPECT_FALSE(InSource("ckpt.tmp"));
+}
+
+// Worker "a" owning both names renames as before (decision 8); a name with nothing pending is
+// NotFound (the client renames in the source).
+TEST_F(HandOverTest, OneOwnerRenamesItselfAndNothingPendingIsNotFound) {
+  ASSERT_TRUE(WriteFile("/lake/a.tmp", "local").ok());
+  ASSERT_TRUE(HandOver("/lake/a.tmp", "/lake/a.bin").ok());
+  EXPECT_TRUE(Pending("/lake/a.bin"));
+  EXPECT_FALSE(Pending("/lake/a.tmp"));
+  EXPECT_EQ(HandOver("/lake/nothing.tmp", "/lake/x.pt").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(Metric("cairn_worker_write_back_hand_overs_total"), 0);
+}
+
+// A refusal by the new owner (the name exists, for a no-replace rename) is the rename's answer,
+// and the file stays where it was, still pending.
+TEST_F(HandOverTest, ARefusedHandOverLeavesTheFileInPlace) {
+  memory_->Put("taken.pt", "someone else's");
+  ASSERT_TRUE(WriteFile("/lake/taken.tmp", "mine").ok());
+  EXPECT_EQ(HandOver("/lake/taken.tmp", "/lake/taken.pt", /*no_replace=*/true).status().code(),
+            StatusCode::kAlreadyExists);
+  EXPECT_TRUE(Pending("/lake/taken.tmp"));
+  EXPECT_EQ(PendingAtB("/lake/taken.pt"), std::nullopt);
+  EXPECT_EQ(b_writes_->open_files(), 0u) << "the new owner's open file was aborted";
+  ASSERT_TRUE(SyncAll().ok());
+  EXPECT_EQ(Content("taken.tmp"), "mine");
+  EXPECT_EQ(Content("taken.pt"), "someone else's");
+}
+
+// When the new owner cannot be reached, the old owner uploads the file and answers NotFound:
+// the client's rename then happens in the source, as before hand-overs.
+TEST_F(HandOverTest, AnUnreachableOwnerMeansUploadFirst) {
+  ASSERT_TRUE(WriteFile("/lake/far.tmp", "far").ok());
+  b_down_ = true;
+  EXPECT_EQ(HandOver("/lake/far.tmp", "/lake/far.pt").status().code(), StatusCode::kNotFound);
+  EXPECT_FALSE(Pending("/lake/far.tmp"));
+  EXPECT_EQ(Content("far.tmp"), "far");
+}
+
+// A spool file damaged on disk after its close is not passed on: the hand-over falls back to the
+// upload, which sets it aside (never uploaded, never moved).
+TEST_F(HandOverTest, ADamagedSpoolFileIsNotPassedOn) {
+  const std::string data = testing::RandomBytes(3 * kPart, 43);
+  ASSERT_TRUE(WriteFile("/lake/bad.tmp", data).ok());
+  std::optional<WriteBack::Latest> latest = writes_->write_back()->LatestFor("/lake/bad.tmp");
+  ASSERT_TRUE(latest.has_value());
+  ::close(latest->fd);
+  for (const auto& entry : std::filesystem::directory_iterator(spool())) {
+    if (!entry.is_regular_file() || entry.path().filename() == "journal") continue;
+    std::fstream f(entry.path(), std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(kPart + 7);
+    f.put(static_cast<char>(data[kPart + 7] ^ 0x20));
+  }
+  EXPECT_EQ(HandOver("/lake/bad.tmp", "/lake/bad.pt").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(PendingAtB("/lake/bad.pt"), std::nullopt);
+  EXPECT_EQ(Metric("cairn_worker_write_back_damaged_spools_total"), 1);
+  EXPECT_FALSE(InSource("bad.pt"));
+  EXPECT_FALSE(InSource("bad.tmp"));
+  EXPECT_EQ(Metric("cairn_worker_write_back_hand_overs_total"), 0);
+}
+
+}  // namespace
+}  // namespace cairn::worker
