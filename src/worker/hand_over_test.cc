@@ -7,12 +7,37 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <utility>
+#include <variant>
 
 #include "worker/local_channel.h"
 #include "worker/write_back_fixture.h"
 
 namespace cairn::worker {
 namespace {
+
+// The channel to "b", running `before_first_write` (once) before it forwards the first WritePage.
+class InterceptingChannel : public protocol::PageChannel {
+ public:
+  InterceptingChannel(std::shared_ptr<protocol::PageChannel> inner,
+                      std::function<void()> before_first_write)
+      : inner_(std::move(inner)), before_first_write_(std::move(before_first_write)) {}
+  void Call(const protocol::Request& request, std::span<char> dest, Callback done) override {
+    inner_->Call(request, dest, std::move(done));
+  }
+  void CallWrite(const protocol::WriteRequest& request, WriteCallback done) override {
+    if (std::holds_alternative<protocol::WritePageRequest>(request) && before_first_write_) {
+      std::exchange(before_first_write_, nullptr)();
+    }
+    inner_->CallWrite(request, std::move(done));
+  }
+  std::string Describe() const override { return "b (intercepted)"; }
+
+ private:
+  std::shared_ptr<protocol::PageChannel> inner_;
+  std::function<void()> before_first_write_;
+};
 
 class HandOverTest : public WriteBackTest {
  protected:
@@ -39,6 +64,7 @@ class HandOverTest : public WriteBackTest {
     owner_of_ =
         [this](const std::string& path) -> StatusOr<std::shared_ptr<protocol::PageChannel>> {
       if (b_down_) return UnavailableError("b is down");
+      if (path.ends_with(".pt") && intercepted_ != nullptr) return intercepted_;
       if (path.ends_with(".pt")) return std::shared_ptr<protocol::PageChannel>(to_b_);
       return std::shared_ptr<protocol::PageChannel>();
     };
@@ -46,6 +72,7 @@ class HandOverTest : public WriteBackTest {
   }
   void TearDown() override {
     writes_.reset();
+    intercepted_.reset();
     to_b_.reset();
     b_writes_.reset();
   }
@@ -75,6 +102,7 @@ class HandOverTest : public WriteBackTest {
   std::unique_ptr<PageService> b_pages_;
   std::unique_ptr<WriteService> b_writes_;
   std::shared_ptr<LocalChannel> to_b_;
+  std::shared_ptr<protocol::PageChannel> intercepted_;  // Used instead of to_b_ when set.
   bool b_down_ = false;
 };
 
@@ -99,6 +127,22 @@ TEST_F(HandOverTest, APendingFileMovesToTheOwnerOfItsNewNameWithoutTheSource) {
   ASSERT_TRUE(b_writes_->SyncPath("/", std::chrono::seconds(20)).ok());
   EXPECT_EQ(Content("ckpt.pt"), data);
   EXPECT_FALSE(InSource("ckpt.tmp"));
+}
+
+// The copy does not hold the old name's commit lock: a close of the old name while it is
+// copied completes, comes after the rename, and stays (only what was passed on is dropped).
+TEST_F(HandOverTest, ACloseOfTheOldNameDuringTheCopyStays) {
+  const std::string data = testing::RandomBytes(5 * kPart, 47);
+  ASSERT_TRUE(WriteFile("/lake/busy.tmp", data).ok());
+  Status newer_close = InternalError("not run");
+  intercepted_ = std::make_shared<InterceptingChannel>(
+      to_b_, [&] { newer_close = WriteFile("/lake/busy.tmp", "written again").status(); });
+  ASSERT_TRUE(HandOver("/lake/busy.tmp", "/lake/busy.pt").ok());
+  EXPECT_TRUE(newer_close.ok()) << newer_close.ToString();
+  EXPECT_EQ(PendingAtB("/lake/busy.pt"), data);
+  ASSERT_TRUE(Pending("/lake/busy.tmp"));
+  ASSERT_TRUE(SyncAll().ok());
+  EXPECT_EQ(Content("busy.tmp"), "written again");
 }
 
 // Worker "a" owning both names renames as before (decision 8); a name with nothing pending is

@@ -237,12 +237,12 @@ StatusOr<uint64_t> WriteBack::Add(PendingWrite& write, uint64_t reserved) {
   return id;
 }
 
-void WriteBack::CancelPath(const std::string& path) {
+void WriteBack::CancelPath(const std::string& path, uint64_t through_id) {
   std::vector<std::unique_ptr<write::WriteSession>> gone;  // Destroyed after mu_ is released.
   MutexLock l(&mu_);
   std::vector<uint64_t> idle;
   for (auto& [id, item] : items_) {
-    if (item.write.record.path != path) continue;
+    if (item.write.record.path != path || id > through_id) continue;
     item.cancelled = true;
     if (!item.running) idle.push_back(id);
   }
@@ -479,7 +479,7 @@ std::optional<WriteBack::Latest> WriteBack::LatestFor(const std::string& path) c
     // Under mu_: the item (and so its spool file) cannot go while the file is opened.
     const int fd = ::open(record.spool_path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) return std::nullopt;
-    return Latest{record.size, fd, record.digest_part_size, record.digest};
+    return Latest{record.id, record.size, fd, record.digest_part_size, record.digest};
   }
   return std::nullopt;
 }

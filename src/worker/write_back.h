@@ -114,10 +114,11 @@ class WriteBack {
   // its client, and keeps its reservation).
   StatusOr<uint64_t> Add(PendingWrite& write, uint64_t reserved = 0) EXCLUDES(mu_);
 
-  // The path was removed: its pending files must not be committed after the removal. Files not
-  // being committed now end as removed at once; one being committed ends so when its commit
-  // function asks Cancelled. Call with the path's commit lock held.
-  void CancelPath(const std::string& path) EXCLUDES(mu_);
+  // The path was removed: its pending files (those with ids up to `through_id`: the ones a
+  // hand-over passed on, not a close after them) must not be committed after the removal.
+  // Files not being committed now end as removed at once; one being committed ends so when its
+  // commit function asks Cancelled. Call with the path's commit lock held.
+  void CancelPath(const std::string& path, uint64_t through_id = UINT64_MAX) EXCLUDES(mu_);
   bool Cancelled(uint64_t id) const EXCLUDES(mu_);
   // ---- Uploads a crash would leave in a source (S3 multipart uploads, folders' temp files) --
   // Journals that a writer of `path` began the upload `token` (ufs::ObjectWriter::UploadToken)
@@ -147,6 +148,7 @@ class WriteBack {
   // The newest pending content of `path`: its size and a read-only descriptor of its spool
   // file (the caller closes it), for an open that continues from it.
   struct Latest {
+    uint64_t id = 0;
     uint64_t size = 0;
     int fd = -1;
     // The spool file's digest as journaled (JournalRecord::digest); digest_part_size 0: none.

@@ -1247,22 +1247,31 @@ StatusOr<std::optional<WriteReply>> WriteService::PassOn(const protocol::HandOve
   const auto deadline = std::chrono::steady_clock::now() + options_.rename_wait;
   Mutex& lock = CommitLockOf(request.from);
   for (;;) {
+    std::optional<WriteBack::Latest> latest;
     {
-      // Held for the copy: a close of `from` meanwhile waits, so the files dropped after it
-      // are exactly the ones passed on (and an upload of another path on this lock stripe
-      // waits too, for the copy's time).
       MutexLock l(&lock);
       switch (write_back_->Hold(request.from, request.from)) {
         case WriteBack::HoldResult::kNothing:
           return std::optional<WriteReply>();
         case WriteBack::HoldResult::kBusy:
           break;
-        case WriteBack::HoldResult::kHeld: {
-          StatusOr<WriteReply> passed = PassHeld(request, from, owner);
-          if (!passed.ok()) return passed.status();
-          return std::optional<WriteReply>(std::move(*passed));
-        }
+        case WriteBack::HoldResult::kHeld:
+          // The newest file closed before the rename: the one passed on. (A close of `from`
+          // while it is copied comes after the rename, and stays.)
+          latest = write_back_->LatestFor(request.from);
+          if (!latest) {
+            write_back_->Unhold(request.from, request.from);
+            return IoError("cannot open the spool file of " + request.from);
+          }
+          break;
       }
+    }
+    if (latest) {
+      // Without the commit lock: the copy takes a while, and the owner of `to` may be passing
+      // a file the other way, waiting for a lock of this worker.
+      StatusOr<WriteReply> passed = PassHeld(request, from, owner, *latest);
+      if (!passed.ok()) return passed.status();
+      return std::optional<WriteReply>(std::move(*passed));
     }
     if (!write_back_->WaitIdle(request.from, request.from, deadline)) {
       write_back_->Unhold(request.from, request.from);
@@ -1273,17 +1282,16 @@ StatusOr<std::optional<WriteReply>> WriteService::PassOn(const protocol::HandOve
 
 StatusOr<WriteReply> WriteService::PassHeld(const protocol::HandOverRequest& request,
                                             const PageService::PathAt& from,
-                                            protocol::PageChannel& owner) {
+                                            protocol::PageChannel& owner,
+                                            const WriteBack::Latest& latest) {
+  struct FdCloser {
+    int fd;
+    ~FdCloser() { ::close(fd); }
+  } closer{latest.fd};
   auto give_up = [&](Status why) {
     write_back_->Unhold(request.from, request.from);
     return why.WithContext("rename of " + request.from + " passed to " + owner.Describe());
   };
-  std::optional<WriteBack::Latest> latest = write_back_->LatestFor(request.from);
-  if (!latest) return give_up(IoError("cannot open the spool file of " + request.from));
-  struct FdCloser {
-    int fd;
-    ~FdCloser() { ::close(fd); }
-  } closer{latest->fd};
   // As a rename in one worker: an older upload of `from` must not outlive the rename.
   if (!write_back_->NeverUploaded(request.from)) {
     Status deleted = from.resolved.mount->ufs->Delete(from.resolved.key);
@@ -1299,8 +1307,8 @@ StatusOr<WriteReply> WriteService::PassHeld(const protocol::HandOverRequest& req
   StatusOr<WriteReply> opened = CallWriteAndWait(owner, open);
   if (!opened.ok()) return give_up(opened.status());
   const uint64_t handle = opened->handle;
-  Status sent = SendSpool(owner, handle, latest->fd, latest->size, latest->digest_part_size,
-                          latest->digest, request.from);
+  Status sent = SendSpool(owner, handle, latest.fd, latest.size, latest.digest_part_size,
+                          latest.digest, request.from);
   StatusOr<WriteReply> closed =
       sent.ok() ? CallWriteAndWait(owner, protocol::CloseWriteRequest{request.deadline_ms, handle})
                 : StatusOr<WriteReply>(sent);
@@ -1312,8 +1320,11 @@ StatusOr<WriteReply> WriteService::PassHeld(const protocol::HandOverRequest& req
   // The owner of `to` holds the file (journaled there): it is no longer this worker's to upload.
   // A crash before this line leaves it here too: both names end in the source, as between the
   // copy and the delete of a rename on S3 (docs/consistency.md).
-  write_back_->CancelPath(request.from);
-  write_back_->Unhold(request.from, request.from);
+  {
+    MutexLock l(&CommitLockOf(request.from));
+    write_back_->CancelPath(request.from, latest.id);
+    write_back_->Unhold(request.from, request.from);
+  }
   metrics_->hand_overs->Increment();
   metrics_->renames->Increment();
   return closed;

@@ -182,15 +182,18 @@ class WriteService final : public PendingFiles {
   // here (none did, or it could not be passed on and was uploaded instead).
   StatusOr<protocol::WriteReply> HandOver(const protocol::HandOverRequest& request);
   // HandOver's step with the owner of `to` known: holds `from`'s files (waiting for an upload
-  // in progress), then PassHeld. nullopt when nothing of `from` waits any more.
+  // in progress) and opens the newest, then PassHeld. nullopt when nothing of `from` waits any
+  // more.
   StatusOr<std::optional<protocol::WriteReply>> PassOn(const protocol::HandOverRequest& request,
                                                        const PageService::PathAt& from,
                                                        protocol::PageChannel& owner);
-  // Under `from`'s commit lock with its files held: writes the newest to `owner` under `to`,
-  // then drops them here. Lets go of the hold either way.
+  // With `from`'s files held (not its commit lock: the copy takes a while): writes `latest`
+  // (closes its fd) to `owner` under `to`, then drops the files of `from` up to it here. Lets
+  // go of the hold either way.
   StatusOr<protocol::WriteReply> PassHeld(const protocol::HandOverRequest& request,
                                           const PageService::PathAt& from,
-                                          protocol::PageChannel& owner);
+                                          protocol::PageChannel& owner,
+                                          const WriteBack::Latest& latest);
   // A rename whose `from` has files pending here (write-back): the newest is uploaded to `to`
   // instead, without waiting for anything (decision 8). nullopt when it cannot be done so (a
   // file of either name is being uploaded right now): the caller renames in the source.
