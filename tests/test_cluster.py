@@ -366,6 +366,47 @@ def test_a_checkpoint_renamed_across_owners_waits_for_no_upload(cluster, tmp_pat
         assert (src / "ckpt" / name).read_bytes() == data, name
 
 
+def test_a_crash_while_a_renamed_file_is_passed_on_loses_nothing(cluster, tmp_path,
+                                                                  monkeypatch):
+    """kill -9 of the owner of the old name just after the owner of the new name journaled the
+    file it was passed (CAIRN_CRASH_AT=write-back-handed-over, src/common/crash_point.h): the
+    rename fails (its client got no answer), the file is under the new name already, and the
+    restarted worker still holds it under the old name: both names reach the lake with the
+    file's bytes. Nothing acknowledged is lost (docs/consistency.md, "Write-back mounts")."""
+    src = tmp_path / "wbsrc"
+    src.mkdir()
+    monkeypatch.setenv("CAIRN_CRASH_AT", "write-back-handed-over")  # The workers only.
+    for i in (1, 2, 3):
+        cluster.start_worker(f"w{i}", extra=["--write-back-delay", "10m"])
+    monkeypatch.delenv("CAIRN_CRASH_AT")
+    cluster.wait_ring_settled()
+    cluster.mount_add("/wb", f"file://{src}", "--write-mode", "back")
+    writer = cluster.fuse(name="writer")
+    folder = mount_path(writer, "ckpt", mount="/wb")
+    os.mkdir(folder)
+    crashed = None
+    for i in range(12):  # Until a rename crosses owners (two in three do, with 3 workers).
+        name = f"step-{i:03d}.pt"
+        data = random.Random(400 + i).randbytes(500_000 + 4099 * i)
+        with open(os.path.join(folder, name + ".tmp"), "wb") as f:
+            f.write(data)
+        try:
+            os.replace(os.path.join(folder, name + ".tmp"), os.path.join(folder, name))
+        except OSError as e:
+            crashed = (name, data, e)
+            break
+    assert crashed is not None, "no rename crossed owners"
+    name, data, _ = crashed
+    dead = [w for w, p in cluster.workers.items() if not p.alive()]
+    assert len(dead) == 1, dead
+    cluster.restart_worker(dead[0])
+    cluster.wait_ring_settled()
+    synced = cluster.cli(["sync", "/wb", "--timeout", "120s"], timeout=180)
+    assert synced.returncode == 0, synced.stderr.decode(errors="replace")
+    assert (src / "ckpt" / name).read_bytes() == data
+    assert (src / "ckpt" / (name + ".tmp")).read_bytes() == data
+
+
 # ------------------------------------------------------------------------------------------
 # 2. Chaos: workers killed, restarted and frozen while a reader reads epoch after epoch
 # ------------------------------------------------------------------------------------------

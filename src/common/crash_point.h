@@ -9,7 +9,8 @@
 // write-back-journaled (the record is durable, the client not yet answered),
 // write-back-uploading (a closed file's upload is about to be completed: its parts are in the
 // source as an unfinished multipart upload), write-back-committed (the
-// object is in the source, the journal does not say so yet).
+// object is in the source, the journal does not say so yet), write-back-handed-over (a renamed
+// file is journaled at the owner of its new name, not yet dropped at the owner of the old one).
 //
 // Thread-safety: thread-safe.
 #ifndef CAIRN_COMMON_CRASH_POINT_H_

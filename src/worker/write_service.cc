@@ -1320,6 +1320,7 @@ StatusOr<WriteReply> WriteService::PassHeld(const protocol::HandOverRequest& req
   // The owner of `to` holds the file (journaled there): it is no longer this worker's to upload.
   // A crash before this line leaves it here too: both names end in the source, as between the
   // copy and the delete of a rename on S3 (docs/consistency.md).
+  CrashPoint("write-back-handed-over");
   {
     MutexLock l(&CommitLockOf(request.from));
     write_back_->CancelPath(request.from, latest.id);
