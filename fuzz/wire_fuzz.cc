@@ -81,10 +81,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (rename->to.empty() || rename->to[0] != '/') std::abort();
       path = &rename->from;
     }
+    if (const auto* hand_over = std::get_if<HandOverRequest>(&*write)) {
+      if (hand_over->to.empty() || hand_over->to[0] != '/') std::abort();
+      path = &hand_over->from;
+    }
     if (path != nullptr && (path->empty() || (*path)[0] != '/')) std::abort();
     bool has_handle = type != MessageType::kOpenWrite && type != MessageType::kRemovePath &&
                       type != MessageType::kMakeDir && type != MessageType::kRename &&
-                      type != MessageType::kSyncPath;
+                      type != MessageType::kSyncPath && type != MessageType::kHandOver;
     if (has_handle != (HandleOf(*write) != 0)) std::abort();
   }
   auto write_reply = DecodeWriteReply(bytes);

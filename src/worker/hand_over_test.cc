@@ -145,6 +145,21 @@ TEST_F(HandOverTest, ACloseOfTheOldNameDuringTheCopyStays) {
   EXPECT_EQ(Content("busy.tmp"), "written again");
 }
 
+// A remove of the old name while the file is copied comes first: the rename then finds no
+// file (NotFound, as a rename after a remove does), and nothing appears under the new name.
+TEST_F(HandOverTest, ARemoveDuringTheCopyWins) {
+  ASSERT_TRUE(WriteFile("/lake/gone.tmp", testing::RandomBytes(3 * kPart, 53)).ok());
+  Status removed = InternalError("not run");
+  intercepted_ =
+      std::make_shared<InterceptingChannel>(to_b_, [&] { removed = Remove("/lake/gone.tmp"); });
+  EXPECT_EQ(HandOver("/lake/gone.tmp", "/lake/gone.pt").status().code(), StatusCode::kNotFound);
+  EXPECT_TRUE(removed.ok()) << removed.ToString();
+  EXPECT_EQ(PendingAtB("/lake/gone.pt"), std::nullopt);
+  EXPECT_EQ(b_writes_->open_files(), 0u) << "the new owner's open file was aborted";
+  EXPECT_FALSE(Pending("/lake/gone.tmp"));
+  EXPECT_EQ(Metric("cairn_worker_write_back_hand_overs_total"), 0);
+}
+
 // Worker "a" owning both names renames as before (decision 8); a name with nothing pending is
 // NotFound (the client renames in the source).
 TEST_F(HandOverTest, OneOwnerRenamesItselfAndNothingPendingIsNotFound) {

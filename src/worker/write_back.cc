@@ -458,6 +458,12 @@ bool WriteBack::HasPending(const std::string& path) const {
                      [&](const auto& e) { return e.second.write.record.path == path; });
 }
 
+bool WriteBack::IsPending(const std::string& path, uint64_t id) const {
+  MutexLock l(&mu_);
+  auto it = items_.find(id);
+  return it != items_.end() && it->second.write.record.path == path && !it->second.cancelled;
+}
+
 bool WriteBack::NeverUploaded(const std::string& path) const {
   MutexLock l(&mu_);
   bool any = false;

@@ -139,6 +139,8 @@ class WriteBack {
   // (naming how many still wait, and the last error) at `timeout`.
   Status Sync(const std::string& prefix, std::chrono::milliseconds timeout) EXCLUDES(mu_);
   bool HasPending(const std::string& path) const EXCLUDES(mu_);
+  // Whether closed file `id` still waits under `path` (not removed, renamed or uploaded since).
+  bool IsPending(const std::string& path, uint64_t id) const EXCLUDES(mu_);
   // True when `path` has pending files, each a new file (its commit expects the name absent in
   // the source: WriteCondition::Absent) whose upload has not begun since this worker started:
   // nothing of them can be in the source. A rename or remove of such a path need not delete

@@ -1307,25 +1307,30 @@ StatusOr<WriteReply> WriteService::PassHeld(const protocol::HandOverRequest& req
   StatusOr<WriteReply> opened = CallWriteAndWait(owner, open);
   if (!opened.ok()) return give_up(opened.status());
   const uint64_t handle = opened->handle;
-  Status sent = SendSpool(owner, handle, latest.fd, latest.size, latest.digest_part_size,
-                          latest.digest, request.from);
-  StatusOr<WriteReply> closed =
-      sent.ok() ? CallWriteAndWait(owner, protocol::CloseWriteRequest{request.deadline_ms, handle})
-                : StatusOr<WriteReply>(sent);
-  if (!closed.ok()) {
+  auto abort = [&](Status why) {
     owner.CallWrite(protocol::AbortWriteRequest{request.deadline_ms, handle},
                     [](StatusOr<WriteReply>) {});  // Else it goes at the owner's idle timeout.
-    return give_up(closed.status());
+    return give_up(std::move(why));
+  };
+  Status sent = SendSpool(owner, handle, latest.fd, latest.size, latest.digest_part_size,
+                          latest.digest, request.from);
+  if (!sent.ok()) return abort(std::move(sent));
+  // The close under `from`'s commit lock, so that a remove or another rename of `from` made
+  // during the copy is ordered before this one (then nothing appears under `to`) or after it.
+  // (The owner of `to` takes no lock of this worker to close: no cycle.)
+  MutexLock commit(&CommitLockOf(request.from));
+  if (!write_back_->IsPending(request.from, latest.id)) {
+    return abort(NotFoundError(request.from + " was removed or renamed during the rename"));
   }
+  StatusOr<WriteReply> closed =
+      CallWriteAndWait(owner, protocol::CloseWriteRequest{request.deadline_ms, handle});
+  if (!closed.ok()) return abort(closed.status());
   // The owner of `to` holds the file (journaled there): it is no longer this worker's to upload.
   // A crash before this line leaves it here too: both names end in the source, as between the
   // copy and the delete of a rename on S3 (docs/consistency.md).
   CrashPoint("write-back-handed-over");
-  {
-    MutexLock l(&CommitLockOf(request.from));
-    write_back_->CancelPath(request.from, latest.id);
-    write_back_->Unhold(request.from, request.from);
-  }
+  write_back_->CancelPath(request.from, latest.id);
+  write_back_->Unhold(request.from, request.from);
   metrics_->hand_overs->Increment();
   metrics_->renames->Increment();
   return closed;
