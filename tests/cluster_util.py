@@ -196,6 +196,15 @@ def metrics_of(port, timeout=2.0, tls=None):
     return parse_metrics(body)
 
 
+def save_then_rename(folder, name, data):
+    """The checkpoint idiom: writes `data` to `folder/name.tmp`, then renames it to
+    `folder/name` (os.replace: the rename's error is raised)."""
+    temporary = os.path.join(folder, name + ".tmp")
+    with open(temporary, "wb") as f:
+        f.write(data)
+    os.replace(temporary, os.path.join(folder, name))
+
+
 def one_error_line(stderr):
     """The single 'cairn: error: ...' line of a failed command's stderr; AssertionError if the
     output is not exactly that one line or shows a crash."""

@@ -10,7 +10,8 @@ import time
 
 import pytest
 
-from cluster_util import PAGES, UFS_BYTES, Cluster, etcd, one_error_line  # noqa: F401
+from cluster_util import (PAGES, UFS_BYTES, Cluster, etcd, one_error_line,  # noqa: F401
+                          save_then_rename)
 from conftest import KiB, wait_until
 from lake import Lake
 from security_util import etcd_flags, pki, small_lake, tls_cluster, tls_flags  # noqa: F401
@@ -283,10 +284,7 @@ def test_a_checkpoint_rename_between_workers_under_mutual_tls_and_a_policy(tls_c
     files = {f"step-{i:02d}.pt": random.Random(300 + i).randbytes(200 * KiB + 4099 * i)
              for i in range(8)}
     for name, data in files.items():
-        temporary = os.path.join(folder, name + ".tmp")
-        with open(temporary, "wb") as f:
-            f.write(data)
-        os.replace(temporary, os.path.join(folder, name))
+        save_then_rename(folder, name, data)
     assert os.listdir(src) == []  # No rename waited for an upload.
     # The ring depends only on the worker ids: 5 of these 8 renames cross workers.
     assert sum(cluster.metric(w, "cairn_worker_write_back_hand_overs_total")

@@ -25,7 +25,8 @@ from cluster_util import (etcd, CLIENT_FAILOVERS, CLIENT_FALLBACK_BYTES, CLIENT_
                           CLIENT_PAGE_READS, CLIENT_WORKERS, COALESCED, CRASH_MARKERS,
                           ETCD_CONNECTED, HITS, MISSES, PAGES, READ_AHEAD, REGISTERED, REQUESTS,
                           UFS_BYTES, Cluster,
-                          distinct_free_ports, metrics_of, one_error_line, sigcont, sigstop)
+                          distinct_free_ports, metrics_of, one_error_line, save_then_rename, sigcont,
+                          sigstop)
 from conftest import KiB, MiB, is_mounted, read_whole, wait_until
 from lake import Lake
 
@@ -295,19 +296,29 @@ def test_s3_mount_credentials_from_environment(cluster, s3server, tmp_path, monk
     assert not {"access_key", "secret_key", "session_token"} & set(stored["options"]), stored
 
 
-def test_a_listing_shows_write_back_files_pending_at_every_worker(cluster, tmp_path):
-    """A write-back file waits at the owner of its own path; a listing is answered by one
-    worker, which asks the others for theirs (ListPending): every file closed shows at once to
-    another client, before any upload (the workers hold their files for 10 minutes here)."""
+def _write_back_cluster(cluster, tmp_path, before_fuse=None):
+    """Three workers holding closed files 10 minutes, a write-back mount /wb of a new folder,
+    and a FUSE client with the folder ckpt made in it: (the mount's folder, ckpt's path through
+    the client). `before_fuse` runs once the workers are started, before the client is."""
     src = tmp_path / "wbsrc"
     src.mkdir()
     for i in (1, 2, 3):
         cluster.start_worker(f"w{i}", extra=["--write-back-delay", "10m"])
+    if before_fuse is not None:
+        before_fuse()
     cluster.wait_ring_settled()
     cluster.mount_add("/wb", f"file://{src}", "--write-mode", "back")
     writer = cluster.fuse(name="writer")
     folder = mount_path(writer, "ckpt", mount="/wb")
     os.mkdir(folder)
+    return src, folder
+
+
+def test_a_listing_shows_write_back_files_pending_at_every_worker(cluster, tmp_path):
+    """A write-back file waits at the owner of its own path; a listing is answered by one
+    worker, which asks the others for theirs (ListPending): every file closed shows at once to
+    another client, before any upload (the workers hold their files for 10 minutes here)."""
+    src, folder = _write_back_cluster(cluster, tmp_path)
     files = {f"shard-{i:02d}.pt": random.Random(i).randbytes(1000 + 97 * i) for i in range(12)}
     for name, data in files.items():
         with open(os.path.join(folder, name), "wb") as f:
@@ -331,22 +342,11 @@ def test_a_checkpoint_renamed_across_owners_waits_for_no_upload(cluster, tmp_pat
     one passes the file to it (HandOver) instead of uploading it first: no rename waits for the
     lake (nothing is uploaded for 10 minutes here), another client sees every final name with
     its bytes at once and no temporary name, and the lake gets the final names only."""
-    src = tmp_path / "wbsrc"
-    src.mkdir()
-    for i in (1, 2, 3):
-        cluster.start_worker(f"w{i}", extra=["--write-back-delay", "10m"])
-    cluster.wait_ring_settled()
-    cluster.mount_add("/wb", f"file://{src}", "--write-mode", "back")
-    writer = cluster.fuse(name="writer")
-    folder = mount_path(writer, "ckpt", mount="/wb")
-    os.mkdir(folder)
+    src, folder = _write_back_cluster(cluster, tmp_path)
     files = {f"step-{i:03d}.pt": random.Random(200 + i).randbytes(300_000 + 4099 * i)
              for i in range(12)}
     for name, data in files.items():
-        temporary = os.path.join(folder, name + ".tmp")
-        with open(temporary, "wb") as f:
-            f.write(data)
-        os.replace(temporary, os.path.join(folder, name))
+        save_then_rename(folder, name, data)
     assert os.listdir(src / "ckpt") == []  # No rename made an upload happen.
     passed = {w: cluster.metric(w, "cairn_worker_write_back_hand_overs_total")
               for w in cluster.workers}
@@ -373,25 +373,15 @@ def test_a_crash_while_a_renamed_file_is_passed_on_loses_nothing(cluster, tmp_pa
     rename fails (its client got no answer), the file is under the new name already, and the
     restarted worker still holds it under the old name: both names reach the lake with the
     file's bytes. Nothing acknowledged is lost (docs/consistency.md, "Write-back mounts")."""
-    src = tmp_path / "wbsrc"
-    src.mkdir()
-    monkeypatch.setenv("CAIRN_CRASH_AT", "write-back-handed-over")  # The workers only.
-    for i in (1, 2, 3):
-        cluster.start_worker(f"w{i}", extra=["--write-back-delay", "10m"])
-    monkeypatch.delenv("CAIRN_CRASH_AT")
-    cluster.wait_ring_settled()
-    cluster.mount_add("/wb", f"file://{src}", "--write-mode", "back")
-    writer = cluster.fuse(name="writer")
-    folder = mount_path(writer, "ckpt", mount="/wb")
-    os.mkdir(folder)
+    monkeypatch.setenv("CAIRN_CRASH_AT", "write-back-handed-over")  # The workers only:
+    src, folder = _write_back_cluster(cluster, tmp_path,
+                                      before_fuse=lambda: monkeypatch.delenv("CAIRN_CRASH_AT"))
     crashed = None
     for i in range(12):  # Until a rename crosses owners (two in three do, with 3 workers).
         name = f"step-{i:03d}.pt"
         data = random.Random(400 + i).randbytes(500_000 + 4099 * i)
-        with open(os.path.join(folder, name + ".tmp"), "wb") as f:
-            f.write(data)
         try:
-            os.replace(os.path.join(folder, name + ".tmp"), os.path.join(folder, name))
+            save_then_rename(folder, name, data)
         except OSError as e:
             crashed = (name, data, e)
             break

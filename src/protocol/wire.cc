@@ -730,6 +730,21 @@ std::string EncodeWriteRequest(const WriteRequest& request) {
   return w.Take();
 }
 
+// Rename and HandOver share one layout (`u32 deadline_ms, str from, str to, u8 no_replace`):
+// `ok` false when it is cut short; Corruption for a flag other than 0 or 1.
+template <typename T>
+Status ReadRenameLayout(ByteReader& r, std::string_view name, bool* ok, WriteRequest* out) {
+  T q;
+  uint8_t no_replace = 0;
+  *ok = r.U32(&q.deadline_ms) && r.Str(&q.from) && r.Str(&q.to) && r.U8(&no_replace);
+  if (*ok && no_replace > 1) {
+    return CorruptionError(std::string(name) + " with a bad no_replace flag");
+  }
+  q.no_replace = no_replace == 1;
+  *out = std::move(q);
+  return Status::Ok();
+}
+
 StatusOr<WriteRequest> DecodeWriteRequest(MessageType type, std::span<const char> payload) {
   if (type == MessageType::kWritePage) return DecodeWritePage(payload);
   ByteReader r(payload);
@@ -802,24 +817,12 @@ StatusOr<WriteRequest> DecodeWriteRequest(MessageType type, std::span<const char
       out = q;
       break;
     }
-    case MessageType::kRename: {
-      RenameRequest q;
-      uint8_t no_replace = 0;
-      ok = r.U32(&q.deadline_ms) && r.Str(&q.from) && r.Str(&q.to) && r.U8(&no_replace);
-      if (ok && no_replace > 1) return CorruptionError("Rename with a bad no_replace flag");
-      q.no_replace = no_replace == 1;
-      out = std::move(q);
+    case MessageType::kRename:
+      CAIRN_RETURN_IF_ERROR(ReadRenameLayout<RenameRequest>(r, "Rename", &ok, &out));
       break;
-    }
-    case MessageType::kHandOver: {
-      HandOverRequest q;
-      uint8_t no_replace = 0;
-      ok = r.U32(&q.deadline_ms) && r.Str(&q.from) && r.Str(&q.to) && r.U8(&no_replace);
-      if (ok && no_replace > 1) return CorruptionError("HandOver with a bad no_replace flag");
-      q.no_replace = no_replace == 1;
-      out = std::move(q);
+    case MessageType::kHandOver:
+      CAIRN_RETURN_IF_ERROR(ReadRenameLayout<HandOverRequest>(r, "HandOver", &ok, &out));
       break;
-    }
     default:
       return CorruptionError("message type " + std::to_string(static_cast<int>(type)) +
                              " is not a write request");
