@@ -238,6 +238,12 @@ bool NoWorkerAnswered(const Status& s) {
   return s.code() == StatusCode::kUnavailable || s.code() == StatusCode::kUnimplemented;
 }
 
+// Whether a failed name change (rename, remove) may have changed what the source or a worker
+// holds: anything but a request no worker got.
+bool ChangeMayHaveHappened(const Status& s) {
+  return s.code() != StatusCode::kUnavailable || s.outcome_unknown();
+}
+
 }  // namespace
 
 StatusOr<FileInfo> ClientImpl::StatPath(const mount::Mount& mount, const std::string& key,
@@ -511,7 +517,8 @@ StatusOr<std::unique_ptr<FileWriter>> ClientImpl::OpenForWrite(std::string_view 
 }
 
 StatusOr<ClientImpl::OwnerReply> ClientImpl::AskOwners(const std::string& path,
-                                                       const protocol::WriteRequest& request) {
+                                                       const protocol::WriteRequest& request,
+                                                       FailOver fail_over) {
   const auto owners = fetcher_->OwnersOf(path);
   if (owners.empty()) return NoWriter(path);
   Status last;
@@ -527,6 +534,13 @@ StatusOr<ClientImpl::OwnerReply> ClientImpl::AskOwners(const std::string& path,
     if (code != StatusCode::kUnavailable && code != StatusCode::kDeadlineExceeded) {
       return reply.status();
     }
+    if (fail_over == FailOver::kWhenNotSent &&
+        (reply.status().outcome_unknown() || code == StatusCode::kDeadlineExceeded)) {
+      return reply.status()
+          .WithContext("worker " + channel->Describe() +
+                       " got the request and gave no answer (it may have been done)")
+          .WithOutcomeUnknown();
+    }
     last = reply.status();
   }
   return UnavailableError("no worker could write " + path + ": " + last.message());
@@ -538,10 +552,10 @@ Status ClientImpl::Remove(std::string_view raw_path) {
   protocol::RemovePathRequest request;
   request.deadline_ms = static_cast<uint32_t>(options_.worker_timeout.count());
   request.path = path;
-  Status removed = AskOwners(path, request).status();
+  Status removed = AskOwners(path, request, FailOver::kWhenNotSent).status();
   if (removed.ok()) {
     NoteRemoved(path);
-  } else if (removed.code() != StatusCode::kUnavailable) {
+  } else if (ChangeMayHaveHappened(removed)) {
     ForgetWritten(path);
   }
   return removed;
@@ -554,8 +568,8 @@ Status ClientImpl::RemoveDir(std::string_view raw_path) {
   request.deadline_ms = static_cast<uint32_t>(options_.worker_timeout.count());
   request.path = path;
   request.directory = true;
-  Status removed = AskOwners(path, request).status();
-  if (removed.code() != StatusCode::kUnavailable) ForgetWritten(path);
+  Status removed = AskOwners(path, request, FailOver::kWhenNotSent).status();
+  if (ChangeMayHaveHappened(removed)) ForgetWritten(path);
   return removed;
 }
 
@@ -590,9 +604,9 @@ Status ClientImpl::Rename(std::string_view raw_from, std::string_view raw_to, bo
     hand_over.from = from;
     hand_over.to = to;
     hand_over.no_replace = no_replace;
-    Status passed = AskOwners(from, hand_over).status();
+    Status passed = AskOwners(from, hand_over, FailOver::kWhenNotSent).status();
     if (passed.code() != StatusCode::kNotFound) {
-      if (passed.code() != StatusCode::kUnavailable) {
+      if (ChangeMayHaveHappened(passed)) {
         ForgetWritten(from);
         ForgetWritten(to);
       }
@@ -605,8 +619,8 @@ Status ClientImpl::Rename(std::string_view raw_from, std::string_view raw_to, bo
   request.from = from;
   request.to = to;
   request.no_replace = no_replace;
-  Status moved = AskOwners(to, request).status();
-  if (moved.code() != StatusCode::kUnavailable) {
+  Status moved = AskOwners(to, request, FailOver::kWhenNotSent).status();
+  if (ChangeMayHaveHappened(moved)) {
     ForgetWritten(from);
     ForgetWritten(to);
   }

@@ -68,9 +68,22 @@ class ClientImpl : public Client {
     std::shared_ptr<protocol::PageChannel> channel;  // The worker that answered.
     protocol::WriteReply reply;
   };
-  // Sends a write request to the path's owner, else the next worker the ring names (the owner
-  // is down or stalled: Unavailable or DeadlineExceeded). Other errors are the worker's answer.
-  StatusOr<OwnerReply> AskOwners(const std::string& path, const protocol::WriteRequest& request);
+  // When a write request goes on from an owner that failed to answer to the next one.
+  enum class FailOver {
+    // Whenever the owner is down or stalled (Unavailable, DeadlineExceeded): for requests that
+    // are harmless to repeat elsewhere (an open for writing: nothing shows before its close).
+    kWhenUnanswered,
+    // Only when the request never reached the owner (Unavailable without outcome_unknown()):
+    // for requests that change names (rename, hand-over, remove). One the owner got and then
+    // failed to answer (it crashed or stalled mid-way) may have taken effect, or may yet, and
+    // another owner's answer would misreport it (a rename found half done answers "no such
+    // file"): the caller gets the failure, marked outcome_unknown(), and may try again.
+    kWhenNotSent,
+  };
+  // Sends a write request to the path's owner, else, as `fail_over` allows, the next worker
+  // the ring names. Other errors are the worker's answer.
+  StatusOr<OwnerReply> AskOwners(const std::string& path, const protocol::WriteRequest& request,
+                                 FailOver fail_over = FailOver::kWhenUnanswered);
   // Drops the cached metadata of a path written or removed, and its parent's listing.
   void ForgetWritten(const std::string& path);
   // After this client's own commit or remove of a file: its metadata is what the source now

@@ -59,7 +59,9 @@ Status Status::WithContext(std::string_view context) const {
   std::string m(context);
   m += ": ";
   m += message_;
-  return Status(code_, std::move(m));
+  Status out(code_, std::move(m));
+  out.outcome_unknown_ = outcome_unknown_;
+  return out;
 }
 
 Status ErrnoToStatus(int err, std::string_view context) {

@@ -58,19 +58,35 @@ class [[nodiscard]] Status {
   // "NotFound: no such object 'a/b'" or "OK".
   std::string ToString() const;
 
-  // Returns a copy with `context` prefixed to the message ("context: message").
+  // Returns a copy with `context` prefixed to the message ("context: message"). Keeps
+  // outcome_unknown().
   Status WithContext(std::string_view context) const;
+
+  // Whether the operation that failed may still have taken effect: a request sent to a peer
+  // that then failed to answer (its connection broke, its deadline passed). Such a failure
+  // must not be retried elsewhere as if nothing had happened where a second attempt is not
+  // harmless (a rename, a remove). A failure without the mark is one the operation did not
+  // reach its target with (a refused connection), or one the target reported itself.
+  bool outcome_unknown() const { return outcome_unknown_; }
+  // A copy marked outcome_unknown() (an error only: OK stays OK).
+  Status WithOutcomeUnknown() const {
+    Status s = *this;
+    s.outcome_unknown_ = !ok();
+    return s;
+  }
 
   // Explicitly drops a status the caller decided not to act on.
   void IgnoreError() const {}
 
   bool operator==(const Status& other) const {
-    return code_ == other.code_ && message_ == other.message_;
+    return code_ == other.code_ && message_ == other.message_ &&
+           outcome_unknown_ == other.outcome_unknown_;
   }
 
  private:
   StatusCode code_ = StatusCode::kOk;
   std::string message_;
+  bool outcome_unknown_ = false;
 };
 
 inline Status NotFoundError(std::string m) { return {StatusCode::kNotFound, std::move(m)}; }

@@ -26,6 +26,17 @@ TEST(StatusTest, OkAndErrorsCarryCodeAndMessage) {
   EXPECT_EQ(s.WithContext("stat").ToString(), "NotFound: stat: no such object 'a'");
 }
 
+TEST(StatusTest, AnUnknownOutcomeIsKeptThroughContextAndNeverMarksOk) {
+  Status sent = UnavailableError("connection lost").WithOutcomeUnknown();
+  EXPECT_TRUE(sent.outcome_unknown());
+  EXPECT_EQ(sent.code(), StatusCode::kUnavailable);
+  EXPECT_TRUE(sent.WithContext("rename of /a").outcome_unknown());
+  EXPECT_FALSE(UnavailableError("connection lost").outcome_unknown());
+  EXPECT_FALSE(sent == UnavailableError("connection lost"));
+  EXPECT_FALSE(Status::Ok().WithOutcomeUnknown().outcome_unknown());
+  EXPECT_TRUE(Status::Ok().WithOutcomeUnknown().ok());
+}
+
 TEST(StatusTest, ErrnoMapsToCodes) {
   EXPECT_EQ(ErrnoToStatus(ENOENT, "open").code(), StatusCode::kNotFound);
   EXPECT_EQ(ErrnoToStatus(EACCES, "open").code(), StatusCode::kPermissionDenied);

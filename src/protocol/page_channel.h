@@ -37,7 +37,9 @@ class PageChannel {
   // reply carries (AlignedRange(offset, length, page length) for ReadPage and LookupPage, the
   // whole page for PeerRead) and stay alive until `done` runs; for control requests it is
   // empty. `done` runs exactly once, possibly on another thread, possibly before this returns.
-  // Errors: Unavailable/DeadlineExceeded (worker unreachable or too slow: try elsewhere),
+  // Errors: Unavailable/DeadlineExceeded (worker unreachable or too slow: try elsewhere; marked
+  // Status::outcome_unknown() when the request may have reached the worker: its connection
+  // broke after the request was sent, or its deadline passed),
   // FailedPrecondition (the object changed: the version is gone; or an incompatible protocol
   // version), NotFound (object deleted), others as reported by the worker. The caller verifies
   // the checksums.

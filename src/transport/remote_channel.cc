@@ -144,7 +144,8 @@ class RemoteChannel::Conn : public std::enable_shared_from_this<Conn> {
       failed.swap(pending_);
     }
     spdlog::debug("connection to {} closed: {}", stream_->PeerName(), why.ToString());
-    for (auto& [id, p] : failed) p.Fail(UnavailableError(why.message()));
+    // Each of them may have reached the worker (a request is pending once it is being sent).
+    for (auto& [id, p] : failed) p.Fail(UnavailableError(why.message()).WithOutcomeUnknown());
   }
 
  private:
@@ -348,9 +349,10 @@ class RemoteChannel::Conn : public std::enable_shared_from_this<Conn> {
     Status r = stream_->ReadFull(pending->dest.first(data_length));
     body_deadline_us_.store(0);
     if (!r.ok()) {
-      pending->done(body_late_.load() ? DeadlineExceededError("worker did not finish its reply in "
-                                                              "time")
-                                      : UnavailableError(r.message()));
+      pending->done((body_late_.load() ? DeadlineExceededError("worker did not finish its reply "
+                                                               "in time")
+                                       : UnavailableError(r.message()))
+                        .WithOutcomeUnknown());
       return r;
     }
     protocol::PageReply out;
@@ -590,7 +592,9 @@ void RemoteChannel::SweepLoop() {
       spdlog::warn("worker {} missed a deadline; marking it suspect", options_.address);
       MarkSuspect();
       c->Close(DeadlineExceededError("deadline missed"));
-      for (auto& p : late) p.Fail(DeadlineExceededError("worker did not answer in time"));
+      for (auto& p : late) {
+        p.Fail(DeadlineExceededError("worker did not answer in time").WithOutcomeUnknown());
+      }
     }
     mu_.Lock();
   }

@@ -5,7 +5,9 @@
 // may come back in any order. Every request has a deadline: a sweeper fails late requests with
 // DeadlineExceeded. A connection failure fails every request on it with Unavailable and marks
 // the worker suspect, so further requests fail fast (no connect timeout per read) until a
-// reconnect succeeds after `suspect_backoff`.
+// reconnect succeeds after `suspect_backoff`. A request that was being sent or waited for its
+// reply fails marked Status::outcome_unknown() (the worker may have acted on it); one that
+// found no connection (refused, suspect) fails unmarked: it never left this process.
 //
 // Thread-safety: thread-safe. Callbacks run on internal threads and must not block for long.
 #ifndef CAIRN_TRANSPORT_REMOTE_CHANNEL_H_

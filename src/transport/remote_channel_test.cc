@@ -157,12 +157,51 @@ TEST_F(RemoteChannelTest, AWorkerThatMissesTheDeadlineIsSuspectOnTheInjectedCloc
   clock_.Advance(std::chrono::milliseconds(1001));
   auto r = f.get();
   EXPECT_EQ(r.status().code(), StatusCode::kDeadlineExceeded);
+  EXPECT_TRUE(r.status().outcome_unknown());  // The worker got it.
   EXPECT_TRUE(channel.suspect());
   // Suspect: calls fail fast, until the back-off passes on the same clock.
   auto fast = Call(channel, Read(0, 0, 100), dest).get();
   EXPECT_EQ(fast.status().code(), StatusCode::kUnavailable);
+  EXPECT_FALSE(fast.status().outcome_unknown());  // It never left.
   clock_.Advance(options_.suspect_backoff + std::chrono::milliseconds(1));
   EXPECT_FALSE(channel.suspect());
+}
+
+// A write request the worker received before its connection broke may have been done; one that
+// found no connection was not: the client fails over only the second (ClientImpl::AskOwners).
+TEST_F(RemoteChannelTest, ARequestLostAfterItWasSentHasAnUnknownOutcomeOneNeverSentHasNot) {
+  RemoteChannel channel(options_);
+  std::thread hello = AnswerHello(1);
+  protocol::RemovePathRequest remove;
+  remove.path = "/lake/ckpt/step-1.pt";
+  auto sent = std::make_shared<std::promise<StatusOr<protocol::WriteReply>>>();
+  auto sent_future = sent->get_future();
+  channel.CallWrite(remove,
+                    [sent](StatusOr<protocol::WriteReply> r) { sent->set_value(std::move(r)); });
+  hello.join();
+  net::Stream* w = Connection(1);
+  auto q = ReadFrame(w);
+  ASSERT_TRUE(q.ok()) << q.status().ToString();
+  EXPECT_EQ(q->first.type, MessageType::kRemovePath);
+  w->Shutdown();  // The worker dies with the request in hand.
+  ASSERT_EQ(sent_future.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  Status lost = sent_future.get().status();
+  EXPECT_EQ(lost.code(), StatusCode::kUnavailable);
+  EXPECT_TRUE(lost.outcome_unknown()) << lost.ToString();
+
+  // A worker that refuses connections never sees the request.
+  RemoteChannelOptions refusing = options_;
+  refusing.connect = [](const std::string&,
+                        std::chrono::milliseconds) -> StatusOr<std::unique_ptr<net::Stream>> {
+    return UnavailableError("connection refused");
+  };
+  RemoteChannel down(refusing);
+  std::promise<StatusOr<protocol::WriteReply>> never;
+  down.CallWrite(remove,
+                 [&never](StatusOr<protocol::WriteReply> r) { never.set_value(std::move(r)); });
+  Status refused = never.get_future().get().status();
+  EXPECT_EQ(refused.code(), StatusCode::kUnavailable);
+  EXPECT_FALSE(refused.outcome_unknown()) << refused.ToString();
 }
 
 // A worker frozen in the middle of a reply (SIGSTOP between two writes of one page): the bytes
