@@ -16,14 +16,16 @@ written one after another as a one-rank torch.distributed.checkpoint does), into
 then restored (read back whole; the shards with torch.load) from Cairn cold (a fresh worker
 cache: every byte from the lake), Cairn warm (the kernel page cache dropped, the worker cache
 kept) and the local disk (page cache dropped). The lake is s3rver on this machine. Each state is
-timed in every run, medians and ratios of one run. Each save starts with the page cache dropped
+timed in every run, medians and ratios of one run. `--lake radosgw` runs the same
+against a radosgw (tests/radosgw/radosgw.sh) instead of s3rver. Each save starts with the page cache dropped
 and the machine idle (the uploads, cache fills and write-outs of the save before it finished).
 
 A benchmark, not a test: it fails (exit 1) only if something reads back wrong or a process
 misbehaves. Needs root (FUSE, drop_caches), the release build, s3fs, rclone and python3-torch:
 
     /usr/bin/python3 bench/checkpoint_bench.py [--size-mib 1024] [--shards 100] [--runs 3]
-                                               [--out FILE.json]
+                                               [--out FILE.json] [--lake s3rver|radosgw]
+                                               [--kinds file,sharded]
 
 docs/benchmarks.md ("Checkpoint save and restore") has a recorded run.
 """
@@ -47,6 +49,7 @@ sys.path.insert(0, BENCH_DIR)
 
 from conftest import S3_BUCKET, Harness, S3Server  # noqa: E402
 from mounts import mount_rclone, mount_s3fs  # noqa: E402
+from radosgw_lake import start_radosgw  # noqa: E402
 from write_bench import start_s3rver  # noqa: E402
 
 CHUNK = 1 << 20
@@ -63,7 +66,18 @@ def parse_args(argv):
     p.add_argument("--shards", type=int, default=100)
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--out", help="write all runs and the summary here (JSON)")
-    return p.parse_args(argv)
+    p.add_argument("--lake", choices=("s3rver", "radosgw"), default="s3rver",
+                   help="radosgw: tests/radosgw/radosgw.sh, objects in RAM (see --lake-gib)")
+    p.add_argument("--lake-gib", type=int, default=12,
+                   help="radosgw's RAM for objects; a run puts about 5x the checkpoint's size "
+                        "per kind in the lake, and the run before's objects are deleted")
+    p.add_argument("--kinds", default="file,sharded",
+                   help="which checkpoints: file (one large file), sharded, or both")
+    args = p.parse_args(argv)
+    args.kinds = [k for k in args.kinds.split(",") if k]
+    if not args.kinds or any(k not in ("file", "sharded") for k in args.kinds):
+        p.error("--kinds takes file, sharded or file,sharded")
+    return args
 
 
 def drop_caches():
@@ -213,7 +227,10 @@ def main(argv):
         harness = Harness(args.bin, work)
         s3proc = None
         try:
-            s3proc, port = start_s3rver(work)
+            if args.lake == "radosgw":
+                s3proc, port = start_radosgw(work, args.lake_gib << 30)
+            else:
+                s3proc, port = start_s3rver(work)
             s3 = S3Server(port, s3proc)
             local = os.path.join(work, "local")
             os.makedirs(local)
@@ -232,7 +249,7 @@ def main(argv):
                     # about 10 times the checkpoint's size into the lake). Deleted only once
                     # no mount works under that prefix any more.
                     delete_run(s3, f"r{run - 1}/", os.path.join(local, f"r{run - 1}/"))
-                for kind in ("file", "sharded"):
+                for kind in args.kinds:
                     def note(mode, s):
                         runs.append({"run": run, "kind": kind, "mode": mode, "s": s})
                         print(f"run {run} {kind:<8} {mode:<16} {s:7.2f} s", flush=True)
@@ -322,6 +339,8 @@ def report(args, runs, failures):
     summary = {}
     for kind, label in (("file", f"one {args.size_mib} MiB file"),
                         ("sharded", f"{args.shards} torch.save shards, {args.size_mib} MiB")):
+        if kind not in args.kinds:
+            continue
         print(f"{label}: medians of {args.runs} runs")
         med = {}
         for mode in SAVE_MODES + RESTORE_MODES:

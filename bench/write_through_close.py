@@ -7,9 +7,10 @@ PUTs at a time. With --floor-mib, also the lake's floor for one large object: a 
 of 8 MiB parts, 4 in flight (what a write-through close of a file that size waits for at best),
 its completion timed apart, and one PUT of it.
 
-The lake is s3rver on this machine. Needs root (FUSE), the release build and python3-boto3:
+The lake is s3rver on this machine (--lake radosgw: a radosgw, tests/radosgw/radosgw.sh). Needs root (FUSE), the release build and python3-boto3:
 
     /usr/bin/python3 bench/write_through_close.py [--files 20] [--size-mib 10] [--floor-mib 1024]
+        [--lake s3rver|radosgw]
 
 docs/benchmarks.md ("One request for a file that ends small") has a recorded run.
 """
@@ -27,6 +28,7 @@ sys.path.insert(0, os.path.join(REPO, "tests"))
 sys.path.insert(0, BENCH_DIR)
 
 from conftest import S3_BUCKET, Harness, S3Server  # noqa: E402
+from radosgw_lake import start_radosgw  # noqa: E402
 from write_bench import start_s3rver  # noqa: E402
 
 MiB = 1 << 20
@@ -122,6 +124,9 @@ def main(argv):
     p.add_argument("--files", type=int, default=20)
     p.add_argument("--size-mib", type=int, default=10)
     p.add_argument("--floor-mib", type=int, default=0)
+    p.add_argument("--lake", choices=("s3rver", "radosgw"), default="s3rver",
+                   help="radosgw: tests/radosgw/radosgw.sh, objects in RAM (--lake-gib)")
+    p.add_argument("--lake-gib", type=int, default=6)
     args = p.parse_args(argv)
     import boto3
     if not os.path.exists(args.bin):
@@ -131,7 +136,10 @@ def main(argv):
         harness = Harness(args.bin, work)
         proc = None
         try:
-            proc, port = start_s3rver(work)
+            if args.lake == "radosgw":
+                proc, port = start_radosgw(work, args.lake_gib << 30)
+            else:
+                proc, port = start_s3rver(work)
             s3 = S3Server(port, proc)
             cairn_closes(harness, s3, work, args.files, data)
             client = boto3.client("s3", endpoint_url=f"http://127.0.0.1:{port}",

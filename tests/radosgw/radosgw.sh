@@ -9,6 +9,10 @@
 # off, pools of size 1, radosgw with the beast frontend on 127.0.0.1:PORT. Everything (config,
 # data, logs, sockets, pid files) stays under DIR. About 15 s to start. Needs Debian's
 # ceph-mon ceph-osd ceph-mgr radosgw ceph-common (scripts/install-deps.sh).
+#
+# Environment (benchmarks): RADOSGW_MEMSTORE_BYTES, the OSD's RAM for objects (default 2 GiB);
+# RADOSGW_EXTRA_CONF, lines appended to the gateway's config section (for example a short
+# garbage-collection wait, so that deleted objects give their memory back).
 set -euo pipefail
 
 cmd=${1:?usage: radosgw.sh start DIR PORT ACCESS SECRET | stop DIR}
@@ -75,7 +79,7 @@ osd pool default pg num = 8
 osd pool default pgp num = 8
 osd crush chooseleaf type = 0
 osd objectstore = memstore
-memstore device bytes = 2147483648
+memstore device bytes = ${RADOSGW_MEMSTORE_BYTES:-2147483648}
 osd max object name len = 460
 osd max object namespace len = 64
 ms bind ipv6 = false
@@ -94,6 +98,7 @@ rgw frontends = beast endpoint=127.0.0.1:$port
 rgw data = $dir/rgw
 rgw dns name = 127.0.0.1
 rgw enable usage log = false
+${RADOSGW_EXTRA_CONF:-}
 CONF
 
 trap 'stop' ERR
