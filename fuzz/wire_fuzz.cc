@@ -15,9 +15,9 @@ using namespace cairn::protocol;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
-  // The first byte picks the message type the rest claims to be (0..31: kHandOver is the
+  // The first byte picks the message type the rest claims to be (0..32: kKeepWrite is the
   // last; 0 is no type).
-  auto type = static_cast<MessageType>(data[0] % 32);
+  auto type = static_cast<MessageType>(data[0] % 33);
   std::span<const char> bytes(reinterpret_cast<const char*>(data) + 1, size - 1);
   if (bytes.size() >= kFrameHeaderSize) {
     (void)DecodeFrameHeader(bytes.first<kFrameHeaderSize>());

@@ -7,6 +7,7 @@ import os
 import random
 import signal
 import subprocess
+import time
 
 import pytest
 
@@ -124,3 +125,46 @@ def test_a_put_killed_half_way_leaves_nothing_in_the_bucket(setup, module_harnes
     _, body = http_get(w.metrics_port, "/metrics")
     assert parse_metrics(body)["cairn_worker_write_files_open"] >= 1
     assert server.object("writes/partial.bin") is None
+
+
+def test_a_file_held_open_longer_than_the_idle_timeout_keeps_its_writes(module_harness, setup):
+    """A worker aborts a file open for writing after its idle timeout without a request, so that
+    a client that died does not hold it for ever (here --write-idle-timeout 2s instead of 10
+    minutes). A file held open through the mount and written now and then (a training log)
+    must not be aborted: the client keeps its handle alive (KeepWrite, protocol v13). Before,
+    its next write failed with EIO and nothing it wrote reached the bucket. A client killed
+    while it holds a file still loses it to the timeout."""
+    _, _, server, config = setup
+    w = module_harness.worker([], os.path.join(module_harness.workdir, "idle-cache"),
+                              name="idle-worker",
+                              extra=["--config", config, "--write-idle-timeout", "2s"])
+    fuse = module_harness.fuse([], workers=[f"127.0.0.1:{w.listen_port}"],
+                               extra=["--config", config], name="idle-fuse")
+    folder = os.path.join(fuse.mountpoint, "w", "logs")
+    os.makedirs(folder, exist_ok=True)
+    lines = [f"epoch {i}: loss {1.0 / (i + 1):.4f}\n".encode() for i in range(3)]
+    with open(os.path.join(folder, "train.log"), "wb", buffering=0) as log:
+        for line in lines:
+            log.write(line)
+            time.sleep(3.5)  # Longer than the worker's idle timeout, and its reaper's round.
+    assert server.object("writes/logs/train.log") == b"".join(lines)
+
+    args = [module_harness.cairn_bin, "put", "-", "/w/logs/abandoned.bin", "--config", config,
+            "--worker", f"127.0.0.1:{w.listen_port}"]
+    proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+
+    def files_open():
+        return parse_metrics(http_get(w.metrics_port, "/metrics")[1])[
+            "cairn_worker_write_files_open"]
+    try:
+        proc.stdin.write(random.Random(5).randbytes(2 * MiB))
+        proc.stdin.flush()
+        wait_until(lambda: files_open() == 1, 30, "the put's file to be open")
+    finally:
+        proc.kill()
+        proc.wait()
+    wait_until(lambda: files_open() == 0, 15, "the killed put's file to be aborted")
+    assert server.object("writes/logs/abandoned.bin") is None
+    assert fuse.stop() == 0
+    assert w.stop() == 0

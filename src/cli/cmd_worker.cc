@@ -26,6 +26,7 @@ struct WorkerFlags {
   std::string ufs_max_bandwidth;
   std::string write_back_budget;
   std::string write_back_delay;
+  std::string write_idle_timeout;
   bool no_peer_fill = false;
   std::string source_read_size;
   std::string insecure_plaintext;
@@ -90,6 +91,14 @@ Status BuildWorkerOptions(const WorkerFlags& f, worker::WorkerOptions* out) {
     }
     w.write_back_delay = std::chrono::duration_cast<std::chrono::milliseconds>(*delay);
   }
+  if (!f.write_idle_timeout.empty()) {
+    auto idle = ParseDuration(f.write_idle_timeout);
+    if (!idle.ok()) return idle.status().WithContext("--write-idle-timeout");
+    if (*idle < std::chrono::seconds(1) || *idle > std::chrono::hours(24)) {
+      return InvalidArgumentError("--write-idle-timeout is between 1s and 24h");
+    }
+    w.write_idle_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(*idle);
+  }
   out->config = w;
   out->mounts = cfg.client.mounts;
   out->etcd_endpoints = cfg.client.etcd_endpoints;
@@ -141,6 +150,10 @@ Runner RegisterWorker(CLI::App* app) {
                   "How long a closed file of a write-back mount waits before its upload starts, "
                   "e.g. 0s, 1s, 30s (default 1s: a rename in that time moves the file instead "
                   "of waiting for its upload; cairn sync starts it at once)");
+  cmd->add_option("--write-idle-timeout", f->write_idle_timeout,
+                  "How long a file open for writing keeps its handle without a request from "
+                  "its client, e.g. 10m (default); then the write is aborted. Clients that "
+                  "hold a file open keep it alive within this time");
   cmd->add_option("--ufs-max-bandwidth", f->ufs_max_bandwidth,
                   "Cap on bytes per second this worker reads from the sources, e.g. 500MiB");
   cmd->add_option("--lease-ttl", f->lease_ttl_s,

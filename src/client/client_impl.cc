@@ -509,6 +509,8 @@ StatusOr<std::unique_ptr<FileWriter>> ClientImpl::OpenForWrite(std::string_view 
   wo.commit_timeout = options_.write_commit_timeout;
   wo.room_wait = options_.write_room_wait;
   wo.on_commit = [this](const std::string& p, const FileInfo& info) { NoteCommitted(p, info); };
+  wo.keeper = write_keeper_;
+  wo.idle_timeout = std::chrono::milliseconds(opened.reply.idle_timeout_ms);
   // What is cached of the path itself is stale now; the parent's listing is not (the source
   // holds what it held until the commit).
   if (options.truncate) metadata_.Forget(path);

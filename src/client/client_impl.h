@@ -14,6 +14,7 @@
 #include "client/metadata_cache.h"
 #include "client/page_buffer.h"
 #include "client/page_fetcher.h"
+#include "client/write_keeper.h"
 #include "common/thread_annotations.h"
 #include "common/thread_pool.h"
 #include "mount/mount_table.h"
@@ -149,6 +150,9 @@ class ClientImpl : public Client {
   std::unordered_map<std::string, std::shared_future<StatusOr<DirPage>>> listings_
       GUARDED_BY(listings_mu_);
   std::unique_ptr<PageFetcher> fetcher_;
+  // Keeps the handles of this client's files open for writing alive (shared with the writers,
+  // which may outlive the client: its thread stops with the last of them).
+  const std::shared_ptr<WriteKeeper> write_keeper_ = std::make_shared<WriteKeeper>();
   PageBuffer buffer_;
   std::atomic<uint64_t> buffer_hits_{0};
   std::atomic<uint64_t> unbuffered_reads_{0};

@@ -31,6 +31,9 @@ RemoteFileWriter::RemoteFileWriter(std::shared_ptr<protocol::PageChannel> channe
       path_(std::move(path)),
       handle_(handle),
       options_(std::move(options)),
+      kept_(options_.keeper != nullptr
+                ? options_.keeper->Keep(channel_, handle_, options_.idle_timeout)
+                : nullptr),
       size_(size) {}
 
 RemoteFileWriter::~RemoteFileWriter() {
@@ -43,6 +46,7 @@ RemoteFileWriter::~RemoteFileWriter() {
     Status aborted = Abort();
     if (!aborted.ok()) spdlog::debug("abandoned write of {}: {}", path_, aborted.ToString());
   }
+  if (options_.keeper != nullptr) options_.keeper->Forget(kept_);
 }
 
 Status RemoteFileWriter::CheckOpen() const {
@@ -292,6 +296,7 @@ StatusOr<FileInfo> RemoteFileWriter::Commit(bool close) {
     size_ = reply->size;
     committed_changes_ = seen;
   }
+  if (close && options_.keeper != nullptr) options_.keeper->Forget(kept_);
   FileInfo info;
   const size_t slash = path_.rfind('/');
   info.name = path_.substr(slash + 1);
@@ -314,6 +319,7 @@ Status RemoteFileWriter::Abort() {
     changed_.Wait(&mu_, [this]() REQUIRES(mu_) { return in_flight_.empty(); });
   }
   changed_.NotifyAll();
+  if (options_.keeper != nullptr) options_.keeper->Forget(kept_);
   StatusOr<protocol::WriteReply> reply = Call(
       protocol::AbortWriteRequest{static_cast<uint32_t>(options_.commit_timeout.count()), handle_});
   if (!reply.ok() && reply.status().code() != StatusCode::kNotFound) {

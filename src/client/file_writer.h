@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "cairn/client.h"
+#include "client/write_keeper.h"
 #include "common/clock.h"
 #include "common/thread_annotations.h"
 #include "protocol/page_channel.h"
@@ -47,6 +48,10 @@ struct FileWriterOptions {
   // cached metadata of the path); not after a Close that follows a Sync with nothing written
   // in between.
   std::function<void(const std::string& path, const FileInfo& info)> on_commit;
+  // Keeps the handle alive while the file stays open (the worker aborts it after idle_timeout,
+  // OpenWrite's reply, without a request). Null or a timeout of 0: not kept.
+  std::shared_ptr<WriteKeeper> keeper;
+  std::chrono::milliseconds idle_timeout{0};
 };
 
 class RemoteFileWriter : public FileWriter {
@@ -100,6 +105,7 @@ class RemoteFileWriter : public FileWriter {
   const std::string path_;
   const uint64_t handle_;
   const FileWriterOptions options_;
+  const std::shared_ptr<WriteKeeper::Kept> kept_;  // Null when not kept.
 
   mutable Mutex mu_;
   CondVar changed_;

@@ -65,6 +65,10 @@ struct WorkerConfig {
   // How long a closed write-back file waits before its upload starts (a rename in that time
   // moves it without an upload; `cairn sync` starts it at once). Negative: the default, 1 s.
   std::chrono::milliseconds write_back_delay{-1};
+  // How long a file open for writing keeps its handle without a request from its client (a
+  // client holding the file open sends one well within it); then the write is aborted.
+  // Negative: the default, 10 minutes.
+  std::chrono::milliseconds write_idle_timeout{-1};
 };
 
 struct Config {

@@ -51,9 +51,9 @@ uint32_t HeaderCheck(const char* header20) {
   return static_cast<uint32_t>(Hash64(std::string_view(header20, 20)));
 }
 
-// Every type from kHello to kHandOver is in use (v5 took 15 and 19..25, v7 26 and 27, v8 28,
-// v9 29, v11 30, v12 31).
-bool KnownType(uint8_t t) { return t >= 1 && t <= static_cast<uint8_t>(MessageType::kHandOver); }
+// Every type from kHello to kKeepWrite is in use (v5 took 15 and 19..25, v7 26 and 27, v8 28,
+// v9 29, v11 30, v12 31, v13 32).
+bool KnownType(uint8_t t) { return t >= 1 && t <= static_cast<uint8_t>(MessageType::kKeepWrite); }
 
 // ReadPage option bits (the only bit field left, and local to that one message).
 constexpr uint8_t kReadRefetch = 1u << 0;
@@ -539,7 +539,8 @@ constexpr MessageType kWriteTypes[] = {
     MessageType::kOpenWrite,  MessageType::kWritePage,   MessageType::kTruncateWrite,
     MessageType::kSyncWrite,  MessageType::kCloseWrite,  MessageType::kAbortWrite,
     MessageType::kRemovePath, MessageType::kMakeDir,     MessageType::kRename,
-    MessageType::kSyncPath,   MessageType::kReadWritten, MessageType::kHandOver};
+    MessageType::kSyncPath,   MessageType::kReadWritten, MessageType::kHandOver,
+    MessageType::kKeepWrite};
 
 // OpenWrite flag bits.
 constexpr uint8_t kOpenCreate = 1u << 0;
@@ -581,6 +582,7 @@ struct WriteEncoder {
   void operator()(const SyncWriteRequest& q) { PutHandle(q.deadline_ms, q.handle); }
   void operator()(const CloseWriteRequest& q) { PutHandle(q.deadline_ms, q.handle); }
   void operator()(const AbortWriteRequest& q) { PutHandle(q.deadline_ms, q.handle); }
+  void operator()(const KeepWriteRequest& q) { PutHandle(q.deadline_ms, q.handle); }
   void operator()(const RemovePathRequest& q) {
     w.U32(q.deadline_ms);
     w.Str(q.path);
@@ -667,6 +669,7 @@ struct WriteValidator {
   Status operator()(const SyncWriteRequest& q) const { return CheckHandle(q.handle); }
   Status operator()(const CloseWriteRequest& q) const { return CheckHandle(q.handle); }
   Status operator()(const AbortWriteRequest& q) const { return CheckHandle(q.handle); }
+  Status operator()(const KeepWriteRequest& q) const { return CheckHandle(q.handle); }
   Status operator()(const RemovePathRequest& q) const { return ValidateMetadataPath(q.path); }
   Status operator()(const MakeDirRequest& q) const { return ValidateMetadataPath(q.path); }
   Status operator()(const SyncPathRequest& q) const { return ValidateMetadataPath(q.path); }
@@ -790,6 +793,12 @@ StatusOr<WriteRequest> DecodeWriteRequest(MessageType type, std::span<const char
       out = q;
       break;
     }
+    case MessageType::kKeepWrite: {
+      KeepWriteRequest q;
+      ok = r.U32(&q.deadline_ms) && r.U64(&q.handle);
+      out = q;
+      break;
+    }
     case MessageType::kRemovePath: {
       RemovePathRequest q;
       uint8_t directory = 0;
@@ -844,6 +853,7 @@ std::string EncodeWriteReply(const WriteReply& reply) {
   w.U64(reply.size);
   w.Str(reply.version);
   w.U64(static_cast<uint64_t>(reply.mtime_ns));
+  w.U32(reply.idle_timeout_ms);
   const std::span<const char> data(reply.data.data(),
                                    std::min<size_t>(reply.data.size(), kMaxReadWritten));
   w.U32(static_cast<uint32_t>(data.size()));
@@ -867,7 +877,7 @@ StatusOr<WriteReply> DecodeWriteReply(std::span<const char> payload) {
     uint64_t mtime = 0;
     uint32_t length = 0;
     if (!r.U64(&w.handle) || !r.U64(&w.size) || !r.Str(&w.version) || !r.U64(&mtime) ||
-        !r.U32(&length)) {
+        !r.U32(&w.idle_timeout_ms) || !r.U32(&length)) {
       return CorruptionError("truncated write reply");
     }
     w.mtime_ns = static_cast<int64_t>(mtime);

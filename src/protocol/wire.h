@@ -33,9 +33,11 @@ inline constexpr uint32_t kMagic = 0x4E524143;  // "CARN" in little-endian byte 
 // flag (a v9 worker would refuse the bit). v11: ListPending (worker to worker: the children of a
 // directory that hold a worker's write-back files not yet uploaded). v12: HandOver (a rename of
 // a write-back file not yet uploaded, sent to the owner of its old name, which passes the file
-// to the owner of the new one). Older peers get a kVersionMismatch naming both.
-inline constexpr uint8_t kVersion = 12;
-inline constexpr uint8_t kMinVersion = 12;  // Oldest version this build still speaks.
+// to the owner of the new one). v13: KeepWrite (keeps a write handle alive while its file stays
+// open without writes), and write replies carry the worker's idle timeout for handles. Older
+// peers get a kVersionMismatch naming both.
+inline constexpr uint8_t kVersion = 13;
+inline constexpr uint8_t kMinVersion = 13;  // Oldest version this build still speaks.
 inline constexpr size_t kFrameHeaderSize = 24;
 // Largest payload accepted (a page of at most 16 MiB plus metadata); bigger frames are rejected.
 inline constexpr uint32_t kMaxPayload = (16u << 20) + (64u << 10);
@@ -73,6 +75,7 @@ enum class MessageType : uint8_t {
   kReadWritten = 29,      // -> kWriteReply with the bytes of a file open for writing (v9).
   kListPending = 30,      // worker -> worker: -> kMetadataReply (v11).
   kHandOver = 31,         // -> kWriteReply: a rename of a file not yet uploaded (v12).
+  kKeepWrite = 32,        // -> kWriteReply: keeps a write handle alive (v13).
 };
 
 struct FrameHeader {
@@ -351,6 +354,13 @@ struct AbortWriteRequest {
   uint32_t deadline_ms = 0;
   uint64_t handle = 0;
 };
+// Counts as a request on the handle and does nothing else (v13): a file held open without
+// writes for longer than the worker's idle timeout (a log or metrics file an application
+// appends to now and then) keeps its handle. NotFound when the handle is gone.
+struct KeepWriteRequest {
+  uint32_t deadline_ms = 0;
+  uint64_t handle = 0;
+};
 // Removes a file (directory = false) or an empty directory (directory = true).
 struct RemovePathRequest {
   uint32_t deadline_ms = 0;
@@ -401,10 +411,10 @@ struct ReadWrittenRequest {
   uint64_t offset = 0;  // At most kMaxWriteOffset.
   uint32_t length = 0;
 };
-using WriteRequest =
-    std::variant<OpenWriteRequest, WritePageRequest, TruncateWriteRequest, SyncWriteRequest,
-                 CloseWriteRequest, AbortWriteRequest, RemovePathRequest, MakeDirRequest,
-                 RenameRequest, SyncPathRequest, ReadWrittenRequest, HandOverRequest>;
+using WriteRequest = std::variant<OpenWriteRequest, WritePageRequest, TruncateWriteRequest,
+                                  SyncWriteRequest, CloseWriteRequest, AbortWriteRequest,
+                                  RemovePathRequest, MakeDirRequest, RenameRequest, SyncPathRequest,
+                                  ReadWrittenRequest, HandOverRequest, KeepWriteRequest>;
 
 MessageType TypeOf(const WriteRequest& request);
 bool IsWriteRequest(MessageType type);
@@ -424,9 +434,9 @@ StatusOr<WriteRequest> DecodeWriteRequest(MessageType type, std::span<const char
 // kWriteReply payload. OK replies carry what the request produced: OpenWrite the handle and the
 // file's size; WritePage, TruncateWrite the size; SyncWrite, CloseWrite the size, version and
 // mtime of the object now in the source; Rename those of the object under its new name (size 0
-// and an empty version for a directory); AbortWrite, RemovePath, MakeDir nothing; ReadWritten
-// the file's size and the bytes read, with one checksum per 4 KiB chunk of them (checked by
-// DecodeWriteReply: Corruption when they differ).
+// and an empty version for a directory); AbortWrite, KeepWrite, RemovePath, MakeDir nothing;
+// ReadWritten the file's size and the bytes read, with one checksum per 4 KiB chunk of them
+// (checked by DecodeWriteReply: Corruption when they differ).
 struct WriteReply {
   StatusCode status = StatusCode::kOk;
   std::string error_message;  // Only when status != kOk.
@@ -434,6 +444,9 @@ struct WriteReply {
   uint64_t size = 0;
   std::string version;
   int64_t mtime_ns = 0;
+  // OpenWrite (v13): how long the worker keeps the handle without a request (the client sends
+  // KeepWrite well within it while the file stays open); 0 in other replies.
+  uint32_t idle_timeout_ms = 0;
   std::string data;  // ReadWritten only; at most kMaxReadWritten bytes.
 };
 // Largest kWriteReply payload a client accepts.

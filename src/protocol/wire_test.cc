@@ -48,14 +48,15 @@ std::array<char, kFrameHeaderSize> HeaderOfType(uint8_t type) {
 }
 
 // v5 took type 15 (kept for WritePage) and 19..25; v7 26 (MakeDir) and 27 (Rename); v8 28
-// (SyncPath); v9 29 (ReadWritten); v10 no new type; v11 30 (ListPending); v12 31 (HandOver).
-TEST(WireTest, FrameHeadersAcceptEveryV12TypeAndNothingElse) {
-  for (int type = 1; type <= 31; ++type) {
+// (SyncPath); v9 29 (ReadWritten); v10 no new type; v11 30 (ListPending); v12 31 (HandOver);
+// v13 32 (KeepWrite).
+TEST(WireTest, FrameHeadersAcceptEveryV13TypeAndNothingElse) {
+  for (int type = 1; type <= 32; ++type) {
     auto d = DecodeFrameHeader(HeaderOfType(static_cast<uint8_t>(type)));
     ASSERT_TRUE(d.ok()) << type << ": " << d.status().ToString();
     EXPECT_EQ(static_cast<int>(d->type), type);
   }
-  for (int type : {0, 32, 33, 255}) {
+  for (int type : {0, 33, 34, 255}) {
     EXPECT_EQ(DecodeFrameHeader(HeaderOfType(static_cast<uint8_t>(type))).status().code(),
               StatusCode::kCorruption)
         << type;
@@ -69,7 +70,7 @@ TEST(WireTest, OtherVersionsAreAMismatchNotCorruption) {
   EncodeFrameHeader({MessageType::kHello, 0, 1, 0}, buf.data());
   for (uint8_t version :
        {uint8_t{1}, uint8_t{2}, uint8_t{3}, uint8_t{4}, uint8_t{5}, uint8_t{6}, uint8_t{7},
-        uint8_t{8}, uint8_t{9}, uint8_t{10}, uint8_t{11}, uint8_t{13}, uint8_t{200}}) {
+        uint8_t{8}, uint8_t{9}, uint8_t{10}, uint8_t{11}, uint8_t{12}, uint8_t{14}, uint8_t{200}}) {
     auto copy = buf;
     copy[4] = static_cast<char>(version);
     // Re-seal the header checksum over the changed version byte.
@@ -427,9 +428,10 @@ TEST(WireTest, EveryWriteRequestRoundTripsAndTruncationsAreRejected) {
   MakeDirRequest make_dir{1300, "/lake/run/ckpt"};
   RenameRequest rename{1400, "/lake/run/.tmp-1", "/lake/run/step-1", true};
   HandOverRequest hand_over{1500, "/lake/run/.tmp-2", "/lake/run/step-2", true};
+  KeepWriteRequest keep_write{1600, 45};
   std::vector<WriteRequest> requests = {open_write,  page,        truncate_write, sync_write,
                                         close_write, abort_write, remove_path,    make_dir,
-                                        rename,      hand_over};
+                                        rename,      hand_over,   keep_write};
   std::set<MessageType> types;
   for (const WriteRequest& q : requests) {
     MessageType type = TypeOf(q);
@@ -646,6 +648,7 @@ TEST(WireTest, WriteRequestsThatMakeNoSenseAreInvalidArguments) {
   EXPECT_EQ(WriteCode(SyncWriteRequest{0, 0}), StatusCode::kInvalidArgument);
   EXPECT_EQ(WriteCode(CloseWriteRequest{0, 0}), StatusCode::kInvalidArgument);
   EXPECT_EQ(WriteCode(AbortWriteRequest{0, 0}), StatusCode::kInvalidArgument);
+  EXPECT_EQ(WriteCode(KeepWriteRequest{0, 0}), StatusCode::kInvalidArgument);
   EXPECT_EQ(WriteCode(AbortWriteRequest{0, 1}), StatusCode::kOk);
 }
 
@@ -678,10 +681,12 @@ TEST(WireTest, WriteRepliesRoundTrip) {
   reply.size = (1ull << 40) + 3;
   reply.version = "\"etag-7\"";
   reply.mtime_ns = -1234567;  // Before 1970: the sign survives the u64 on the wire.
+  reply.idle_timeout_ms = 600'000;
   std::string encoded = EncodeWriteReply(reply);
   auto got = DecodeWriteReply(encoded);
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   EXPECT_EQ(got->status, StatusCode::kOk);
+  EXPECT_EQ(got->idle_timeout_ms, 600'000u);
   EXPECT_EQ(got->handle, reply.handle);
   EXPECT_EQ(got->size, reply.size);
   EXPECT_EQ(got->version, reply.version);
@@ -764,7 +769,7 @@ TEST(WireTest, ReadWrittenRoundTripsAndItsReplyIsChecked) {
   damaged[damaged.size() - 10] ^= 1;  // A byte of the data.
   EXPECT_EQ(DecodeWriteReply(damaged).status().code(), StatusCode::kCorruption);
   EXPECT_LE(EncodeWriteReply(WriteReply{StatusCode::kOk, "", 1, 1, std::string(255, 'v'), 0,
-                                        std::string(kMaxReadWritten, 'd')})
+                                        UINT32_MAX, std::string(kMaxReadWritten, 'd')})
                 .size(),
             kMaxWriteReplyPayload);
 }

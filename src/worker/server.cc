@@ -404,7 +404,7 @@ class WorkerServer::Connection : public std::enable_shared_from_this<Connection>
       }
     }
     if (header.type == MessageType::kWritePage || header.type == MessageType::kTruncateWrite ||
-        header.type == MessageType::kReadWritten) {
+        header.type == MessageType::kReadWritten || header.type == MessageType::kKeepWrite) {
       return Write(WriteReplyWith(id, writes->Serve(principal, *request)));
     }
     WriteService::RecheckFn recheck;

@@ -272,6 +272,7 @@ Status Worker::Init(WorkerOptions options) {
                                           : std::max<uint64_t>(capacity / 4, 64 << 20);
     if (cfg.write_back_delay.count() >= 0) wo.write_back.commit_delay = cfg.write_back_delay;
   }
+  if (cfg.write_idle_timeout.count() > 0) wo.idle_timeout = cfg.write_idle_timeout;
   WrittenPagesOptions wpo;
   wpo.registry = registry_.get();
   written_pages_ = std::make_unique<WrittenPages>(service_.get(), wpo);

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <limits>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -376,6 +377,8 @@ StatusOr<WriteReply> WriteService::Serve(const std::string& principal,
     reply = Truncate(*file, truncate->size);
   } else if (const auto* read = std::get_if<protocol::ReadWrittenRequest>(&request)) {
     reply = ReadWritten(*file, *read);
+  } else if (std::holds_alternative<protocol::KeepWriteRequest>(request)) {
+    reply = Reply(handle, 0);  // Finding the file was the point: it is used now.
   } else {
     reply = Commit(*file, recheck);
     if (reply.ok() && std::holds_alternative<protocol::CloseWriteRequest>(request)) {
@@ -497,7 +500,10 @@ StatusOr<WriteReply> WriteService::Open(const std::string& principal,
   ++open_by_principal_[principal];
   open_.emplace(file->handle, file);
   metrics_->open->Set(static_cast<double>(open_.size()));
-  return Reply(file->handle, size);
+  WriteReply opened = Reply(file->handle, size);
+  opened.idle_timeout_ms = static_cast<uint32_t>(
+      std::clamp<int64_t>(options_.idle_timeout.count(), 1, std::numeric_limits<uint32_t>::max()));
+  return opened;
 }
 
 Status WriteService::CheckRoom(const std::string& principal) {

@@ -3,7 +3,9 @@
 // worker's spool folders, parts uploaded while the file is written) behind a handle: a random
 // 64-bit number, usable only by the principal that opened it (on any connection: a client
 // spreads its requests over several), gone after CloseWrite, AbortWrite, or `idle_timeout`
-// without a request (then aborted: nothing becomes visible).
+// without a request (then aborted: nothing becomes visible). KeepWrite is such a request: a
+// client sends it for a file it holds open without writing (OpenWrite's reply names the
+// timeout), so only a handle its client forgot or died with is aborted.
 //
 // Semantics (write-through; docs/consistency.md, "Writes through Cairn"):
 //   * OpenWrite resolves the path against the worker's mount table; the mount must be writable

@@ -323,6 +323,29 @@ TEST_F(WriteServiceTest, IdleFilesAreAbortedAndTheirSpoolFilesRemoved) {
   EXPECT_EQ(memory_->Stat("idle").status().code(), StatusCode::kNotFound);
 }
 
+// A file held open without writes (a log appended to now and then) keeps its handle while its
+// client sends KeepWrite; the open's reply names the timeout the client must beat.
+TEST_F(WriteServiceTest, AKeptFileIsNotIdle) {
+  auto log = Open("/lake/train.log");
+  ASSERT_TRUE(log.ok());
+  EXPECT_EQ(log->idle_timeout_ms, 60'000u);
+  ASSERT_TRUE(Write(log->handle, 0, "epoch 1\n").ok());
+  for (int i = 0; i < 5; ++i) {
+    clock_.Advance(std::chrono::seconds(40));
+    ASSERT_TRUE(writes_->Serve("team-a", protocol::KeepWriteRequest{0, log->handle}).ok());
+    EXPECT_EQ(writes_->AbortIdle(), 0u);
+  }
+  // Only its opener keeps it, and a gone handle is NotFound.
+  EXPECT_EQ(writes_->Serve("team-b", protocol::KeepWriteRequest{0, log->handle}).status().code(),
+            StatusCode::kNotFound);
+  EXPECT_EQ(
+      writes_->Serve("team-a", protocol::KeepWriteRequest{0, log->handle + 1}).status().code(),
+      StatusCode::kNotFound);
+  ASSERT_TRUE(Write(log->handle, 8, "epoch 2\n").ok());
+  ASSERT_TRUE(Close(log->handle).ok());
+  EXPECT_EQ(Content("train.log"), "epoch 1\nepoch 2\n");
+}
+
 TEST_F(WriteServiceTest, OpenFilesPerPrincipalAreCapped) {
   Start(/*per_principal=*/2);
   auto a = Open("/lake/a");
