@@ -129,7 +129,7 @@ def test_a_put_killed_half_way_leaves_nothing_in_the_bucket(setup, module_harnes
 
 def test_a_file_held_open_longer_than_the_idle_timeout_keeps_its_writes(module_harness, setup):
     """A worker aborts a file open for writing after its idle timeout without a request, so that
-    a client that died does not hold it for ever (here --write-idle-timeout 2s instead of 10
+    a client that died does not hold it for ever (here --write-idle-timeout 2s instead of 3
     minutes). A file held open through the mount and written now and then (a training log)
     must not be aborted: the client keeps its handle alive (KeepWrite, protocol v13). Before,
     its next write failed with EIO and nothing it wrote reached the bucket. A client killed

@@ -152,7 +152,7 @@ Runner RegisterWorker(CLI::App* app) {
                   "of waiting for its upload; cairn sync starts it at once)");
   cmd->add_option("--write-idle-timeout", f->write_idle_timeout,
                   "How long a file open for writing keeps its handle without a request from "
-                  "its client, e.g. 10m (default); then the write is aborted. Clients that "
+                  "its client, e.g. 3m (default); then the write is aborted. Clients that "
                   "hold a file open keep it alive within this time");
   cmd->add_option("--ufs-max-bandwidth", f->ufs_max_bandwidth,
                   "Cap on bytes per second this worker reads from the sources, e.g. 500MiB");

@@ -67,7 +67,7 @@ struct WorkerConfig {
   std::chrono::milliseconds write_back_delay{-1};
   // How long a file open for writing keeps its handle without a request from its client (a
   // client holding the file open sends one well within it); then the write is aborted.
-  // Negative: the default, 10 minutes.
+  // Negative: the default, 3 minutes.
   std::chrono::milliseconds write_idle_timeout{-1};
 };
 

@@ -76,7 +76,9 @@ struct WriteServiceOptions {
   int upload_threads = 16;        // Part uploads, all open files together.
   size_t max_open_files = 4096;
   size_t max_open_files_per_principal = 1024;
-  std::chrono::milliseconds idle_timeout{10 * 60 * 1000};
+  // Clients keep the files they hold open alive (KeepWrite every third of this, protocol v13):
+  // only a client that died or hung loses its files to it, and gives back their room then.
+  std::chrono::milliseconds idle_timeout{3 * 60 * 1000};
   Clock* clock = nullptr;                 // Idle times. Not owned; null: Clock::Real().
   metrics::Registry* registry = nullptr;  // Write metrics. Not owned; may be null.
   // Takes each committed file into the cache (a restore is a hit). Not owned; must outlive the
