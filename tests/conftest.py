@@ -65,11 +65,24 @@ def _require_fuse():
 # Small utilities
 # ------------------------------------------------------------------------------------------
 
+_PORTS_GIVEN = set()
+
+
 def free_port():
-    """A TCP port that was free a moment ago on 127.0.0.1."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A TCP port that was free a moment ago on 127.0.0.1, and not given out by this function
+    before in this process: the kernel may hand the port it just freed to the next bind, so two
+    calls in a row (a worker's page port and metrics port) could name the same one (a CI run
+    failed so: "cannot listen on ...: Address already in use")."""
+    for _ in range(1000):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port not in _PORTS_GIVEN:
+            if len(_PORTS_GIVEN) > 16384:
+                _PORTS_GIVEN.clear()
+            _PORTS_GIVEN.add(port)
+            return port
+    raise RuntimeError("no free port that was not given out before")
 
 
 def wait_until(predicate, timeout, what, interval=0.02):
