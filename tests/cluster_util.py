@@ -48,16 +48,6 @@ CRASH_MARKERS = ("Traceback", "terminate called", "Segmentation fault", "Aborted
                  "core dumped", "AddressSanitizer", "panic:", "std::", "what():")
 
 
-def distinct_free_ports(n):
-    """`n` different ports that were free on 127.0.0.1 a moment ago."""
-    ports = []
-    while len(ports) < n:
-        p = free_port()
-        if p not in ports:
-            ports.append(p)
-    return ports
-
-
 def _port_free(port):
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -79,7 +69,7 @@ class Etcd:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.data_dir = self.workdir / "data"
         self.name = name
-        self.client_port, self.peer_port = distinct_free_ports(2)
+        self.client_port, self.peer_port = free_port(), free_port()  # Never the same one.
         self.tls = tls
         scheme = "https" if tls else "http"
         self.url = f"{scheme}://127.0.0.1:{self.client_port}"

@@ -23,8 +23,8 @@ import time
 import pytest
 
 from cluster_util import (etcd, COALESCED, CRASH_MARKERS, HITS, MISSES, PAGES, READ_AHEAD,
-                          UFS_BYTES, Cluster, distinct_free_ports, one_error_line)
-from conftest import KiB, MiB, read_whole, wait_until
+                          UFS_BYTES, Cluster, one_error_line)
+from conftest import KiB, MiB, free_port, read_whole, wait_until
 from lake import Lake, pages_of
 
 LOAD_REQUESTS = "cairn_worker_load_requests_total"
@@ -558,7 +558,7 @@ def test_bad_input(cluster, tmp_path):
         r, took = run([cmd, ns()])
         _fails_with_one_line(r, took, 5, "etcd")
     # An etcd nobody answers: gives up within its 10 s deadline with an error, no crash.
-    dead = f"http://127.0.0.1:{distinct_free_ports(1)[0]}"
+    dead = f"http://127.0.0.1:{free_port()}"
     r, took = run(["load", ns(), "--etcd", dead])
     err = r.stderr.decode(errors="replace")
     assert r.returncode == 1 and took < 15, (r.returncode, took, err)

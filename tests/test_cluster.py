@@ -26,9 +26,9 @@ from cluster_util import (etcd, CLIENT_FAILOVERS, CLIENT_FALLBACK_BYTES, CLIENT_
                           CLIENT_PAGE_READS, CLIENT_WORKERS, COALESCED, CRASH_MARKERS,
                           ETCD_CONNECTED, HITS, MISSES, PAGES, READ_AHEAD, REGISTERED, REQUESTS,
                           UFS_BYTES, Cluster,
-                          distinct_free_ports, metrics_of, one_error_line, save_then_rename, sigcont,
+                          metrics_of, one_error_line, save_then_rename, sigcont,
                           sigstop)
-from conftest import KiB, MiB, is_mounted, read_whole, wait_until
+from conftest import KiB, MiB, free_port, is_mounted, read_whole, wait_until
 from lake import Lake
 
 LEASE_TTL = 2          # --lease-ttl of every worker here (seconds).
@@ -821,7 +821,7 @@ def _fails(r, timeout_s, took, must_mention=None):
 def test_bad_input(cluster, lake, tmp_path):
     h = cluster.h
     env = _env_without_etcd()
-    dead = f"http://127.0.0.1:{distinct_free_ports(1)[0]}"
+    dead = f"http://127.0.0.1:{free_port()}"
 
     def run(args, env=env, timeout=30):
         t0 = time.monotonic()

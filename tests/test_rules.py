@@ -20,9 +20,8 @@ import time
 
 import pytest
 
-from cluster_util import (etcd, CRASH_MARKERS, PAGES, Cluster, distinct_free_ports,
-                          one_error_line)
-from conftest import KiB, MiB, read_whole, wait_until
+from cluster_util import etcd, CRASH_MARKERS, PAGES, Cluster, one_error_line
+from conftest import KiB, MiB, free_port, read_whole, wait_until
 from lake import Lake, pages_of
 
 MOUNT = "/lake"
@@ -488,7 +487,7 @@ def test_bad_input_and_rules_ls(cluster, lake):
     lake, _ = lake
     add_mount(cluster, MOUNT, lake.uri)
     h = cluster.h
-    dead = f"http://127.0.0.1:{distinct_free_ports(1)[0]}"
+    dead = f"http://127.0.0.1:{free_port()}"
 
     def fails(args, mention=None, env=None, limit=10.0):
         t0 = time.monotonic()

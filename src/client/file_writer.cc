@@ -46,6 +46,10 @@ RemoteFileWriter::~RemoteFileWriter() {
     Status aborted = Abort();
     if (!aborted.ok()) spdlog::debug("abandoned write of {}: {}", path_, aborted.ToString());
   }
+  StopKeeping();
+}
+
+void RemoteFileWriter::StopKeeping() {
   if (options_.keeper != nullptr) options_.keeper->Forget(kept_);
 }
 
@@ -296,7 +300,7 @@ StatusOr<FileInfo> RemoteFileWriter::Commit(bool close) {
     size_ = reply->size;
     committed_changes_ = seen;
   }
-  if (close && options_.keeper != nullptr) options_.keeper->Forget(kept_);
+  if (close) StopKeeping();
   FileInfo info;
   const size_t slash = path_.rfind('/');
   info.name = path_.substr(slash + 1);
@@ -319,7 +323,7 @@ Status RemoteFileWriter::Abort() {
     changed_.Wait(&mu_, [this]() REQUIRES(mu_) { return in_flight_.empty(); });
   }
   changed_.NotifyAll();
-  if (options_.keeper != nullptr) options_.keeper->Forget(kept_);
+  StopKeeping();
   StatusOr<protocol::WriteReply> reply = Call(
       protocol::AbortWriteRequest{static_cast<uint32_t>(options_.commit_timeout.count()), handle_});
   if (!reply.ok() && reply.status().code() != StatusCode::kNotFound) {

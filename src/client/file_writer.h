@@ -97,6 +97,8 @@ class RemoteFileWriter : public FileWriter {
   Clock& clock() const { return options_.clock != nullptr ? *options_.clock : *Clock::Real(); }
   bool Overlaps(const Chunk& chunk) const REQUIRES(mu_);
   Status CheckOpen() const REQUIRES(mu_);
+  // The file is closed or aborted: its handle needs no keeping any more.
+  void StopKeeping();
   // One request with its reply, waited for.
   StatusOr<protocol::WriteReply> Call(const protocol::WriteRequest& request);
   StatusOr<FileInfo> Commit(bool close) EXCLUDES(mu_);

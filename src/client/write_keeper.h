@@ -1,6 +1,6 @@
 // WriteKeeper: keeps the write handles of files a client holds open alive at their workers.
 //
-// A worker aborts a file open for writing after its idle timeout without a request (10 minutes
+// A worker aborts a file open for writing after its idle timeout without a request (3 minutes
 // by default; OpenWrite's reply names it), so that a client that died does not hold the file's
 // spool and room for ever. An application that holds a file open and writes to it now and then
 // (a training log, a metrics file appended to once an epoch) would lose what it wrote at its

@@ -5,10 +5,10 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <limits>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 #include <future>
 #include <memory>
 #include <optional>
