@@ -15,6 +15,7 @@ import random
 import signal
 import struct
 import subprocess
+import threading
 import time
 
 import pytest
@@ -218,6 +219,64 @@ def test_a_full_budget_blocks_writes_then_fails_them_with_enospc_after_the_wait(
         if blocked.poll() is None:
             blocked.kill()
         blocked.wait()
+        w.proc.stop()
+
+
+def test_a_log_appended_to_through_an_outage_lands_whole_and_an_append_waits_for_room(
+        harness, tmp_path):
+    """A training log appended to once an epoch through the mount while the lake is down (issue
+    10: write-back keeps taking files through an outage). The file still waiting on the worker
+    is the log's content, so an append (an open without truncate) needs no answer from the
+    lake; one with no room in the budget for the copy it starts from is sent again by the
+    client until uploads make room ("journal full: writes block"), not failed at once."""
+    port = free_port()  # The lake is down until the end.
+    w = WriteBackWorker(harness, f"http://127.0.0.1:{port}", "append")
+    w.start(extra=["--write-back-budget", "4MiB"])
+    head = random.Random(31).randbytes(1300 * 1024)
+    _ok(w.put(head, "/wb/train.log", timeout=60))
+    fuse = harness.fuse([], workers=[f"127.0.0.1:{w.port}"],
+                        extra=["--config", w.config, "--write-room-wait", "180s"])
+    log = os.path.join(fuse.mountpoint, "wb", "train.log")
+    expected = head
+    for epoch in (1, 2):  # Each append keeps a copy of the log: 3 x 1.3 MiB wait now.
+        line = f"epoch {epoch}: loss 0.{epoch}\n".encode()
+        with open(log, "ab") as f:
+            f.write(line)
+        expected += line
+    with open(log, "rb") as f:
+        assert f.read() == expected
+    assert w.proc.metrics()["cairn_worker_write_back_pending_files"] == 3
+    # The third copy would pass the 4 MiB budget: the append waits for room.
+    third = b"epoch 3: loss 0.3\n"
+    outcome = {}
+
+    def append():
+        try:
+            with open(log, "ab") as f:
+                f.write(third)
+            outcome["ok"] = True
+        except OSError as e:
+            outcome["error"] = e
+
+    appender = threading.Thread(target=append)
+    appender.start()
+    s3 = None
+    try:
+        wait_until(lambda: w.proc.metrics()["cairn_worker_write_back_write_refusals_total"] >= 1,
+                   30, "the third append to be refused for room")
+        time.sleep(1)
+        assert appender.is_alive() and not outcome, outcome  # Waiting, not failed.
+        s3 = start_s3server(tmp_path, port=port)
+        appender.join(timeout=200)
+        assert outcome == {"ok": True}, outcome
+        _ok(w.sync("/wb", timeout="120s"))
+        assert s3.object("append/train.log") == expected + third
+        assert w.proc.metrics()["cairn_worker_write_back_conflicts_total"] == 0
+    finally:
+        appender.join(timeout=200)
+        if s3:
+            s3.proc.stop()
+        fuse.stop()
         w.proc.stop()
 
 

@@ -22,17 +22,20 @@ constexpr uint32_t kPage = 1 << 20;
 // One worker that answers every write request with the status scripted for its type.
 class ScriptedOwner {
  public:
-  void Answer(protocol::MessageType type, Status status) {
+  // Answers requests of `type` with `status`: the next `times` of them, then OK (-1: all).
+  void Answer(protocol::MessageType type, Status status, int times = -1) {
     MutexLock l(&mu_);
-    answers_[type] = std::move(status);
+    answers_[type] = {std::move(status), times};
   }
   void CallWrite(const protocol::WriteRequest& request, protocol::PageChannel::WriteCallback done) {
     Status answer;
     {
       MutexLock l(&mu_);
       received_.push_back(protocol::TypeOf(request));
-      if (auto it = answers_.find(protocol::TypeOf(request)); it != answers_.end()) {
-        answer = it->second;
+      if (auto it = answers_.find(protocol::TypeOf(request));
+          it != answers_.end() && it->second.times != 0) {
+        answer = it->second.status;
+        if (it->second.times > 0) --it->second.times;
       }
     }
     if (!answer.ok()) {
@@ -48,7 +51,11 @@ class ScriptedOwner {
 
  private:
   mutable Mutex mu_;
-  std::map<protocol::MessageType, Status> answers_ GUARDED_BY(mu_);
+  struct Scripted {
+    Status status;
+    int times = -1;
+  };
+  std::map<protocol::MessageType, Scripted> answers_ GUARDED_BY(mu_);
   std::vector<protocol::MessageType> received_ GUARDED_BY(mu_);
 };
 
@@ -97,7 +104,8 @@ class AskOwnersTest : public ::testing::Test {
     fetcher_ = fetcher.get();
     ClientOptions options;
     options.page_size = kPage;
-    client_ = std::make_unique<ClientImpl>(options, *mounts, std::move(fetcher), Clock::Real());
+    options.write_room_wait = std::chrono::seconds(30);
+    client_ = std::make_unique<ClientImpl>(options, *mounts, std::move(fetcher), &clock_);
   }
 
   // The owner the ring names first for `path`, and the one after it.
@@ -116,6 +124,7 @@ class AskOwnersTest : public ::testing::Test {
     }
   }
 
+  FakeClock clock_;  // Moved only by the client's waits for room.
   std::map<std::string, ScriptedOwner> owners_;
   PageFetcher* fetcher_ = nullptr;
   std::unique_ptr<ClientImpl> client_;
@@ -180,6 +189,39 @@ TEST_F(AskOwnersTest, AMkdirGoesOnToTheNextOwnerWhateverHappenedAtTheFirst) {
                      UnavailableError("connection reset").WithOutcomeUnknown());
   EXPECT_TRUE(client_->MakeDir(path).ok());
   EXPECT_EQ(Second(path).received(), std::vector<MessageType>{MessageType::kMakeDir});
+}
+
+// An open refused for room (the owner's write-back budget is full of files still uploading) is
+// sent again to the same owner while uploads make room, as a refused write is; it fails with
+// the refusal once write_room_wait has passed (ENOSPC through FUSE).
+TEST_F(AskOwnersTest, AnOpenRefusedForRoomIsSentAgainUntilTheRoomWaitPasses) {
+  const std::string path = "/wb/logs/train.log";
+  WriteOptions keep;
+  keep.create = true;
+  keep.truncate = false;
+  First(path).Answer(MessageType::kOpenWrite,
+                     ResourceExhaustedError("the write-back budget is full"), /*times=*/3);
+  const int64_t began = clock_.NowMicros();
+  auto opened = client_->OpenForWrite(path, keep);
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  (*opened)->Abort().IgnoreError();
+  std::vector<MessageType> opens;
+  for (MessageType type : First(path).received()) {
+    if (type == MessageType::kOpenWrite) opens.push_back(type);
+  }
+  EXPECT_EQ(opens.size(), 4u);
+  EXPECT_EQ(clock_.NowMicros() - began, 20'000 + 40'000 + 80'000);  // Backed off in between.
+  EXPECT_TRUE(Second(path).received().empty());  // A refusal is an answer: no failover.
+
+  First(path).Answer(MessageType::kOpenWrite,
+                     ResourceExhaustedError("the write-back budget is full"));
+  const int64_t second_began = clock_.NowMicros();
+  auto refused = client_->OpenForWrite(path, keep);
+  ASSERT_EQ(refused.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(refused.status().message().find("no room came in 30 s"), std::string::npos)
+      << refused.status().ToString();
+  EXPECT_GE(clock_.NowMicros() - second_began, 30'000'000);
+  EXPECT_LT(clock_.NowMicros() - second_began, 31'000'000);
 }
 
 }  // namespace

@@ -1,10 +1,13 @@
 #include "client/client_impl.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <future>
 
 #include "client/file_reader.h"
 #include "client/file_writer.h"
+#include "client/room_wait.h"
 #include "mount/namespace_ops.h"
 #include "tls/tls_context.h"
 #include "transport/remote_channel.h"
@@ -127,6 +130,7 @@ ClientImpl::ClientImpl(const ClientOptions& options,
                        std::shared_ptr<const mount::MountTable> mounts,
                        std::unique_ptr<PageFetcher> fetcher, Clock* clock)
     : options_(options),
+      clock_(clock != nullptr ? clock : Clock::Real()),
       mounts_(std::move(mounts)),
       metadata_(clock, kMaxMetadataEntries),
       fetcher_(std::move(fetcher)),
@@ -504,7 +508,7 @@ StatusOr<std::unique_ptr<FileWriter>> ClientImpl::OpenForWrite(std::string_view 
   // creates it) spares the worker asking the source again.
   request.seen_absent = options.create && options.truncate && !options.exclusive &&
                         metadata_.FreshlyAbsent(path, kSeenAbsentMaxAgeUs);
-  CAIRN_ASSIGN_OR_RETURN(OwnerReply opened, AskOwners(path, request));
+  CAIRN_ASSIGN_OR_RETURN(OwnerReply opened, OpenOnOwner(request));
   FileWriterOptions wo;
   wo.commit_timeout = options_.write_commit_timeout;
   wo.room_wait = options_.write_room_wait;
@@ -516,6 +520,26 @@ StatusOr<std::unique_ptr<FileWriter>> ClientImpl::OpenForWrite(std::string_view 
   if (options.truncate) metadata_.Forget(path);
   return std::unique_ptr<FileWriter>(new RemoteFileWriter(
       std::move(opened.channel), path, opened.reply.handle, opened.reply.size, std::move(wo)));
+}
+
+StatusOr<ClientImpl::OwnerReply> ClientImpl::OpenOnOwner(
+    const protocol::OpenWriteRequest& request) {
+  RoomWait room_wait(options_.write_room_wait);
+  for (;;) {
+    StatusOr<OwnerReply> opened = AskOwners(request.path, request);
+    if (opened.ok() || opened.status().code() != StatusCode::kResourceExhausted) return opened;
+    const bool first = !room_wait.waited();
+    std::optional<int64_t> again = room_wait.Refused(clock_->NowMicros());
+    if (!again) {
+      return opened.status().WithContext("open of " + request.path + " (" + room_wait.GaveUp() +
+                                         ")");
+    }
+    if (first) {
+      spdlog::info("no room to open {} on its worker ({}); trying again for up to {}", request.path,
+                   opened.status().message(), RoomWait::Describe(options_.write_room_wait));
+    }
+    clock_->SleepForMicros(*again - clock_->NowMicros());
+  }
 }
 
 StatusOr<ClientImpl::OwnerReply> ClientImpl::AskOwners(const std::string& path,

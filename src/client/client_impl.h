@@ -85,6 +85,10 @@ class ClientImpl : public Client {
   // the ring names. Other errors are the worker's answer.
   StatusOr<OwnerReply> AskOwners(const std::string& path, const protocol::WriteRequest& request,
                                  FailOver fail_over = FailOver::kWhenUnanswered);
+  // OpenWrite through AskOwners; an open refused for room (its owner's write-back budget, or
+  // its cap on files open for writing) is sent again as RoomWait schedules, for up to
+  // options_.write_room_wait, as a refused write is.
+  StatusOr<OwnerReply> OpenOnOwner(const protocol::OpenWriteRequest& request);
   // Drops the cached metadata of a path written or removed, and its parent's listing.
   void ForgetWritten(const std::string& path);
   // After this client's own commit or remove of a file: its metadata is what the source now
@@ -141,6 +145,7 @@ class ClientImpl : public Client {
   }
 
   const ClientOptions options_;
+  Clock* const clock_;  // Not owned; never null.
   mutable Mutex mu_;
   std::shared_ptr<const mount::MountTable> mounts_ GUARDED_BY(mu_);
   std::atomic<uint64_t> mount_table_updates_{0};

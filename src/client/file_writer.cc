@@ -12,12 +12,6 @@ namespace cairn::client {
 
 namespace {
 
-// "300 ms", "60 s".
-std::string Duration(std::chrono::milliseconds d) {
-  return d.count() % 1000 == 0 ? std::to_string(d.count() / 1000) + " s"
-                               : std::to_string(d.count()) + " ms";
-}
-
 bool Retryable(StatusCode code) {
   return code == StatusCode::kUnavailable || code == StatusCode::kDeadlineExceeded ||
          code == StatusCode::kCorruption;
@@ -142,7 +136,7 @@ void RemoteFileWriter::Finished(const std::shared_ptr<Chunk>& chunk, const Statu
       } else if (status.code() == StatusCode::kResourceExhausted && error_.ok()) {
         error_ =
             status.WithContext("write of " + path_ + " at offset " + std::to_string(chunk->offset) +
-                               " (no room came in " + Duration(options_.room_wait) + ")");
+                               (chunk->room_wait ? " (" + chunk->room_wait->GaveUp() + ")" : ""));
       } else if (Retryable(status.code()) && chunk->attempts < options_.max_attempts) {
         chunk->retry_at_us = 0;
         spdlog::debug("write of {} at {} failed ({}); sending it again", path_, chunk->offset,
@@ -161,17 +155,14 @@ void RemoteFileWriter::Finished(const std::shared_ptr<Chunk>& chunk, const Statu
 }
 
 bool RemoteFileWriter::BackOffForRoom(Chunk& chunk) const {
-  const int64_t now = clock().NowMicros();
-  if (chunk.refused_since_us == 0) {
-    chunk.refused_since_us = now;
+  if (!chunk.room_wait) {
+    chunk.room_wait.emplace(options_.room_wait);
     spdlog::info("no room for the write of {} on its worker; trying again for up to {}", path_,
-                 Duration(options_.room_wait));
+                 RoomWait::Describe(options_.room_wait));
   }
-  if (now - chunk.refused_since_us >= int64_t{options_.room_wait.count()} * 1000) return false;
-  const int64_t backoff_us =
-      std::min<int64_t>(1'000'000, int64_t{20'000} << std::min(chunk.refusals, 6));
-  ++chunk.refusals;
-  chunk.retry_at_us = now + backoff_us;
+  std::optional<int64_t> again = chunk.room_wait->Refused(clock().NowMicros());
+  if (!again) return false;
+  chunk.retry_at_us = *again;
   return true;
 }
 

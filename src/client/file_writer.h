@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "cairn/client.h"
+#include "client/room_wait.h"
 #include "client/write_keeper.h"
 #include "common/clock.h"
 #include "common/thread_annotations.h"
@@ -77,9 +78,8 @@ class RemoteFileWriter : public FileWriter {
     std::vector<char> data;
     std::vector<uint64_t> checksums;
     int attempts = 0;
-    int64_t refused_since_us = 0;  // First refusal for room (0: none).
-    int64_t retry_at_us = 0;       // Not sent again before this.
-    int refusals = 0;
+    int64_t retry_at_us = 0;            // Not sent again before this.
+    std::optional<RoomWait> room_wait;  // Set at its first refusal for room.
   };
 
   // Sends `chunk` once room and no overlap allow (and resends failed chunks meanwhile).

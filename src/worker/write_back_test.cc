@@ -275,6 +275,60 @@ TEST_F(WriteBackTest, OneFileLargerThanTheBudgetIsTakenWhileItIsAlone) {
   EXPECT_EQ(Content("small.bin"), "x");
 }
 
+// A log appended to once an epoch through an outage of the source: the file still waiting here
+// is the current content, so the append needs no answer from the source. A file with nothing
+// waiting here still does (its content is in the source).
+TEST_F(WriteBackTest, AFileWaitingHereIsAppendedToWhileTheSourceIsUnreachable) {
+  memory_->Put("elsewhere.log", "in the source only\n");
+  SourceUnreachable(true);
+  ASSERT_TRUE(WriteFile("/lake/train.log", "epoch 1\n").ok());
+  for (const std::string line : {"epoch 2\n", "epoch 3\n"}) {
+    auto opened = Open("/lake/train.log", /*truncate=*/false);
+    ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+    ASSERT_TRUE(Write(opened->handle, opened->size, line).ok());
+    ASSERT_TRUE(Close(opened->handle).ok());
+  }
+  protocol::OpenWriteRequest exclusive;
+  exclusive.path = "/lake/train.log";
+  exclusive.create = true;
+  exclusive.exclusive = true;
+  EXPECT_EQ(writes_->Serve("team-a", exclusive).status().code(), StatusCode::kAlreadyExists);
+  EXPECT_EQ(Open("/lake/elsewhere.log", /*truncate=*/false).status().code(),
+            StatusCode::kUnavailable);
+  EXPECT_FALSE(InSource("train.log"));
+  SourceUnreachable(false);
+  ASSERT_TRUE(SyncAll().ok());
+  EXPECT_EQ(Content("train.log"), "epoch 1\nepoch 2\nepoch 3\n");
+  EXPECT_EQ(Metric("cairn_worker_write_back_conflicts_total"), 0);
+}
+
+// An open that keeps the content (an append to a log, a partial rewrite) needs room for all of
+// it at once: refused before the object is read (the client sends the open again while uploads
+// make room; RoomWait), so a refused open costs no transfer from the source.
+TEST_F(WriteBackTest, AnOpenWithoutRoomForTheContentItKeepsIsRefusedBeforeReadingIt) {
+  Start(/*max_pending=*/100 << 10);
+  const std::string log = testing::RandomBytes(60 << 10, 41);
+  memory_->Put("train.log", log);
+  SourceDown(true);
+  ASSERT_TRUE(WriteFile("/lake/one.bin", testing::RandomBytes(50 << 10, 42)).ok());
+  const uint64_t reads_before = faults_->calls(ufs::UfsOp::kRead);
+  auto refused = Open("/lake/train.log", /*truncate=*/false);
+  ASSERT_EQ(refused.status().code(), StatusCode::kResourceExhausted) << refused.status().ToString();
+  EXPECT_NE(refused.status().message().find("write-back budget is full"), std::string::npos);
+  EXPECT_EQ(faults_->calls(ufs::UfsOp::kRead), reads_before);
+  EXPECT_EQ(writes_->write_back()->reserved_bytes(), 0u);  // Nothing held by the refusal.
+  SourceDown(false);
+  ASSERT_TRUE(SyncAll().ok());
+  auto opened = Open("/lake/train.log", /*truncate=*/false);  // Sent again: room now.
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  EXPECT_EQ(opened->size, log.size());
+  EXPECT_EQ(writes_->write_back()->reserved_bytes(), log.size());
+  ASSERT_TRUE(Write(opened->handle, log.size(), "epoch 2\n").ok());
+  ASSERT_TRUE(Close(opened->handle).ok());
+  ASSERT_TRUE(SyncAll().ok());
+  EXPECT_EQ(Content("train.log"), log + "epoch 2\n");
+}
+
 TEST_F(WriteBackTest, AnOpenFileGivesBackItsRoomWhenTruncatedAbortedOrDropped) {
   Start(/*max_pending=*/100 << 10);
   SourceDown(true);

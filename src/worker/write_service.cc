@@ -54,7 +54,8 @@ struct WriteService::OpenFile {
   // Write-back: makes the room held at least `size` (a write or truncate to that size).
   Status ReserveRoom(uint64_t size) REQUIRES(mu) {
     if (room == nullptr || size <= reserved) return Status::Ok();
-    CAIRN_RETURN_IF_ERROR(room->Reserve(reserved, size - reserved).WithContext("write of " + path));
+    CAIRN_RETURN_IF_ERROR(
+        room->Reserve(reserved, size - reserved).WithContext("no room for " + path));
     reserved = size;
     return Status::Ok();
   }
@@ -433,13 +434,6 @@ StatusOr<WriteReply> WriteService::Open(const std::string& principal,
       take_clients_word ? StatusOr<ufs::ObjectInfo>(NotFoundError("seen absent by the client"))
                         : file->ufs->Stat(file->key);
   if (take_clients_word) metrics_->opens_seen_absent->Increment();
-  // Write-back keeps working while the source is unreachable for a file that replaces whatever
-  // is there (create + truncate, as torch.save opens): its commit is then unconditional.
-  const bool blind = file->write_back && request.create && request.truncate && !request.exclusive &&
-                     !current.ok() && current.status().code() != StatusCode::kNotFound;
-  if (!current.ok() && current.status().code() != StatusCode::kNotFound && !blind) {
-    return current.status();
-  }
   // A write-back file closed but not yet uploaded is the file's current content.
   std::optional<WriteBack::Latest> pending;
   if (file->write_back) pending = write_back_->LatestFor(file->path);
@@ -449,12 +443,35 @@ StatusOr<WriteReply> WriteService::Open(const std::string& principal,
       if (p) ::close(p->fd);
     }
   } closer{pending};
+  // Write-back keeps working while the source is unreachable for a file that replaces whatever
+  // is there (create + truncate, as torch.save opens), and for one that goes on from a file
+  // still waiting here (a log appended to through an outage): neither needs the source's
+  // answer. The commit is then unconditional until the waiting file's upload sets the version
+  // it made as the condition (AdoptCommit; should that upload end before this file is entered
+  // below, the condition stays unconditional: it replaces what this worker just uploaded).
+  const bool unreachable = !current.ok() && current.status().code() != StatusCode::kNotFound;
+  const bool blind =
+      file->write_back && unreachable &&
+      ((request.create && request.truncate && !request.exclusive) || pending.has_value());
+  if (unreachable && !blind) return current.status();
   const bool exists = current.ok() || pending.has_value();
   if (exists && request.exclusive) {
     return AlreadyExistsError(request.path + " exists (exclusive create)");
   }
   if (!exists && !request.create) return NotFoundError("no such file " + request.path);
 
+  if (file->write_back) {
+    // What the file starts with is on this worker's disk until it goes up: its room is taken
+    // before anything is read, so an open refused for room (the client tries again while
+    // uploads make some) costs no source read. The file's destructor gives it back.
+    const uint64_t starts_with = request.truncate ? 0
+                                 : pending        ? pending->size
+                                 : current.ok()   ? current->size
+                                                  : 0;
+    file->room = write_back_.get();
+    MutexLock l(&file->mu);
+    CAIRN_RETURN_IF_ERROR(file->ReserveRoom(starts_with));
+  }
   write::WriteSessionOptions session_options = SessionOptions(request.path, file->write_back);
   session_options.condition = current.ok() ? ufs::WriteCondition::Version(current->version)
                               : blind      ? ufs::WriteCondition::None()
@@ -481,15 +498,12 @@ StatusOr<WriteReply> WriteService::Open(const std::string& principal,
     }
   }
   const uint64_t size = session->size();
-  if (file->write_back) {
-    // The content it starts with is on this worker's disk until the file goes up.
-    CAIRN_RETURN_IF_ERROR(write_back_->Reserve(0, size).WithContext("open of " + request.path));
-    file->room = write_back_.get();
-  }
   {
     MutexLock l(&file->mu);
+    // The room held is the session's size (it may differ from the stat's if the object changed).
+    CAIRN_RETURN_IF_ERROR(file->ReserveRoom(size));
+    file->ShrinkRoom(size);
     file->session = std::move(session);
-    file->reserved = file->write_back ? size : 0;
   }
   file->last_used_us = clock().NowMicros();
   MutexLock l(&open_mu_);

@@ -1,0 +1,42 @@
+// RoomWait: the schedule of a request its worker refused for room (ResourceExhausted: the
+// write-back budget is full of files still uploading, the spool disk is, or the worker's cap on
+// files open for writing is reached). Uploads and closes make room without the client doing
+// anything, so the request is sent again with backoff (20 ms, doubling, at most 1 s apart)
+// until `limit` has passed since the first refusal; then the refusal stands (ENOSPC through
+// FUSE). Used by a file's writes (RemoteFileWriter) and by its open (ClientImpl::OpenForWrite).
+//
+// Pure: the caller passes the time (from its injected clock).
+// Thread-safety: none (one per request, used by one thread at a time).
+#ifndef CAIRN_CLIENT_ROOM_WAIT_H_
+#define CAIRN_CLIENT_ROOM_WAIT_H_
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace cairn::client {
+
+class RoomWait {
+ public:
+  explicit RoomWait(std::chrono::milliseconds limit) : limit_(limit) {}
+
+  // A refusal at `now_us`: when to send the request again, or nullopt when `limit` has passed
+  // since the first refusal (give up).
+  std::optional<int64_t> Refused(int64_t now_us);
+  // Whether the request was refused before (the caller logs the first wait only).
+  bool waited() const { return refusals_ > 0; }
+  // The context a final refusal gets: "no room came in 60 s".
+  std::string GaveUp() const;
+  // "300 ms", "60 s".
+  static std::string Describe(std::chrono::milliseconds d);
+
+ private:
+  std::chrono::milliseconds limit_;
+  int64_t first_refusal_us_ = 0;
+  int refusals_ = 0;
+};
+
+}  // namespace cairn::client
+
+#endif  // CAIRN_CLIENT_ROOM_WAIT_H_
