@@ -477,6 +477,17 @@ bool WriteBack::NeverUploaded(const std::string& path) const {
   return any;
 }
 
+std::optional<ufs::WriteCondition> WriteBack::KnownSourceState(const std::string& path) const {
+  MutexLock l(&mu_);
+  std::optional<ufs::WriteCondition> oldest;
+  for (const auto& [id, item] : items_) {  // In close order.
+    if (item.write.record.path != path || item.cancelled) continue;
+    if (item.begun || item.running) return std::nullopt;
+    if (!oldest) oldest = item.write.record.condition;
+  }
+  return oldest;
+}
+
 std::optional<WriteBack::Latest> WriteBack::LatestFor(const std::string& path) const {
   MutexLock l(&mu_);
   for (auto it = items_.rbegin(); it != items_.rend(); ++it) {

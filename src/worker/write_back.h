@@ -147,6 +147,11 @@ class WriteBack {
   // the name there (and need not reach the source at all: it works while the lake is down).
   // A file replayed from the journal counts as begun (the run before may have uploaded it).
   bool NeverUploaded(const std::string& path) const EXCLUDES(mu_);
+  // What the source holds under `path` as far as this worker knows without asking it: the
+  // condition of the oldest file of `path` waiting here (what it was opened over), when no
+  // upload of any of them began since this worker started; nullopt otherwise (none waits, or
+  // one may have landed). A rename that replaces them replaces that (MovePending).
+  std::optional<ufs::WriteCondition> KnownSourceState(const std::string& path) const EXCLUDES(mu_);
   // The newest pending content of `path`: its size and a read-only descriptor of its spool
   // file (the caller closes it), for an open that continues from it.
   struct Latest {

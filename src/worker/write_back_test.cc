@@ -476,6 +476,52 @@ TEST_F(WriteBackTest, ARenameReplacesWhatIsPendingUnderTheNewName) {
   EXPECT_EQ(Metric("cairn_worker_write_back_conflicts_total"), 0);
 }
 
+// A rename replaces what the source holds under the new name when it is done, and only that:
+// an object someone else puts there between the rename and the upload (a long outage of the
+// uploads, a commit delay) is not overwritten; the renamed file is set aside as a conflict,
+// as any write-back file whose name changed under it.
+TEST_F(WriteBackTest, ARenamedFileDoesNotOverwriteWhatSomeoneElsePutUnderItsNameSince) {
+  memory_->Put("latest.pt", "the checkpoint the rename replaces");
+  SourceDown(true);  // Uploads fail; stats work.
+  ASSERT_TRUE(WriteFile("/lake/latest.pt.tmp", "step 2").ok());
+  ASSERT_TRUE(Rename("/lake/latest.pt.tmp", "/lake/latest.pt").ok());
+  ASSERT_TRUE(WriteFile("/lake/best.pt.tmp", "best").ok());
+  ASSERT_TRUE(Rename("/lake/best.pt.tmp", "/lake/best.pt").ok());  // Absent when renamed.
+  memory_->Put("latest.pt", "another job's checkpoint");           // Written to the bucket.
+  memory_->Put("best.pt", "another job's best");
+  SourceDown(false);
+  ASSERT_TRUE(SyncAll().ok());
+  EXPECT_EQ(Content("latest.pt"), "another job's checkpoint");
+  EXPECT_EQ(Content("best.pt"), "another job's best");
+  EXPECT_EQ(Metric("cairn_worker_write_back_conflicts_total"), 2);
+}
+
+// What a rename replaces when files of the new name wait here: what they were opened over,
+// known without asking the source (so the checkpoint idiom, saving `latest.pt` through a
+// temporary name again and again, works while the lake is unreachable).
+TEST_F(WriteBackTest, ARenameOverAWaitingFileReplacesWhatThatFileWasOpenedOver) {
+  Start(1ull << 30, std::chrono::seconds(30));  // No upload begins by itself.
+  memory_->Put("latest.pt", "step 0");
+  ASSERT_TRUE(WriteFile("/lake/latest.pt", "step 1").ok());  // Opened over "step 0".
+  ASSERT_TRUE(WriteFile("/lake/latest.pt.tmp", "step 2").ok());
+  SourceUnreachable(true);
+  const uint64_t stats = faults_->calls(ufs::UfsOp::kStat);
+  ASSERT_TRUE(Rename("/lake/latest.pt.tmp", "/lake/latest.pt").ok());
+  EXPECT_EQ(faults_->calls(ufs::UfsOp::kStat), stats);  // Not asked.
+  SourceUnreachable(false);
+  ASSERT_TRUE(SyncAll().ok());
+  EXPECT_EQ(Content("latest.pt"), "step 2");
+  EXPECT_EQ(Metric("cairn_worker_write_back_conflicts_total"), 0);
+  // Again, with someone else's object put there meanwhile: set aside, not overwritten.
+  ASSERT_TRUE(WriteFile("/lake/latest.pt", "step 3").ok());
+  ASSERT_TRUE(WriteFile("/lake/latest.pt.tmp", "step 4").ok());
+  ASSERT_TRUE(Rename("/lake/latest.pt.tmp", "/lake/latest.pt").ok());
+  memory_->Put("latest.pt", "another job's checkpoint");
+  ASSERT_TRUE(SyncAll().ok());
+  EXPECT_EQ(Content("latest.pt"), "another job's checkpoint");
+  EXPECT_EQ(Metric("cairn_worker_write_back_conflicts_total"), 1);
+}
+
 TEST_F(WriteBackTest, ANoReplaceRenameOfAPendingFileNeedsTheNameFree) {
   memory_->Put("taken", "in the source");
   SourceDown(true);

@@ -1092,6 +1092,21 @@ StatusOr<std::optional<WriteReply>> WriteService::RenamePending(
   }
 }
 
+ufs::WriteCondition WriteService::ReplacedByRename(ufs::UnderStorage& ufs, const std::string& key) {
+  // The upload to the new name replaces what the source holds there now, as a rename does, and
+  // only that: a file someone else puts there after the rename, before the upload lands, is not
+  // overwritten (the upload is set aside as a conflict). The stat is mostly answered by the
+  // absence cache (the checkpoint idiom renames to a name its folder's listing lacks, which the
+  // kernel looked up just before). While the source cannot say (an outage), the upload
+  // replaces whatever is there when it lands.
+  StatusOr<ufs::ObjectInfo> there = ufs.Stat(key);
+  if (there.ok() && !there->is_dir) return ufs::WriteCondition::Version(there->version);
+  if (!there.ok() && there.status().code() == StatusCode::kNotFound) {
+    return ufs::WriteCondition::Absent();
+  }
+  return ufs::WriteCondition::None();
+}
+
 StatusOr<WriteBack::PendingFile> WriteService::MovePending(
     const protocol::RenameRequest& request, const PageService::PathAt& from,
     const PageService::PathAt& to, std::vector<std::unique_ptr<write::WriteSession>>* released) {
@@ -1100,8 +1115,8 @@ StatusOr<WriteBack::PendingFile> WriteService::MovePending(
     write_back_->Unhold(request.from, request.to);
     return why;
   };
-  // The upload to `to` replaces what is there, as a rename does; a no-replace rename needs the
-  // name free, here (no pending file) and in the source, and stays conditional on it.
+  // A no-replace rename needs the name free, here (no pending file) and in the source, and
+  // stays conditional on it.
   ufs::WriteCondition condition = ufs::WriteCondition::None();
   if (request.no_replace) {
     if (write_back_->HasPending(request.to)) {
@@ -1111,6 +1126,10 @@ StatusOr<WriteBack::PendingFile> WriteService::MovePending(
     if (there.ok()) return give_up(AlreadyExistsError(request.to + " exists"));
     if (there.status().code() != StatusCode::kNotFound) return give_up(there.status());
     condition = ufs::WriteCondition::Absent();
+  } else {
+    // Files of `to` waiting here that never went up say what the source holds there.
+    std::optional<ufs::WriteCondition> known = write_back_->KnownSourceState(request.to);
+    condition = known ? *known : ReplacedByRename(ufs, to.resolved.key);
   }
   // An older upload of `from` must not outlive the rename (the held file cannot be uploaded
   // meanwhile). First: if this fails, nothing changed. A new file never uploaded has nothing in

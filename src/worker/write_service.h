@@ -204,6 +204,9 @@ class WriteService final : public PendingFiles {
   StatusOr<std::optional<protocol::WriteReply>> RenamePending(
       const protocol::RenameRequest& request, const PageService::PathAt& from,
       const PageService::PathAt& to);
+  // The condition of an upload that replaces, by a rename, what the source holds under `key`:
+  // its version, its absence, or (the source cannot say) none.
+  static ufs::WriteCondition ReplacedByRename(ufs::UnderStorage& ufs, const std::string& key);
   // RenamePending's step once the files of both names are held under both commit locks.
   StatusOr<WriteBack::PendingFile> MovePending(
       const protocol::RenameRequest& request, const PageService::PathAt& from,
