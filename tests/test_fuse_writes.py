@@ -158,6 +158,18 @@ def test_truncate_append_and_exclusive_create(rw):
     with pytest.raises(FileExistsError):
         open(os.path.join(mnt, "existing.bin"), "xb")
     assert (src / "existing.bin").read_bytes() == b"0123456789"
+    # truncate(2) by path of a file this mount has open for writing (created here, not in the
+    # source yet; and one that is): through the open file, which its close then commits.
+    for name, before in (("new-open.bin", None), ("t.bin", b"aaa")):
+        fd = os.open(os.path.join(mnt, name), os.O_WRONLY | os.O_CREAT)
+        try:
+            os.pwrite(fd, b"0123456789", 0)
+            os.truncate(os.path.join(mnt, name), 4)
+            assert os.stat(os.path.join(mnt, name)).st_size == 4
+            os.pwrite(fd, b"x", 6)
+        finally:
+            os.close(fd)
+        assert (src / name).read_bytes() == b"0123\0\0x", (name, before)
 
 
 def test_a_failed_commit_is_the_error_of_close(rw):

@@ -32,6 +32,9 @@ class ScriptedOwner {
     {
       MutexLock l(&mu_);
       received_.push_back(protocol::TypeOf(request));
+      if (const auto* open = std::get_if<protocol::OpenWriteRequest>(&request)) {
+        opens_seen_absent_.push_back(open->seen_absent);
+      }
       if (auto it = answers_.find(protocol::TypeOf(request));
           it != answers_.end() && it->second.times != 0) {
         answer = it->second.status;
@@ -43,6 +46,11 @@ class ScriptedOwner {
       return;
     }
     done(protocol::WriteReply{});
+  }
+  // OpenWriteRequest::seen_absent of each open received.
+  std::vector<bool> opens_seen_absent() const {
+    MutexLock l(&mu_);
+    return opens_seen_absent_;
   }
   std::vector<protocol::MessageType> received() const {
     MutexLock l(&mu_);
@@ -57,6 +65,7 @@ class ScriptedOwner {
   };
   std::map<protocol::MessageType, Scripted> answers_ GUARDED_BY(mu_);
   std::vector<protocol::MessageType> received_ GUARDED_BY(mu_);
+  std::vector<bool> opens_seen_absent_ GUARDED_BY(mu_);
 };
 
 // The channel the fetcher owns: forwards to the test's ScriptedOwner.
@@ -222,6 +231,22 @@ TEST_F(AskOwnersTest, AnOpenRefusedForRoomIsSentAgainUntilTheRoomWaitPasses) {
       << refused.status().ToString();
   EXPECT_GE(clock_.NowMicros() - second_began, 30'000'000);
   EXPECT_LT(clock_.NowMicros() - second_began, 31'000'000);
+}
+
+// A create right after a lookup that found the name free tells the worker so (it skips its
+// own stat); an open sent again after a wait for room does not: the lookup is old by then.
+TEST_F(AskOwnersTest, AnOpenSentAgainAfterAWaitForRoomNoLongerVouchesForTheLookup) {
+  const std::string path = "/wb/ckpt/new.pt";
+  ASSERT_EQ(client_->Stat(path).status().code(), StatusCode::kNotFound);
+  First(path).Answer(MessageType::kOpenWrite, ResourceExhaustedError("too many files open"),
+                     /*times=*/1);
+  WriteOptions create;
+  create.create = true;
+  create.truncate = true;
+  auto opened = client_->OpenForWrite(path, create);
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  (*opened)->Abort().IgnoreError();
+  EXPECT_EQ(First(path).opens_seen_absent(), (std::vector<bool>{true, false}));
 }
 
 }  // namespace

@@ -523,7 +523,8 @@ StatusOr<std::unique_ptr<FileWriter>> ClientImpl::OpenForWrite(std::string_view 
 }
 
 StatusOr<ClientImpl::OwnerReply> ClientImpl::OpenOnOwner(
-    const protocol::OpenWriteRequest& request) {
+    const protocol::OpenWriteRequest& first_request) {
+  protocol::OpenWriteRequest request = first_request;
   RoomWait room_wait(options_.write_room_wait);
   for (;;) {
     StatusOr<OwnerReply> opened = AskOwners(request.path, request);
@@ -539,6 +540,8 @@ StatusOr<ClientImpl::OwnerReply> ClientImpl::OpenOnOwner(
                    opened.status().message(), RoomWait::Describe(options_.write_room_wait));
     }
     clock_->SleepForMicros(*again - clock_->NowMicros());
+    // The lookup that saw the name free is older now: the worker asks the source again.
+    request.seen_absent = false;
   }
 }
 

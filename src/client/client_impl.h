@@ -88,7 +88,7 @@ class ClientImpl : public Client {
   // OpenWrite through AskOwners; an open refused for room (its owner's write-back budget, or
   // its cap on files open for writing) is sent again as RoomWait schedules, for up to
   // options_.write_room_wait, as a refused write is.
-  StatusOr<OwnerReply> OpenOnOwner(const protocol::OpenWriteRequest& request);
+  StatusOr<OwnerReply> OpenOnOwner(const protocol::OpenWriteRequest& first_request);
   // Drops the cached metadata of a path written or removed, and its parent's listing.
   void ForgetWritten(const std::string& path);
   // After this client's own commit or remove of a file: its metadata is what the source now

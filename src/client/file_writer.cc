@@ -17,6 +17,21 @@ bool Retryable(StatusCode code) {
          code == StatusCode::kCorruption;
 }
 
+// Before the send after the `failures`-th retryable failure: 250 ms doubling to 2 s. The
+// channel fails requests at once for 1 s after a connection drops (suspect): sends in that
+// time would spend the attempts without reaching the worker.
+int64_t RetryBackoffMicros(int failures) {
+  return std::min<int64_t>(2'000'000, int64_t{250'000} << std::min(failures - 1, 4));
+}
+
+// A request naming the handle answered NotFound: the worker no longer has the file open (it
+// restarted, or aborted the file after its idle timeout). For the application that is an I/O
+// error of its open file (EIO), not "no such file".
+Status ForOpenFile(const Status& status) {
+  if (status.code() != StatusCode::kNotFound) return status;
+  return IoError("the worker no longer has the file open: " + status.message());
+}
+
 }  // namespace
 
 RemoteFileWriter::RemoteFileWriter(std::shared_ptr<protocol::PageChannel> channel, std::string path,
@@ -41,6 +56,9 @@ RemoteFileWriter::~RemoteFileWriter() {
     if (!aborted.ok()) spdlog::debug("abandoned write of {}: {}", path_, aborted.ToString());
   }
   StopKeeping();
+  // No reply may arrive for a destroyed writer (its callbacks hold `this`).
+  MutexLock l(&mu_);
+  changed_.Wait(&mu_, [this]() REQUIRES(mu_) { return in_flight_.empty(); });
 }
 
 void RemoteFileWriter::StopKeeping() {
@@ -49,6 +67,7 @@ void RemoteFileWriter::StopKeeping() {
 
 Status RemoteFileWriter::CheckOpen() const {
   if (closed_) return FailedPreconditionError(path_ + " is closed");
+  if (closing_) return FailedPreconditionError(path_ + " is being closed");
   if (aborted_) return FailedPreconditionError("the write of " + path_ + " was aborted");
   return error_;
 }
@@ -73,10 +92,6 @@ Status RemoteFileWriter::Write(uint64_t offset, std::span<const char> data) {
     chunk->data.assign(data.begin() + static_cast<ptrdiff_t>(done),
                        data.begin() + static_cast<ptrdiff_t>(done + n));
     chunk->checksums = ChunkChecksums(chunk->data);
-    {
-      MutexLock l(&mu_);
-      ++changes_;
-    }
     CAIRN_RETURN_IF_ERROR(Send(std::move(chunk)));
     done += n;
   }
@@ -108,6 +123,7 @@ Status RemoteFileWriter::Send(std::shared_ptr<Chunk> chunk) {
       });
     }
     in_flight_.push_back(chunk);
+    ++changes_;  // Counted once sent: a commit that drained before does not include it.
     size_ = std::max<uint64_t>(size_, chunk->offset + chunk->data.size());
   }
   Dispatch(std::move(chunk));
@@ -115,7 +131,6 @@ Status RemoteFileWriter::Send(std::shared_ptr<Chunk> chunk) {
 }
 
 void RemoteFileWriter::Dispatch(std::shared_ptr<Chunk> chunk) {
-  ++chunk->attempts;
   protocol::WritePageRequest request;
   request.handle = handle_;
   request.offset = chunk->offset;
@@ -137,14 +152,16 @@ void RemoteFileWriter::Finished(const std::shared_ptr<Chunk>& chunk, const Statu
         error_ =
             status.WithContext("write of " + path_ + " at offset " + std::to_string(chunk->offset) +
                                (chunk->room_wait ? " (" + chunk->room_wait->GaveUp() + ")" : ""));
-      } else if (Retryable(status.code()) && chunk->attempts < options_.max_attempts) {
-        chunk->retry_at_us = 0;
+      } else if (Retryable(status.code()) && !aborted_ &&
+                 chunk->failures + 1 < options_.max_attempts) {
+        ++chunk->failures;
+        chunk->retry_at_us = clock().NowMicros() + RetryBackoffMicros(chunk->failures);
         spdlog::debug("write of {} at {} failed ({}); sending it again", path_, chunk->offset,
                       status.ToString());
         failed_.push_back(chunk);
       } else if (error_.ok()) {
-        error_ =
-            status.WithContext("write of " + path_ + " at offset " + std::to_string(chunk->offset));
+        error_ = ForOpenFile(status).WithContext("write of " + path_ + " at offset " +
+                                                 std::to_string(chunk->offset));
       }
     }
     // Notified under mu_: once mu_ is released a waiter (Close, then the writer's owner) may
@@ -191,7 +208,7 @@ void RemoteFileWriter::ResendFailed() {
   mu_.Lock();
 }
 
-Status RemoteFileWriter::Drain() {
+Status RemoteFileWriter::Drain(uint64_t* drained) {
   MutexLock l(&mu_);
   while (true) {
     if (!failed_.empty()) {
@@ -202,7 +219,10 @@ Status RemoteFileWriter::Drain() {
       }
       continue;
     }
-    if (in_flight_.empty()) break;
+    if (in_flight_.empty()) {
+      if (drained != nullptr) *drained = changes_;
+      break;
+    }
     changed_.Wait(&mu_, [this]() REQUIRES(mu_) { return in_flight_.empty() || !failed_.empty(); });
   }
   return error_;
@@ -214,7 +234,9 @@ StatusOr<protocol::WriteReply> RemoteFileWriter::Call(const protocol::WriteReque
   channel_->CallWrite(request, [&promise](StatusOr<protocol::WriteReply> reply) {
     promise.set_value(std::move(reply));
   });
-  return future.get();
+  StatusOr<protocol::WriteReply> reply = future.get();
+  if (!reply.ok()) return ForOpenFile(reply.status());
+  return reply;
 }
 
 Status RemoteFileWriter::Truncate(uint64_t size) {
@@ -233,11 +255,24 @@ Status RemoteFileWriter::Truncate(uint64_t size) {
     MutexLock l(&mu_);
     ++changes_;
   }
-  StatusOr<protocol::WriteReply> reply = Call(request);
-  if (!reply.ok()) return reply.status().WithContext("truncate of " + path_);
-  MutexLock l(&mu_);
-  size_ = reply->size;
-  return Status::Ok();
+  // A truncate that grows the file takes room on the worker, as a write does.
+  RoomWait room_wait(options_.room_wait);
+  for (;;) {
+    StatusOr<protocol::WriteReply> reply = Call(request);
+    if (reply.ok()) {
+      MutexLock l(&mu_);
+      size_ = reply->size;
+      return Status::Ok();
+    }
+    if (reply.status().code() != StatusCode::kResourceExhausted) {
+      return reply.status().WithContext("truncate of " + path_);
+    }
+    std::optional<int64_t> again = room_wait.Refused(clock().NowMicros());
+    if (!again) {
+      return reply.status().WithContext("truncate of " + path_ + " (" + room_wait.GaveUp() + ")");
+    }
+    clock().SleepForMicros(*again - clock().NowMicros());
+  }
 }
 
 StatusOr<size_t> RemoteFileWriter::ReadAt(uint64_t offset, std::span<char> out) {
@@ -268,13 +303,27 @@ StatusOr<size_t> RemoteFileWriter::ReadAt(uint64_t offset, std::span<char> out) 
 }
 
 StatusOr<FileInfo> RemoteFileWriter::Commit(bool close) {
-  CAIRN_RETURN_IF_ERROR(Drain());
-  uint64_t seen = 0;
-  bool changes = true;
   {
     MutexLock l(&mu_);
     CAIRN_RETURN_IF_ERROR(CheckOpen());
-    seen = changes_;  // Writes made after this point are not in this commit.
+    if (close) closing_ = true;  // No write joins from here on: none can land after the close.
+  }
+  StatusOr<FileInfo> committed = CommitDrained(close);
+  if (close && !committed.ok()) {
+    MutexLock l(&mu_);
+    closing_ = false;  // Not closed: writes, and another close, may follow.
+  }
+  return committed;
+}
+
+StatusOr<FileInfo> RemoteFileWriter::CommitDrained(bool close) {
+  uint64_t seen = 0;  // The writes the commit includes: the ones that landed before it.
+  CAIRN_RETURN_IF_ERROR(Drain(&seen));
+  bool changes = true;
+  {
+    MutexLock l(&mu_);
+    // Aborted or closed by another thread meanwhile (or, for a sync, being closed).
+    if (closed_ || aborted_ || (!close && closing_)) return CheckOpen();
     changes = committed_changes_ != seen;
   }
   const auto deadline_ms = static_cast<uint32_t>(options_.commit_timeout.count());
@@ -317,7 +366,7 @@ Status RemoteFileWriter::Abort() {
   StopKeeping();
   StatusOr<protocol::WriteReply> reply = Call(
       protocol::AbortWriteRequest{static_cast<uint32_t>(options_.commit_timeout.count()), handle_});
-  if (!reply.ok() && reply.status().code() != StatusCode::kNotFound) {
+  if (!reply.ok() && reply.status().code() != StatusCode::kIoError) {  // Gone already: fine.
     return reply.status().WithContext("abort of " + path_);
   }
   return Status::Ok();

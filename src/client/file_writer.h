@@ -6,11 +6,19 @@
 // A request that overlaps one in flight waits for it first (a channel spreads requests over
 // several connections, so two in flight may land in either order). A write that failed for
 // a reason worth retrying (the connection dropped, the data arrived damaged, the worker was
-// slow) is sent again, up to max_attempts times, by the next call that waits for room or for
-// the writes in flight. A write the worker has no room for (ResourceExhausted: its write-back
-// budget is full of files still uploading, or its spool disk is) is sent again with backoff
-// for up to room_wait: the caller's write blocks meanwhile, and fails only when no room came
-// (ENOSPC through FUSE). Any other failure is kept and returned by every later call.
+// slow) is sent again with backoff (250 ms doubling to 2 s: past the channel's 1 s of failing
+// fast after a dropped connection), up to max_attempts sends, by the next call that waits for
+// room or for the writes in flight. A write the worker has no room for (ResourceExhausted: its
+// write-back budget is full of files still uploading, or its spool disk is) is sent again with
+// backoff for up to room_wait (not counted as an attempt): the caller's write blocks
+// meanwhile, and fails only when no room came (ENOSPC through FUSE); a truncate that grows the
+// file waits the same way. Any other failure is kept and returned by every later call. The
+// worker's NotFound for the handle (it restarted, or aborted the file after its idle timeout)
+// is an I/O error of the open file (EIO through FUSE), not "no such file".
+//
+// Close stops the file taking writes before it drains the ones in flight and asks the worker
+// to commit: a Write from another thread meanwhile fails (FailedPrecondition), and none can
+// land after the close.
 //
 // Thread-safety: thread-safe. Lock order: mu_ only; no channel call is made with mu_ held (an
 // in-process channel answers before CallWrite returns).
@@ -38,7 +46,7 @@ namespace cairn::client {
 struct FileWriterOptions {
   uint32_t max_request_bytes = 1 << 20;  // Bytes per WritePage (<= protocol::kMaxWriteData).
   int max_in_flight = 8;
-  int max_attempts = 3;
+  int max_attempts = 5;  // Sends of a write failed for a reason worth retrying (see above).
   // How long a write the worker has no room for is sent again (backoff 20 ms doubling to
   // 1 s) before it fails.
   std::chrono::milliseconds room_wait{60'000};
@@ -77,7 +85,7 @@ class RemoteFileWriter : public FileWriter {
     uint64_t offset = 0;
     std::vector<char> data;
     std::vector<uint64_t> checksums;
-    int attempts = 0;
+    int failures = 0;                   // Failures worth retrying (room refusals not counted).
     int64_t retry_at_us = 0;            // Not sent again before this.
     std::optional<RoomWait> room_wait;  // Set at its first refusal for room.
   };
@@ -86,8 +94,9 @@ class RemoteFileWriter : public FileWriter {
   Status Send(std::shared_ptr<Chunk> chunk) EXCLUDES(mu_);
   void Dispatch(std::shared_ptr<Chunk> chunk) EXCLUDES(mu_);
   void Finished(const std::shared_ptr<Chunk>& chunk, const Status& status) EXCLUDES(mu_);
-  // Waits until nothing is in flight (resending retryable failures); the first error.
-  Status Drain() EXCLUDES(mu_);
+  // Waits until nothing is in flight (resending retryable failures); the first error. Sets
+  // `*drained` (if given) to changes_ when nothing was in flight: the writes it counts landed.
+  Status Drain(uint64_t* drained = nullptr) EXCLUDES(mu_);
   // Resends the retryable failures that are due (called with mu_ held; unlocks it around the
   // sends); when none is due yet, waits until the first is (or the file fails or is aborted).
   void ResendFailed() REQUIRES(mu_);
@@ -99,9 +108,11 @@ class RemoteFileWriter : public FileWriter {
   Status CheckOpen() const REQUIRES(mu_);
   // The file is closed or aborted: its handle needs no keeping any more.
   void StopKeeping();
-  // One request with its reply, waited for.
+  // One request with its reply, waited for; a NotFound (the handle is gone) as an IoError.
   StatusOr<protocol::WriteReply> Call(const protocol::WriteRequest& request);
   StatusOr<FileInfo> Commit(bool close) EXCLUDES(mu_);
+  // Commit's work once a close has stopped new writes.
+  StatusOr<FileInfo> CommitDrained(bool close) EXCLUDES(mu_);
 
   const std::shared_ptr<protocol::PageChannel> channel_;
   const std::string path_;
@@ -115,12 +126,13 @@ class RemoteFileWriter : public FileWriter {
   std::vector<std::shared_ptr<Chunk>> in_flight_ GUARDED_BY(mu_);
   std::deque<std::shared_ptr<Chunk>> failed_ GUARDED_BY(mu_);  // To send again.
   Status error_ GUARDED_BY(mu_);  // Sticky: a write that cannot be retried failed.
-  // Writes and truncates made, and how many of them the last successful Sync or Close had seen.
-  // When a Close follows a commit with none made in between it changes nothing in the source,
-  // and on_commit is not told again (the path may have been renamed or removed since: FUSE's
-  // release comes after close(2) returned, and after what followed it).
+  // Writes (counted when first sent) and truncates made, and how many of them the last successful
+  // Sync or Close had seen. When a Close follows a commit with none made in between it changes
+  // nothing in the source, and on_commit is not told again (the path may have been renamed or
+  // removed since: FUSE's release comes after close(2) returned, and after what followed it).
   uint64_t changes_ GUARDED_BY(mu_) = 0;
   std::optional<uint64_t> committed_changes_ GUARDED_BY(mu_);
+  bool closing_ GUARDED_BY(mu_) = false;  // A Close is draining or waits for its reply.
   bool closed_ GUARDED_BY(mu_) = false;
   bool aborted_ GUARDED_BY(mu_) = false;
 };

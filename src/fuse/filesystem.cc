@@ -639,6 +639,19 @@ std::shared_ptr<FileWriter> Filesystem::WriterOf(const std::string& path) const 
   return it->second.back()->writer;
 }
 
+bool Filesystem::MarkDirty(const std::string& path, const FileWriter* writer) {
+  MutexLock lock(&handles_mu_);
+  auto it = writing_.find(path);
+  if (it == writing_.end()) return false;
+  for (OpenFile* file : it->second) {
+    if (file->writer.get() == writer) {
+      file->dirty = true;
+      return true;
+    }
+  }
+  return false;
+}
+
 std::optional<uint64_t> Filesystem::WritingSize(const std::string& path) const {
   MutexLock lock(&handles_mu_);
   auto it = writing_.find(path);
@@ -770,6 +783,18 @@ void Filesystem::SetAttr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int 
         return;
       }
       file->dirty = true;
+    } else if (std::shared_ptr<FileWriter> open = WriterOf(entry->path)) {
+      // truncate(2) of a file this mount has open for writing: through that file. A writer of
+      // its own would not find a file created here (not in the source yet), and its commit
+      // would make the open file's fail (the object changed under it).
+      Status truncated = open->Truncate(size);
+      if (truncated.ok() && !MarkDirty(entry->path, open.get())) {
+        truncated = FailedPreconditionError(entry->path + " was closed during the truncate");
+      }
+      if (!truncated.ok()) {
+        fuse_reply_err(req, ErrnoForReply(truncated, "truncate", entry->path));
+        return;
+      }
     } else {  // truncate(2) by path: a write of its own.
       WriteOptions options;
       options.create = false;

@@ -192,6 +192,9 @@ class Filesystem {
   std::optional<uint64_t> WritingSize(const std::string& path) const EXCLUDES(handles_mu_);
   // The newest writer of `path` open in this mount; null when none.
   std::shared_ptr<FileWriter> WriterOf(const std::string& path) const EXCLUDES(handles_mu_);
+  // Marks the open file of `path` whose writer is `writer` as changed (its flush or release
+  // commits it); false when it is no longer open.
+  bool MarkDirty(const std::string& path, const FileWriter* writer) EXCLUDES(handles_mu_);
   // Read of a handle without a reader: one open for writing (O_RDWR), or a read-only open of a
   // file this mount is writing.
   void ReadWhileWriting(fuse_req_t req, size_t size, off_t off, OpenFile* file);

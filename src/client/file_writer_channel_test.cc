@@ -1,0 +1,201 @@
+// RemoteFileWriter against a scripted channel (no worker): retries spaced past the channel's
+// fail-fast second, a close that takes no write after it began, a lost handle reported as an
+// I/O error, a growing truncate that waits for room.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "client/file_writer.h"
+#include "common/thread_annotations.h"
+
+namespace cairn::client {
+namespace {
+
+using protocol::MessageType;
+using Steady = std::chrono::steady_clock;
+
+// Answers each write request with the next status scripted for its type (OK once none is
+// left), records when each was sent, and can hold CloseWrite's answer until released.
+class ScriptedChannel : public protocol::PageChannel {
+ public:
+  void Script(MessageType type, std::vector<Status> answers) {
+    MutexLock l(&mu_);
+    for (auto& s : answers) scripts_[type].push_back(std::move(s));
+  }
+  void HoldCloses() {
+    MutexLock l(&mu_);
+    hold_closes_ = true;
+  }
+  void ReleaseCloses() {
+    std::vector<WriteCallback> held;
+    {
+      MutexLock l(&mu_);
+      hold_closes_ = false;
+      held.swap(held_);
+    }
+    for (auto& done : held) done(protocol::WriteReply{});
+  }
+  bool CloseHeld() const {
+    MutexLock l(&mu_);
+    return !held_.empty();
+  }
+  std::vector<Steady::time_point> Sent(MessageType type) const {
+    MutexLock l(&mu_);
+    auto it = sent_.find(type);
+    return it == sent_.end() ? std::vector<Steady::time_point>{} : it->second;
+  }
+
+  void Call(const protocol::Request&, std::span<char>, Callback done) override {
+    done(UnavailableError("no pages here"));
+  }
+  void CallWrite(const protocol::WriteRequest& request, WriteCallback done) override {
+    const MessageType type = protocol::TypeOf(request);
+    Status answer;
+    {
+      MutexLock l(&mu_);
+      sent_[type].push_back(Steady::now());
+      if (type == MessageType::kCloseWrite && hold_closes_) {
+        held_.push_back(std::move(done));
+        return;
+      }
+      auto& script = scripts_[type];
+      if (!script.empty()) {
+        answer = script.front();
+        script.pop_front();
+      }
+    }
+    if (!answer.ok()) {
+      done(answer);
+      return;
+    }
+    protocol::WriteReply reply;
+    if (const auto* t = std::get_if<protocol::TruncateWriteRequest>(&request)) reply.size = t->size;
+    done(reply);
+  }
+  std::string Describe() const override { return "scripted"; }
+
+ private:
+  mutable Mutex mu_;
+  std::map<MessageType, std::deque<Status>> scripts_ GUARDED_BY(mu_);
+  std::map<MessageType, std::vector<Steady::time_point>> sent_ GUARDED_BY(mu_);
+  bool hold_closes_ GUARDED_BY(mu_) = false;
+  std::vector<WriteCallback> held_ GUARDED_BY(mu_);
+};
+
+class FileWriterChannelTest : public ::testing::Test {
+ protected:
+  std::unique_ptr<RemoteFileWriter> Writer(FileWriterOptions options = {}) {
+    return std::make_unique<RemoteFileWriter>(channel_, "/wb/ckpt.pt", 42, 0, std::move(options));
+  }
+  std::shared_ptr<ScriptedChannel> channel_ = std::make_shared<ScriptedChannel>();
+};
+
+// A dropped connection fails the requests sent at once for a second (the channel's suspect
+// time): a write sent again at once would spend its attempts without reaching the worker.
+TEST_F(FileWriterChannelTest, AWriteThatFailedIsSentAgainAfterABackoff) {
+  channel_->Script(MessageType::kWritePage,
+                   {UnavailableError("connection reset").WithOutcomeUnknown(),
+                    UnavailableError("worker suspect"), UnavailableError("worker suspect")});
+  auto writer = Writer();
+  ASSERT_TRUE(writer->Write(0, "weights").ok());
+  auto closed = writer->Close();
+  ASSERT_TRUE(closed.ok()) << closed.status().ToString();
+  const auto sent = channel_->Sent(MessageType::kWritePage);
+  ASSERT_EQ(sent.size(), 4u);
+  // 250, 500, 1000 ms apart at least: past the suspect second before the last send.
+  EXPECT_GE(sent[1] - sent[0], std::chrono::milliseconds(250));
+  EXPECT_GE(sent[2] - sent[1], std::chrono::milliseconds(500));
+  EXPECT_GE(sent[3] - sent[0], std::chrono::milliseconds(1750));
+}
+
+TEST_F(FileWriterChannelTest, AWriteFailsAfterMaxAttemptsSends) {
+  channel_->Script(MessageType::kWritePage,
+                   {UnavailableError("down"), UnavailableError("down"), UnavailableError("down")});
+  FileWriterOptions options;
+  options.max_attempts = 3;
+  auto writer = Writer(options);
+  ASSERT_TRUE(writer->Write(0, "weights").ok());
+  auto closed = writer->Close();
+  EXPECT_EQ(closed.status().code(), StatusCode::kUnavailable) << closed.status().ToString();
+  EXPECT_EQ(channel_->Sent(MessageType::kWritePage).size(), 3u);
+  EXPECT_TRUE(channel_->Sent(MessageType::kCloseWrite).empty());
+}
+
+// Room refusals are not attempts: a write that waited for room still has its retries.
+TEST_F(FileWriterChannelTest, RefusalsForRoomDoNotSpendTheAttempts) {
+  std::vector<Status> script;
+  for (int i = 0; i < 4; ++i) script.push_back(ResourceExhaustedError("budget full"));
+  script.push_back(UnavailableError("connection reset"));
+  channel_->Script(MessageType::kWritePage, script);
+  FileWriterOptions options;
+  options.max_attempts = 2;
+  auto writer = Writer(options);
+  ASSERT_TRUE(writer->Write(0, "weights").ok());
+  auto closed = writer->Close();
+  ASSERT_TRUE(closed.ok()) << closed.status().ToString();
+  EXPECT_EQ(channel_->Sent(MessageType::kWritePage).size(), 6u);
+}
+
+// A write from another thread while the close waits for the worker: refused, so no write can
+// land after the commit (and be lost, or answered on a destroyed writer).
+TEST_F(FileWriterChannelTest, AWriteDuringACloseIsRefused) {
+  auto writer = Writer();
+  ASSERT_TRUE(writer->Write(0, "weights").ok());
+  channel_->HoldCloses();
+  std::thread closer([&] { EXPECT_TRUE(writer->Close().ok()); });
+  for (int i = 0; i < 5000 && !channel_->CloseHeld(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_TRUE(channel_->CloseHeld());
+  Status late = writer->Write(7, "more");
+  EXPECT_EQ(late.code(), StatusCode::kFailedPrecondition) << late.ToString();
+  EXPECT_NE(late.message().find("being closed"), std::string::npos);
+  channel_->ReleaseCloses();
+  closer.join();
+  EXPECT_EQ(channel_->Sent(MessageType::kWritePage).size(), 1u);
+}
+
+// The worker lost the handle (a restart, the idle abort): an I/O error of the open file (EIO
+// through FUSE), not "no such file".
+TEST_F(FileWriterChannelTest, ALostHandleIsAnIoErrorNotNoSuchFile) {
+  channel_->Script(MessageType::kWritePage, {NotFoundError("no file open with this handle")});
+  auto writer = Writer();
+  ASSERT_TRUE(writer->Write(0, "weights").ok());
+  auto closed = writer->Close();
+  EXPECT_EQ(closed.status().code(), StatusCode::kIoError) << closed.status().ToString();
+  channel_->Script(MessageType::kSyncWrite, {NotFoundError("no file open with this handle")});
+  auto other = Writer();
+  auto synced = other->Sync();
+  EXPECT_EQ(synced.status().code(), StatusCode::kIoError) << synced.status().ToString();
+  EXPECT_TRUE(other->Abort().ok());  // Gone already: nothing to abort.
+}
+
+TEST_F(FileWriterChannelTest, ATruncateThatGrowsTheFileWaitsForRoom) {
+  channel_->Script(MessageType::kTruncateWrite,
+                   {ResourceExhaustedError("budget full"), ResourceExhaustedError("budget full")});
+  FakeClock clock;
+  FileWriterOptions options;
+  options.clock = &clock;
+  options.room_wait = std::chrono::seconds(10);
+  auto writer = Writer(options);
+  ASSERT_TRUE(writer->Truncate(1 << 20).ok());
+  EXPECT_EQ(writer->size(), 1u << 20);
+  EXPECT_EQ(channel_->Sent(MessageType::kTruncateWrite).size(), 3u);
+  // No room for longer than room_wait: ResourceExhausted (ENOSPC), saying so.
+  std::vector<Status> refusals(100, ResourceExhaustedError("budget full"));
+  channel_->Script(MessageType::kTruncateWrite, refusals);
+  Status refused = writer->Truncate(2 << 20);
+  EXPECT_EQ(refused.code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(refused.message().find("no room came in 10 s"), std::string::npos)
+      << refused.ToString();
+  EXPECT_TRUE(writer->Abort().ok());
+}
+
+}  // namespace
+}  // namespace cairn::client
