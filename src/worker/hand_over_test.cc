@@ -196,6 +196,22 @@ TEST_F(HandOverTest, AnUnreachableOwnerMeansUploadFirst) {
   EXPECT_EQ(Content("far.tmp"), "far");
 }
 
+// A hand-over deletes the old name's object in the source first (an older upload must not
+// outlive the rename). When the new owner then refuses the file, it stays, and goes up under
+// the old name on the name's absence: with the condition it was closed with (the deleted
+// object) it would be set aside, in neither name in the source.
+TEST_F(HandOverTest, AFileWhoseOldObjectARefusedHandOverDeletedStillGoesUp) {
+  memory_->Put("taken.tmp", "an older upload of mine");
+  memory_->Put("taken.pt", "someone else's");
+  ASSERT_TRUE(WriteFile("/lake/taken.tmp", "mine").ok());  // Replaces the older upload.
+  EXPECT_EQ(HandOver("/lake/taken.tmp", "/lake/taken.pt", /*no_replace=*/true).status().code(),
+            StatusCode::kAlreadyExists);
+  ASSERT_TRUE(SyncAll().ok());
+  EXPECT_EQ(Content("taken.tmp"), "mine");
+  EXPECT_EQ(Content("taken.pt"), "someone else's");
+  EXPECT_EQ(Metric("cairn_worker_write_back_conflicts_total"), 0);
+}
+
 // A spool file damaged on disk after its close is not passed on: the hand-over falls back to the
 // upload, which sets it aside (never uploaded, never moved).
 TEST_F(HandOverTest, ADamagedSpoolFileIsNotPassedOn) {

@@ -409,13 +409,30 @@ bool WriteBack::Cancelled(uint64_t id) const {
 }
 
 void WriteBack::AdoptCommit(const std::string& path, const std::string& version) {
+  SetCondition(path, ufs::WriteCondition::Version(version));
+}
+
+void WriteBack::SetCondition(const std::string& path, const ufs::WriteCondition& condition) {
   MutexLock l(&mu_);
   for (auto& [id, item] : items_) {
-    if (item.running || item.write.record.path != path) continue;
-    item.write.record.condition = ufs::WriteCondition::Version(version);
-    if (item.write.session != nullptr) {
-      item.write.session->SetCondition(ufs::WriteCondition::Version(version));
+    if (item.running || item.cancelled || item.write.record.path != path) continue;
+    if (item.write.record.condition == condition) continue;
+    // Journaled (a record of type 3 naming the same path), so that after a crash the file
+    // still expects what it expects now: replayed with the condition it was closed with, its
+    // upload would find that gone and be set aside.
+    JournalRecord changed;
+    changed.type = JournalRecord::Type::kRenamed;
+    changed.id = id;
+    changed.path = path;
+    changed.condition = condition;
+    if (Status st = journal_->Append(changed); !st.ok()) {
+      spdlog::warn(
+          "write-back: the journal did not take the new condition of {} ({}): after a "
+          "crash before its upload it would be set aside as a conflict",
+          path, st.ToString());
     }
+    item.write.record.condition = condition;
+    if (item.write.session != nullptr) item.write.session->SetCondition(condition);
   }
 }
 
@@ -486,6 +503,14 @@ std::optional<ufs::WriteCondition> WriteBack::KnownSourceState(const std::string
     if (!oldest) oldest = item.write.record.condition;
   }
   return oldest;
+}
+
+std::optional<ufs::WriteCondition> WriteBack::OldestCondition(const std::string& path) const {
+  MutexLock l(&mu_);
+  for (const auto& [id, item] : items_) {  // In close order.
+    if (item.write.record.path == path && !item.cancelled) return item.write.record.condition;
+  }
+  return std::nullopt;
 }
 
 std::optional<WriteBack::Latest> WriteBack::LatestFor(const std::string& path) const {

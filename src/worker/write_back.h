@@ -134,6 +134,13 @@ class WriteBack {
 
   // After `version` of `path` was committed: later files of the path replace it.
   void AdoptCommit(const std::string& path, const std::string& version) EXCLUDES(mu_);
+  // The files of `path` waiting (and not being uploaded) expect `condition` of the source now
+  // (AdoptCommit; Absent after a rename deleted the name and then failed). Journaled.
+  void SetCondition(const std::string& path, const ufs::WriteCondition& condition) EXCLUDES(mu_);
+  // The condition of the oldest file of `path` waiting here: what the source held when the
+  // chain of its closes began, which a file that goes on from them (an open of the path, a
+  // sync's next session) expects too (commits update it: AdoptCommit). nullopt: none waits.
+  std::optional<ufs::WriteCondition> OldestCondition(const std::string& path) const EXCLUDES(mu_);
 
   // Waits until no file under `prefix` (a namespace path; "/" for all) waits. DeadlineExceeded
   // (naming how many still wait, and the last error) at `timeout`.

@@ -522,6 +522,74 @@ TEST_F(WriteBackTest, ARenameOverAWaitingFileReplacesWhatThatFileWasOpenedOver) 
   EXPECT_EQ(Metric("cairn_worker_write_back_conflicts_total"), 1);
 }
 
+// A file that goes on from one still waiting (a sync's next session; an open of the path)
+// expects what that one expects: if someone else changed the object meanwhile and the first
+// is set aside, so is the second, rather than replacing the other's object with content that
+// came from the first.
+TEST_F(WriteBackTest, AFileThatGoesOnFromAWaitingOneIsSetAsideWithIt) {
+  memory_->Put("synced.bin", "v0");
+  memory_->Put("appended.log", "v0");
+  SourceDown(true);
+  auto file = Open("/lake/synced.bin");
+  ASSERT_TRUE(file.ok());
+  ASSERT_TRUE(Write(file->handle, 0, "first").ok());
+  ASSERT_TRUE(writes_->Serve("team-a", protocol::SyncWriteRequest{0, file->handle}).ok());
+  ASSERT_TRUE(WriteFile("/lake/appended.log", "line 1\n").ok());
+  memory_->Put("synced.bin", "another job's");  // Written to the bucket directly meanwhile.
+  memory_->Put("appended.log", "another job's");
+  ASSERT_TRUE(Write(file->handle, 5, " and second").ok());
+  ASSERT_TRUE(Close(file->handle).ok());
+  auto append = Open("/lake/appended.log", /*truncate=*/false);
+  ASSERT_TRUE(append.ok());
+  ASSERT_TRUE(Write(append->handle, append->size, "line 2\n").ok());
+  ASSERT_TRUE(Close(append->handle).ok());
+  SourceDown(false);
+  ASSERT_TRUE(SyncAll().ok());
+  EXPECT_EQ(Content("synced.bin"), "another job's");
+  EXPECT_EQ(Content("appended.log"), "another job's");
+  EXPECT_EQ(Metric("cairn_worker_write_back_conflicts_total"), 4);
+}
+
+// Commits of a path move the condition of its later files on (AdoptCommit) in the journal
+// too: after a crash such a file still replaces the version before it, instead of expecting
+// the one it was closed over and being set aside.
+TEST(WriteBackJournalTest, ANewConditionOfAWaitingFileSurvivesARestart) {
+  testing::TempDir dir{"adopt"};
+  WriteBackOptions options;
+  options.journal_path = (dir.path() / "journal").string();
+  {
+    auto queue = WriteBack::Open(options);
+    ASSERT_TRUE(queue.ok()) << queue.status().ToString();
+    for (int i = 0; i < 2; ++i) {
+      PendingWrite write;
+      write.record.path = "/lake/log";
+      write.record.spool_path = (dir.path() / ("spool-" + std::to_string(i))).string();
+      write.record.size = 1;
+      write.record.condition = ufs::WriteCondition::Version("v0");
+      ASSERT_TRUE((*queue)->Add(write).ok());
+    }
+    (*queue)->AdoptCommit("/lake/log", "v1");  // Not started: nothing uploads; then it goes.
+  }
+  std::vector<write::JournalRecord> replayed;
+  auto journal = write::WriteJournal::Open(options.journal_path, &replayed);
+  ASSERT_TRUE(journal.ok()) << journal.status().ToString();
+  ASSERT_EQ(replayed.size(), 2u);
+  for (const auto& record : replayed) {
+    EXPECT_EQ(record.condition, ufs::WriteCondition::Version("v1")) << record.id;
+  }
+}
+
+TEST_F(WriteBackTest, ARenameOntoItselfIsRefusedAndChangesNothing) {
+  memory_->Put("same.pt", "an older upload");
+  SourceDown(true);
+  ASSERT_TRUE(WriteFile("/lake/same.pt", "weights").ok());
+  EXPECT_EQ(Rename("/lake/same.pt", "/lake/same.pt").code(), StatusCode::kInvalidArgument);
+  SourceDown(false);
+  ASSERT_TRUE(SyncAll().ok());
+  EXPECT_EQ(Content("same.pt"), "weights");
+  EXPECT_EQ(Metric("cairn_worker_write_back_conflicts_total"), 0);
+}
+
 TEST_F(WriteBackTest, ANoReplaceRenameOfAPendingFileNeedsTheNameFree) {
   memory_->Put("taken", "in the source");
   SourceDown(true);

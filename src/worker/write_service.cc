@@ -476,6 +476,14 @@ StatusOr<WriteReply> WriteService::Open(const std::string& principal,
   session_options.condition = current.ok() ? ufs::WriteCondition::Version(current->version)
                               : blind      ? ufs::WriteCondition::None()
                                            : ufs::WriteCondition::Absent();
+  // Files of the path waiting here come first: this one goes after them, and expects what the
+  // oldest of them expects (whatever the source holds now, or a stat could say), until their
+  // commits set the version they make (AdoptCommit).
+  if (pending) {
+    if (std::optional<ufs::WriteCondition> waiting = write_back_->OldestCondition(file->path)) {
+      session_options.condition = std::move(*waiting);
+    }
+  }
   CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<write::WriteSession> session,
                          write::WriteSession::Create(file->ufs, file->key, file->spool_dir,
                                                      session_options, uploads_.get()));
@@ -684,8 +692,12 @@ ufs::WriteCondition WriteService::ConditionAfterSync(const OpenFile& file,
                                                      const std::string& adopted) {
   // Set by AdoptCommit when a queued file of this path was committed since the sync.
   if (!adopted.empty()) return ufs::WriteCondition::Version(adopted);
-  // Still queued: its commit will set this session's condition to the version it makes.
-  if (write_back_->HasPending(file.path)) return ufs::WriteCondition::None();
+  // Still queued: what the oldest waiting file expects (its commit will set this session's
+  // condition to the version it makes; if it is set aside, this file is too, rather than
+  // replacing what someone else put there).
+  if (std::optional<ufs::WriteCondition> waiting = write_back_->OldestCondition(file.path)) {
+    return *waiting;
+  }
   StatusOr<ufs::ObjectInfo> now = file.ufs->Stat(file.key);
   if (now.ok()) return ufs::WriteCondition::Version(now->version);
   return ufs::WriteCondition::Absent();
@@ -1011,6 +1023,9 @@ StatusOr<WriteReply> WriteService::MakeDir(const protocol::MakeDirRequest& reque
 StatusOr<WriteReply> WriteService::Rename(const protocol::RenameRequest& request) {
   CAIRN_ASSIGN_OR_RETURN(PageService::PathAt from, ChangeablePath(request.from));
   CAIRN_ASSIGN_OR_RETURN(PageService::PathAt to, ChangeablePath(request.to));
+  // As every source refuses it (a copy onto itself then a delete would lose the object).
+  if (request.from == request.to)
+    return InvalidArgumentError("rename of " + request.from + " onto itself");
   if (write_back_ != nullptr && from.resolved.mount == to.resolved.mount &&
       write_back_->HasPending(request.from)) {
     StatusOr<std::optional<WriteReply>> moved = RenamePending(request, from, to);
@@ -1111,7 +1126,10 @@ StatusOr<WriteBack::PendingFile> WriteService::MovePending(
     const protocol::RenameRequest& request, const PageService::PathAt& from,
     const PageService::PathAt& to, std::vector<std::unique_ptr<write::WriteSession>>* released) {
   ufs::UnderStorage& ufs = *from.resolved.mount->ufs;
+  bool deleted_from = false;
   auto give_up = [&](Status why) {
+    // The name is gone from the source: the files of `from` that stay go up on its absence.
+    if (deleted_from) write_back_->SetCondition(request.from, ufs::WriteCondition::Absent());
     write_back_->Unhold(request.from, request.to);
     return why;
   };
@@ -1141,8 +1159,14 @@ StatusOr<WriteBack::PendingFile> WriteService::MovePending(
     if (!deleted.ok() && deleted.code() != StatusCode::kNotFound) {
       return give_up(deleted.WithContext("rename of " + request.from));
     }
+    deleted_from = true;
   }
-  return write_back_->Retarget(request.from, request.to, condition, released);
+  StatusOr<WriteBack::PendingFile> moved =
+      write_back_->Retarget(request.from, request.to, condition, released);
+  if (!moved.ok() && deleted_from) {
+    write_back_->SetCondition(request.from, ufs::WriteCondition::Absent());
+  }
+  return moved;
 }
 
 namespace {
@@ -1238,6 +1262,8 @@ Status SendSpool(protocol::PageChannel& owner, uint64_t handle, int fd, uint64_t
 StatusOr<WriteReply> WriteService::HandOver(const protocol::HandOverRequest& request) {
   CAIRN_ASSIGN_OR_RETURN(PageService::PathAt from, ChangeablePath(request.from));
   CAIRN_ASSIGN_OR_RETURN(PageService::PathAt to, ChangeablePath(request.to));
+  if (request.from == request.to)
+    return InvalidArgumentError("rename of " + request.from + " onto itself");
   auto nothing_here = [&request] {
     return NotFoundError("no file of " + request.from +
                          " waits for its upload on this worker: rename it in the source");
@@ -1327,7 +1353,11 @@ StatusOr<WriteReply> WriteService::PassHeld(const protocol::HandOverRequest& req
     int fd;
     ~FdCloser() { ::close(fd); }
   } closer{latest.fd};
+  bool deleted_from = false;
   auto give_up = [&](Status why) {
+    // The name is gone from the source: the files of `from` that stay go up on its absence
+    // (their condition, the old object, would set them aside).
+    if (deleted_from) write_back_->SetCondition(request.from, ufs::WriteCondition::Absent());
     write_back_->Unhold(request.from, request.from);
     return why.WithContext("rename of " + request.from + " passed to " + owner.Describe());
   };
@@ -1335,6 +1365,7 @@ StatusOr<WriteReply> WriteService::PassHeld(const protocol::HandOverRequest& req
   if (!write_back_->NeverUploaded(request.from)) {
     Status deleted = from.resolved.mount->ufs->Delete(from.resolved.key);
     if (!deleted.ok() && deleted.code() != StatusCode::kNotFound) return give_up(deleted);
+    deleted_from = true;
   }
   protocol::OpenWriteRequest open;
   open.deadline_ms = request.deadline_ms;

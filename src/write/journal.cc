@@ -359,6 +359,10 @@ Status WriteJournal::Append(const JournalRecord& record) {
   }
   Status st = WriteFully(fd_, frame, "append to journal " + path_);
   if (st.ok() && ::fdatasync(fd_) != 0) st = ErrnoToStatus(errno, "sync journal " + path_);
+  if (st.ok() && folder_unsynced_) {
+    st = SyncFolderOf(path_);
+    if (st.ok()) folder_unsynced_ = false;
+  }
   if (!st.ok()) {
     // A partial frame must not stay in front of the next one (replay would call it damage).
     if (::ftruncate(fd_, static_cast<off_t>(bytes_)) == 0) (void)::lseek(fd_, 0, SEEK_END);
@@ -404,20 +408,23 @@ Status WriteJournal::CompactLocked() {
   if (st.ok() && ::rename(temp.c_str(), path_.c_str()) != 0) {
     st = ErrnoToStatus(errno, "rename " + temp);
   }
-  if (st.ok()) st = SyncFolderOf(path_);
   if (!st.ok()) {
     ::close(fd);
     ::unlink(temp.c_str());
     return st;
   }
-  if (::lseek(fd, 0, SEEK_END) < 0) {
-    ::close(fd);
-    return ErrnoToStatus(errno, "seek " + path_);
-  }
+  // Renamed: the new file is the journal now, whatever follows. Appending to the old one (no
+  // longer in the folder) would lose every later record at the next start.
   ::close(fd_);
   fd_ = fd;
   bytes_ = content.size();
-  return Status::Ok();
+  // Appends go after the content (the descriptor's offset is there already: written above).
+  // The rename is durable once the folder is synced; until then a crash could bring back the
+  // old journal (which holds everything the new one does, but no later record): each append
+  // syncs the folder first until that works.
+  Status synced = SyncFolderOf(path_);
+  folder_unsynced_ = !synced.ok();
+  return synced;
 }
 
 }  // namespace cairn::write

@@ -106,6 +106,9 @@ class WriteJournal {
   uint64_t bytes_ GUARDED_BY(mu_);
   std::map<uint64_t, JournalRecord> live_ GUARDED_BY(mu_);  // Pending records by id.
   uint64_t live_bytes_ GUARDED_BY(mu_) = 0;                 // Their frames' size.
+  // A compaction's rename is not known durable (its folder sync failed): each append syncs
+  // the folder before it counts, since a crash could still bring the old file back.
+  bool folder_unsynced_ GUARDED_BY(mu_) = false;
 };
 
 }  // namespace cairn::write
