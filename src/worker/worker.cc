@@ -1,6 +1,7 @@
 #include "worker/worker.h"
 
 #include <spdlog/spdlog.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -271,6 +272,12 @@ Status Worker::Init(WorkerOptions options) {
                                           ? cfg.write_back_max_pending_bytes
                                           : std::max<uint64_t>(capacity / 4, 64 << 20);
     if (cfg.write_back_delay.count() >= 0) wo.write_back.commit_delay = cfg.write_back_delay;
+    // Each waiting file holds its spool file open: half the descriptors at most.
+    struct rlimit files {};
+    if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur != RLIM_INFINITY) {
+      wo.write_back.max_pending_files =
+          std::clamp<size_t>(files.rlim_cur / 2, 256, wo.write_back.max_pending_files);
+    }
   }
   if (cfg.write_idle_timeout.count() > 0) wo.idle_timeout = cfg.write_idle_timeout;
   WrittenPagesOptions wpo;

@@ -76,6 +76,9 @@ bool PathUnder(const std::string& path, const std::string& prefix) {
 StatusOr<std::unique_ptr<WriteBack>> WriteBack::Open(WriteBackOptions options) {
   if (options.journal_path.empty()) return InvalidArgumentError("write-back needs a journal");
   if (options.threads < 1) return InvalidArgumentError("write-back needs at least one thread");
+  if (options.max_pending_files < 1) {
+    return InvalidArgumentError("write-back needs room for at least one waiting file");
+  }
   if (options.retry_min.count() <= 0 || options.retry_max < options.retry_min) {
     return InvalidArgumentError("write-back retry backoff must be positive, min <= max");
   }
@@ -200,16 +203,19 @@ StatusOr<uint64_t> WriteBack::Add(PendingWrite& write, uint64_t reserved) {
   auto has_room = [&]() REQUIRES(mu_) {
     const uint64_t others = bytes_ + reserved_ - reserved;
     return stopping_ || (items_.empty() && others == 0) ||
-           (others <= options_.max_pending_bytes && size <= options_.max_pending_bytes - others);
+           (others <= options_.max_pending_bytes && size <= options_.max_pending_bytes - others &&
+            items_.size() < options_.max_pending_files);
   };
   if (!has_room()) {
     metrics_->full_waits->Increment();
     if (!changed_.WaitFor(&mu_, options_.full_wait, has_room)) {
       metrics_->full_refusals->Increment();
-      return ResourceExhaustedError("the write-back budget is full (" + std::to_string(bytes_) +
-                                    " bytes of " + std::to_string(items_.size()) +
-                                    " file(s) wait for upload; the source is slow or " +
-                                    "unreachable): the file was not kept");
+      return ResourceExhaustedError(
+          "the write-back budget is full (" + std::to_string(bytes_) + " bytes of " +
+          std::to_string(items_.size()) + " file(s) wait for upload, at most " +
+          std::to_string(options_.max_pending_bytes) + " bytes and " +
+          std::to_string(options_.max_pending_files) +
+          " files; the source is slow or unreachable): the file was not kept");
     }
   }
   if (stopping_) return UnavailableError("the worker is stopping");

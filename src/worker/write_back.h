@@ -12,7 +12,8 @@
 // source changed under it: the spool file is set aside for an operator, never dropped), or
 // retry later.
 //
-// Room: max_pending_bytes bounds the closed files waiting plus the files of write-back mounts
+// Room: max_pending_files bounds how many closed files wait, max_pending_bytes the closed
+// files waiting plus the files of write-back mounts
 // still open for writing (their spool files grow before they close: Reserve). A write that
 // would pass it is refused at once with ResourceExhausted (the client waits and sends it again:
 // no worker thread waits on uploads; docs/write-path.md, decision 6); a close past it waits up
@@ -45,8 +46,12 @@
 namespace cairn::worker {
 
 struct WriteBackOptions {
-  std::string journal_path;                     // Required; its folder must exist.
-  uint64_t max_pending_bytes = 64ull << 30;     // Closed files waiting for upload, all together.
+  std::string journal_path;                  // Required; its folder must exist.
+  uint64_t max_pending_bytes = 64ull << 30;  // Closed files waiting for upload, all together.
+  // How many closed files may wait (each holds its spool file open until its upload: through
+  // an outage, a job writing many small files would otherwise run the worker out of file
+  // descriptors). A close past it waits for room as one past the bytes does.
+  size_t max_pending_files = 100'000;
   std::chrono::milliseconds full_wait{60'000};  // How long a close waits for room.
   int threads = 4;                              // Files committed at once.
   // How long a closed file waits before its upload starts (a rename in that time moves it

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <functional>
 
 #include "common/checksum.h"
 #include "testing/test_util.h"
@@ -40,8 +41,10 @@ class WriteBackTest : public ::testing::Test {
     Start();
   }
 
+  // `adjust`, if given, changes the options last.
   void Start(uint64_t max_pending = 1ull << 30,
-             std::chrono::milliseconds commit_delay = std::chrono::milliseconds(0)) {
+             std::chrono::milliseconds commit_delay = std::chrono::milliseconds(0),
+             const std::function<void(WriteServiceOptions&)>& adjust = nullptr) {
     writes_.reset();
     registry_ = std::make_unique<metrics::Registry>();
     WriteServiceOptions wo;
@@ -55,6 +58,7 @@ class WriteBackTest : public ::testing::Test {
     wo.write_back.full_wait = std::chrono::milliseconds(200);
     wo.write_back.commit_delay = commit_delay;
     wo.owner_of = owner_of_;
+    if (adjust) adjust(wo);
     auto created = WriteService::Create(pages_.get(), wo);
     ASSERT_TRUE(created.ok()) << created.status().ToString();
     writes_ = std::move(*created);

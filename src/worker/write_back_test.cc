@@ -253,6 +253,28 @@ TEST_F(WriteBackTest, AFullBudgetRefusesWritesUntilUploadsMakeRoom) {
   EXPECT_EQ(Content("two.bin"), chunk);
 }
 
+// The count of waiting files is bounded too (each holds its spool file open): a close past it
+// waits for room, then fails (ENOSPC) and keeps the file open, to be closed again later.
+TEST_F(WriteBackTest, HowManyFilesWaitIsBoundedAndACloseWaitsForRoom) {
+  Start(1ull << 30, std::chrono::milliseconds(0),
+        [](WriteServiceOptions& o) { o.write_back.max_pending_files = 2; });
+  SourceDown(true);
+  ASSERT_TRUE(WriteFile("/lake/1.log", "one").ok());
+  ASSERT_TRUE(WriteFile("/lake/2.log", "two").ok());
+  auto third = Open("/lake/3.log");
+  ASSERT_TRUE(third.ok());
+  ASSERT_TRUE(Write(third->handle, 0, "three").ok());
+  auto refused = Close(third->handle);
+  ASSERT_EQ(refused.status().code(), StatusCode::kResourceExhausted) << refused.status().ToString();
+  EXPECT_NE(refused.status().message().find("at most"), std::string::npos);
+  EXPECT_EQ(Metric("cairn_worker_write_back_pending_files"), 2);
+  SourceDown(false);
+  ASSERT_TRUE(SyncAll().ok());
+  ASSERT_TRUE(Close(third->handle).ok());  // Closed again: room now.
+  ASSERT_TRUE(SyncAll().ok());
+  EXPECT_EQ(Content("3.log"), "three");
+}
+
 TEST_F(WriteBackTest, OneFileLargerThanTheBudgetIsTakenWhileItIsAlone) {
   Start(/*max_pending=*/100 << 10);
   SourceDown(true);
