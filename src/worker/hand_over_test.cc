@@ -129,6 +129,18 @@ TEST_F(HandOverTest, APendingFileMovesToTheOwnerOfItsNewNameWithoutTheSource) {
   EXPECT_FALSE(InSource("ckpt.tmp"));
 }
 
+// Past 1,000 parts the digest's parts double in size: the copy hashes them as the digest does
+// (it cut fixed blocks before, so every file of more than 1,000 parts failed the check and
+// waited for its upload instead).
+TEST_F(HandOverTest, AFileOfMoreThanAThousandPartsIsPassedOn) {
+  const std::string data = testing::RandomBytes(1000 * kPart + 5 * kPart + 17, 53);
+  ASSERT_TRUE(WriteFile("/lake/big.tmp", data).ok());
+  StatusOr<protocol::WriteReply> moved = HandOver("/lake/big.tmp", "/lake/big.pt");
+  ASSERT_TRUE(moved.ok()) << moved.status().ToString();
+  EXPECT_EQ(Metric("cairn_worker_write_back_damaged_spools_total"), 0);
+  EXPECT_TRUE(PendingAtB("/lake/big.pt") == data);
+}
+
 // The copy does not hold the old name's commit lock: a close of the old name while it is
 // copied completes, comes after the rename, and stays (only what was passed on is dropped).
 TEST_F(HandOverTest, ACloseOfTheOldNameDuringTheCopyStays) {

@@ -1200,20 +1200,32 @@ bool UploadInstead(const Status& why) {
 }
 
 // Writes the first `size` bytes of the spool file `fd` of `path` through `handle` at `owner`:
-// one part of the digest's layout (`part_size`; 0: no digest, 8 MiB blocks) read while the
-// previous one's pieces are on their way. Each part is checked against the journaled digest as
-// it is read, the whole before the last piece goes, so that a spool file damaged on disk after
-// its close is never passed on (Corruption).
+// one block (at most 8 MiB, within one part of the digest's layout, `part_size`; 0: no
+// digest) read while the previous one's pieces are on their way. Each part is hashed as it is
+// read and the whole checked against the journaled digest before the last piece goes, so that
+// a spool file damaged on disk after its close is never passed on (Corruption).
 Status SendSpool(protocol::PageChannel& owner, uint64_t handle, int fd, uint64_t size,
                  uint64_t part_size, uint64_t digest, const std::string& path) {
   constexpr uint64_t kPiece = 1 << 20;
-  const uint64_t block_size = part_size != 0 ? part_size : (8 << 20);
+  // Read in blocks of at most 8 MiB that never cross a part of the digest's layout (parts
+  // double in size every 1,000, up to GiBs: a part is hashed block by block).
+  constexpr uint64_t kBlock = 8 << 20;
+  static_assert(kBlock % write::kPartHashPiece == 0);
+  std::optional<ufs::PartLayout> layout;
+  if (part_size != 0) {
+    StatusOr<ufs::PartLayout> made = ufs::PartLayout::Create(part_size);
+    if (!made.ok()) return made.status().WithContext("the digest of the spool file of " + path);
+    layout = *made;
+  }
   struct Block {
     std::vector<char> bytes;
     std::vector<std::future<StatusOr<WriteReply>>> answers;
   };
   std::array<Block, 2> blocks;
   std::vector<uint64_t> part_hashes;
+  write::PartHasher part;
+  uint32_t part_index = 0;
+  uint64_t part_end = layout ? std::min(size, layout->Size(0)) : size;
   Status first_error;
   auto settle = [&first_error](Block& block) {
     for (auto& answer : block.answers) {
@@ -1223,19 +1235,35 @@ Status SendSpool(protocol::PageChannel& owner, uint64_t handle, int fd, uint64_t
     block.answers.clear();
   };
   size_t index = 0;
-  for (uint64_t offset = 0; offset < size; offset += block_size, ++index) {
+  for (uint64_t offset = 0; offset < size; ++index) {
     Block& block = blocks[index % blocks.size()];
     settle(block);  // Its buffer is free again once its pieces are answered.
     if (!first_error.ok()) break;
-    block.bytes.resize(static_cast<size_t>(std::min<uint64_t>(block_size, size - offset)));
+    const uint64_t end = layout ? part_end : size;
+    block.bytes.resize(static_cast<size_t>(std::min<uint64_t>(kBlock, end - offset)));
     first_error = ReadSealedSpool(fd, offset, block.bytes, path);
     if (!first_error.ok()) break;
-    if (part_size != 0) {
-      part_hashes.push_back(write::PartHash(block.bytes));
-      if (offset + block.bytes.size() == size && write::CombinePartHashes(part_hashes) != digest) {
-        first_error = CorruptionError("the spool file of " + path +
-                                      " no longer matches its digest: not passed on");
-        break;
+    if (layout) {
+      first_error = part.Update(block.bytes);
+      if (!first_error.ok()) break;
+      if (offset + block.bytes.size() == part_end) {  // The part is whole.
+        part_hashes.push_back(part.Finish());
+        part = write::PartHasher();
+        if (part_end == size) {
+          if (write::CombinePartHashes(part_hashes) != digest) {
+            first_error = CorruptionError("the spool file of " + path +
+                                          " no longer matches its digest: not passed on");
+            break;
+          }
+        } else {
+          ++part_index;
+          if (part_index >= ufs::PartLayout::kMaxParts) {
+            first_error = InvalidArgumentError("the spool file of " + path +
+                                               " is larger than its part layout holds");
+            break;
+          }
+          part_end = std::min(size, layout->Offset(part_index) + layout->Size(part_index));
+        }
       }
     }
     for (uint64_t at = 0; at < block.bytes.size(); at += kPiece) {
@@ -1252,6 +1280,7 @@ Status SendSpool(protocol::PageChannel& owner, uint64_t handle, int fd, uint64_t
       owner.CallWrite(
           write, [promise](StatusOr<WriteReply> reply) { promise->set_value(std::move(reply)); });
     }
+    offset += block.bytes.size();
   }
   for (Block& block : blocks) settle(block);  // No piece in flight outlives its buffer.
   return first_error;

@@ -18,7 +18,7 @@ namespace {
 
 // PartHash hashes a part in pieces of this size, so a part read back in bounded buffers hashes
 // the same as one held whole.
-constexpr uint64_t kHashPiece = 4 << 20;
+constexpr uint64_t kHashPiece = kPartHashPiece;
 // What HashSpool reads at a time (fits in a core's L2 cache).
 constexpr size_t kHashReadBytes = 256 << 10;
 
@@ -28,13 +28,22 @@ void AppendLe64(std::string* out, uint64_t v) {
 
 }  // namespace
 
-uint64_t PartHash(std::span<const char> part) {
-  std::string pieces;
-  for (uint64_t at = 0; at < part.size(); at += kHashPiece) {
-    const size_t n = static_cast<size_t>(std::min<uint64_t>(kHashPiece, part.size() - at));
-    AppendLe64(&pieces, Hash64(std::string_view(part.data() + at, n)));
+Status PartHasher::Update(std::span<const char> piece) {
+  if (ended_) return InvalidArgumentError("a part hashed in pieces went on after a short one");
+  for (uint64_t at = 0; at < piece.size(); at += kHashPiece) {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(kHashPiece, piece.size() - at));
+    AppendLe64(&piece_hashes_, Hash64(std::string_view(piece.data() + at, n)));
   }
-  return Hash64(pieces);
+  ended_ = piece.size() % kHashPiece != 0;
+  return Status::Ok();
+}
+
+uint64_t PartHasher::Finish() const { return Hash64(piece_hashes_); }
+
+uint64_t PartHash(std::span<const char> part) {
+  PartHasher hasher;
+  hasher.Update(part).IgnoreError();  // One piece: always fine.
+  return hasher.Finish();
 }
 
 uint64_t CombinePartHashes(const std::vector<uint64_t>& part_hashes) {

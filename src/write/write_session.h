@@ -114,6 +114,20 @@ struct WriteSessionStats {
 uint64_t PartHash(std::span<const char> part);
 uint64_t CombinePartHashes(const std::vector<uint64_t>& part_hashes);
 
+// PartHash of a part fed in pieces, for parts too large to hold at once: every piece but the
+// last must be a multiple of kPartHashPiece bytes.
+inline constexpr uint64_t kPartHashPiece = 4 << 20;
+class PartHasher {
+ public:
+  // InvalidArgument for a piece after one that was not a multiple of kPartHashPiece.
+  Status Update(std::span<const char> piece);
+  uint64_t Finish() const;
+
+ private:
+  std::string piece_hashes_;
+  bool ended_ = false;  // A short piece came: it was the last.
+};
+
 class WriteSession {
  public:
   // Starts writing `key` of `ufs` with a new spool file in `spool_dir` (which must exist, on the

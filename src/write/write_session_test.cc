@@ -189,6 +189,18 @@ uint64_t DigestOf(const std::string& content) {
   return CombinePartHashes(hashes);
 }
 
+TEST(PartHasherTest, APartHashedInPiecesHashesAsAWhole) {
+  const std::string part = testing::RandomBytes(3 * kPartHashPiece + 12345, 61);
+  PartHasher hasher;
+  ASSERT_TRUE(hasher.Update(Span(part).subspan(0, 2 * kPartHashPiece)).ok());
+  ASSERT_TRUE(hasher.Update(Span(part).subspan(2 * kPartHashPiece)).ok());
+  EXPECT_EQ(hasher.Finish(), PartHash(Span(part)));
+  // A piece after a short one would hash differently from the whole: refused.
+  PartHasher uneven;
+  ASSERT_TRUE(uneven.Update(Span(part).subspan(0, 100)).ok());
+  EXPECT_EQ(uneven.Update(Span(part).subspan(100, 100)).code(), StatusCode::kInvalidArgument);
+}
+
 // Changes one byte of a spool file behind the session's back, as a failing disk would.
 void Damage(const std::string& spool_path, uint64_t offset) {
   const int fd = ::open(spool_path.c_str(), O_RDWR);
