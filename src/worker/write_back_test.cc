@@ -105,6 +105,36 @@ TEST_F(WriteBackTest, ASourceChangedUnderAClosedFileSetsItAside) {
   EXPECT_EQ(kept, 1u);
 }
 
+// A conflict that cannot be set aside (the conflicts folder cannot be made) is not dropped: the
+// file stays pending, spool file and journal record kept, and is set aside once it can be.
+TEST_F(WriteBackTest, AConflictThatCannotBeSetAsideStaysPendingUntilItCan) {
+  SourceDown(true);
+  ASSERT_TRUE(WriteFile("/lake/shared.txt", "ours").ok());
+  memory_->Put("shared.txt", "someone else's");
+  const std::string conflicts = spool() + "/conflicts";
+  std::filesystem::remove_all(conflicts);
+  {
+    std::ofstream blocker(conflicts);
+    blocker << "a file where the folder goes";
+  }
+  const double retries = Metric("cairn_worker_write_back_retries_total");
+  SourceDown(false);
+  ASSERT_TRUE(testing::WaitUntil(
+      [&] { return Metric("cairn_worker_write_back_retries_total") >= retries + 2; }));
+  EXPECT_TRUE(Pending("/lake/shared.txt"));
+  EXPECT_EQ(Metric("cairn_worker_write_back_conflicts_total"), 0);
+  std::filesystem::remove(conflicts);
+  ASSERT_TRUE(SyncAll().ok());
+  EXPECT_EQ(Metric("cairn_worker_write_back_conflicts_total"), 1);
+  size_t kept = 0;
+  for (const auto& e : std::filesystem::directory_iterator(conflicts)) {
+    ++kept;
+    EXPECT_EQ(std::filesystem::file_size(e.path()), 4u);
+  }
+  EXPECT_EQ(kept, 1u);
+  EXPECT_EQ(Content("shared.txt"), "someone else's");
+}
+
 // The closed file's spool file, the one `write-*` file of the spool folder.
 std::string OnlySpoolFile(const std::string& spool) {
   std::string found;

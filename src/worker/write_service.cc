@@ -852,11 +852,12 @@ CommitResult WriteService::CommitPending(PendingWrite& write) {
   if (!info.ok() && write.session->spool_damaged()) {
     // Retrying would read the same damaged bytes: kept for an operator, never uploaded.
     metrics_->damaged_spools->Increment();
-    const std::string kept = SetAside(write);
+    StatusOr<std::string> kept = SetAside(write);
+    if (!kept.ok()) return retry(kept.status());
     spdlog::error("write-back: {} was not uploaded: {}; the closed file is kept at {}", record.path,
-                  info.status().ToString(), kept);
+                  info.status().ToString(), *kept);
     return CommitResult{CommitResult::Outcome::kConflict,
-                        info.status().ToString() + "; kept at " + kept};
+                        info.status().ToString() + "; kept at " + *kept};
   }
   if (!info.ok() && (info.status().code() == StatusCode::kAlreadyExists ||
                      info.status().code() == StatusCode::kFailedPrecondition)) {
@@ -864,13 +865,14 @@ CommitResult WriteService::CommitPending(PendingWrite& write) {
     std::optional<ufs::ObjectInfo> same =
         SourceHolds(*mount->ufs, key, record.spool_path, record.size);
     if (!same) {
-      const std::string kept = SetAside(write);
+      StatusOr<std::string> kept = SetAside(write);
+      if (!kept.ok()) return retry(kept.status());
       spdlog::error(
           "write-back: {} changed in its source since it was opened ({}); the closed "
           "file was not uploaded and is kept at {}",
-          record.path, info.status().ToString(), kept);
+          record.path, info.status().ToString(), *kept);
       return CommitResult{CommitResult::Outcome::kConflict,
-                          info.status().ToString() + "; kept at " + kept};
+                          info.status().ToString() + "; kept at " + *kept};
     }
     spdlog::info("write-back: {} is already in its source (version {})", record.path,
                  same->version);
@@ -908,7 +910,7 @@ std::optional<ufs::ObjectInfo> WriteService::SourceHolds(ufs::UnderStorage& ufs,
   return *now;
 }
 
-std::string WriteService::SetAside(const PendingWrite& write) {
+StatusOr<std::string> WriteService::SetAside(const PendingWrite& write) {
   const std::filesystem::path spool(write.record.spool_path);
   const std::filesystem::path folder = spool.parent_path() / "conflicts";
   std::error_code ec;
@@ -917,8 +919,14 @@ std::string WriteService::SetAside(const PendingWrite& write) {
   std::replace(name.begin(), name.end(), '/', '_');
   const std::filesystem::path kept =
       folder / (std::to_string(write.record.id) + "-" + name.substr(0, 200));
-  std::filesystem::rename(spool, kept, ec);
-  if (ec) return spool.string() + " (could not be moved: " + ec.message() + ")";
+  if (!ec) std::filesystem::rename(spool, kept, ec);
+  if (ec) {
+    // Not moved: the file stays pending (its spool file and journal record kept), and setting
+    // it aside is tried again with the next attempt. Finishing it now would let the spool file
+    // go with the session, or with the next start's sweep of unknown spool files.
+    return IoError("the closed file " + write.record.path + " could not be set aside in " +
+                   folder.string() + ": " + ec.message());
+  }
   if (write.session != nullptr) write.session->KeepSpoolFile();
   return kept.string();
 }

@@ -172,8 +172,9 @@ class WriteService final : public PendingFiles {
   // twice); its info if so.
   std::optional<ufs::ObjectInfo> SourceHolds(ufs::UnderStorage& ufs, const std::string& key,
                                              const std::string& spool_path, uint64_t size);
-  // Moves a conflicting spool file to `<its folder>/conflicts/`; returns where.
-  std::string SetAside(const PendingWrite& write);
+  // Moves a conflicting spool file to `<its folder>/conflicts/`; returns where. IoError when
+  // it cannot (the caller retries later: the file stays pending, nothing is dropped).
+  StatusOr<std::string> SetAside(const PendingWrite& write);
   // The condition of a write-back write that continues a file after a sync (its content is the
   // synced one); `adopted`: the version a commit of the path made since (AdoptCommit), if any.
   ufs::WriteCondition ConditionAfterSync(const OpenFile& file, const std::string& adopted);
