@@ -228,13 +228,17 @@ Status RemoteFileWriter::Drain(uint64_t* drained) {
   return error_;
 }
 
-StatusOr<protocol::WriteReply> RemoteFileWriter::Call(const protocol::WriteRequest& request) {
+StatusOr<protocol::WriteReply> RemoteFileWriter::CallRaw(const protocol::WriteRequest& request) {
   std::promise<StatusOr<protocol::WriteReply>> promise;
   auto future = promise.get_future();
   channel_->CallWrite(request, [&promise](StatusOr<protocol::WriteReply> reply) {
     promise.set_value(std::move(reply));
   });
-  StatusOr<protocol::WriteReply> reply = future.get();
+  return future.get();
+}
+
+StatusOr<protocol::WriteReply> RemoteFileWriter::Call(const protocol::WriteRequest& request) {
+  StatusOr<protocol::WriteReply> reply = CallRaw(request);
   if (!reply.ok()) return ForOpenFile(reply.status());
   return reply;
 }
@@ -364,9 +368,9 @@ Status RemoteFileWriter::Abort() {
   }
   changed_.NotifyAll();
   StopKeeping();
-  StatusOr<protocol::WriteReply> reply = Call(
+  StatusOr<protocol::WriteReply> reply = CallRaw(
       protocol::AbortWriteRequest{static_cast<uint32_t>(options_.commit_timeout.count()), handle_});
-  if (!reply.ok() && reply.status().code() != StatusCode::kIoError) {  // Gone already: fine.
+  if (!reply.ok() && reply.status().code() != StatusCode::kNotFound) {  // Gone already: fine.
     return reply.status().WithContext("abort of " + path_);
   }
   return Status::Ok();

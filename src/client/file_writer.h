@@ -108,7 +108,9 @@ class RemoteFileWriter : public FileWriter {
   Status CheckOpen() const REQUIRES(mu_);
   // The file is closed or aborted: its handle needs no keeping any more.
   void StopKeeping();
-  // One request with its reply, waited for; a NotFound (the handle is gone) as an IoError.
+  // One request with its reply, waited for.
+  StatusOr<protocol::WriteReply> CallRaw(const protocol::WriteRequest& request);
+  // CallRaw, with a NotFound (the handle is gone) as an IoError.
   StatusOr<protocol::WriteReply> Call(const protocol::WriteRequest& request);
   StatusOr<FileInfo> Commit(bool close) EXCLUDES(mu_);
   // Commit's work once a close has stopped new writes.

@@ -444,11 +444,9 @@ StatusOr<WriteReply> WriteService::Open(const std::string& principal,
     }
   } closer{pending};
   // Write-back keeps working while the source is unreachable for a file that replaces whatever
-  // is there (create + truncate, as torch.save opens), and for one that goes on from a file
-  // still waiting here (a log appended to through an outage): neither needs the source's
-  // answer. The commit is then unconditional until the waiting file's upload sets the version
-  // it made as the condition (AdoptCommit; should that upload end before this file is entered
-  // below, the condition stays unconditional: it replaces what this worker just uploaded).
+  // is there (create + truncate, as torch.save opens: its commit is then unconditional), and
+  // for one that goes on from a file still waiting here (a log appended to through an outage:
+  // it expects what the waiting files expect, below). Neither needs the source's answer.
   const bool unreachable = !current.ok() && current.status().code() != StatusCode::kNotFound;
   const bool blind =
       file->write_back && unreachable &&
@@ -1032,8 +1030,9 @@ StatusOr<WriteReply> WriteService::Rename(const protocol::RenameRequest& request
   CAIRN_ASSIGN_OR_RETURN(PageService::PathAt from, ChangeablePath(request.from));
   CAIRN_ASSIGN_OR_RETURN(PageService::PathAt to, ChangeablePath(request.to));
   // As every source refuses it (a copy onto itself then a delete would lose the object).
-  if (request.from == request.to)
+  if (request.from == request.to) {
     return InvalidArgumentError("rename of " + request.from + " onto itself");
+  }
   if (write_back_ != nullptr && from.resolved.mount == to.resolved.mount &&
       write_back_->HasPending(request.from)) {
     StatusOr<std::optional<WriteReply>> moved = RenamePending(request, from, to);
@@ -1299,8 +1298,9 @@ Status SendSpool(protocol::PageChannel& owner, uint64_t handle, int fd, uint64_t
 StatusOr<WriteReply> WriteService::HandOver(const protocol::HandOverRequest& request) {
   CAIRN_ASSIGN_OR_RETURN(PageService::PathAt from, ChangeablePath(request.from));
   CAIRN_ASSIGN_OR_RETURN(PageService::PathAt to, ChangeablePath(request.to));
-  if (request.from == request.to)
+  if (request.from == request.to) {
     return InvalidArgumentError("rename of " + request.from + " onto itself");
+  }
   auto nothing_here = [&request] {
     return NotFoundError("no file of " + request.from +
                          " waits for its upload on this worker: rename it in the source");

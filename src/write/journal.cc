@@ -418,7 +418,7 @@ Status WriteJournal::CompactLocked() {
   ::close(fd_);
   fd_ = fd;
   bytes_ = content.size();
-  // Appends go after the content (the descriptor's offset is there already: written above).
+  (void)::lseek(fd_, 0, SEEK_END);  // Where the writes above left it already.
   // The rename is durable once the folder is synced; until then a crash could bring back the
   // old journal (which holds everything the new one does, but no later record): each append
   // syncs the folder first until that works.
