@@ -415,6 +415,12 @@ bool WriteBack::Cancelled(uint64_t id) const {
 }
 
 void WriteBack::AdoptCommit(const std::string& path, const std::string& version) {
+  {
+    MutexLock l(&mu_);
+    for (auto& [id, item] : items_) {
+      if (item.running && item.write.record.path == path) item.landed = true;
+    }
+  }
   SetCondition(path, ufs::WriteCondition::Version(version));
 }
 
@@ -504,7 +510,7 @@ std::optional<ufs::WriteCondition> WriteBack::KnownSourceState(const std::string
   MutexLock l(&mu_);
   std::optional<ufs::WriteCondition> oldest;
   for (const auto& [id, item] : items_) {  // In close order.
-    if (item.write.record.path != path || item.cancelled) continue;
+    if (item.write.record.path != path || item.cancelled || item.landed) continue;
     if (item.begun || item.running) return std::nullopt;
     if (!oldest) oldest = item.write.record.condition;
   }
@@ -514,7 +520,9 @@ std::optional<ufs::WriteCondition> WriteBack::KnownSourceState(const std::string
 std::optional<ufs::WriteCondition> WriteBack::OldestCondition(const std::string& path) const {
   MutexLock l(&mu_);
   for (const auto& [id, item] : items_) {  // In close order.
-    if (item.write.record.path == path && !item.cancelled) return item.write.record.condition;
+    if (item.write.record.path == path && !item.cancelled && !item.landed) {
+      return item.write.record.condition;
+    }
   }
   return std::nullopt;
 }

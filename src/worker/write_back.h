@@ -235,6 +235,9 @@ class WriteBack {
     bool held = false;  // By a rename (Hold): not started until it lets go.
     // An upload of it to its current path began (or it was replayed): it may be in the source.
     bool begun = false;
+    // Its upload committed (AdoptCommit told the others) and it is about to go: it no longer
+    // says what the source holds.
+    bool landed = false;
     int attempts = 0;
     int64_t next_try_us = 0;
     std::string last_error;

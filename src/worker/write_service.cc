@@ -412,6 +412,11 @@ StatusOr<WriteReply> WriteService::Open(const std::string& principal,
   // Before any work (a stat, a spool file, reading the object for an open without truncate);
   // checked again when the file is entered.
   CAIRN_RETURN_IF_ERROR(CheckRoom(principal));
+  uint64_t commits_before = 0;  // Commits of the path after this one are caught up with below.
+  {
+    MutexLock l(&open_mu_);
+    commits_before = commits_;
+  }
 
   auto file = std::make_shared<OpenFile>();
   file->principal = principal;
@@ -512,14 +517,31 @@ StatusOr<WriteReply> WriteService::Open(const std::string& principal,
     file->session = std::move(session);
   }
   file->last_used_us = clock().NowMicros();
-  MutexLock l(&open_mu_);
-  CAIRN_RETURN_IF_ERROR(CheckRoomLocked(principal));
-  do {
-    file->handle = RandomHandle();
-  } while (open_.count(file->handle) != 0);
-  ++open_by_principal_[principal];
-  open_.emplace(file->handle, file);
-  metrics_->open->Set(static_cast<double>(open_.size()));
+  std::optional<std::string> missed;  // The last commit of the path AdoptCommit could not tell.
+  {
+    MutexLock l(&open_mu_);
+    CAIRN_RETURN_IF_ERROR(CheckRoomLocked(principal));
+    do {
+      file->handle = RandomHandle();
+    } while (open_.count(file->handle) != 0);
+    ++open_by_principal_[principal];
+    open_.emplace(file->handle, file);
+    metrics_->open->Set(static_cast<double>(open_.size()));
+    if (auto it = last_commit_.find(file->path);
+        it != last_commit_.end() && it->second.first > commits_before) {
+      missed = it->second.second;
+    }
+  }
+  if (missed && !file->exclusive) {
+    // A commit of the path (another writer's close, a queued upload) landed while this open
+    // read what it starts from: it expects that version, as AdoptCommit would have told it,
+    // unless a later commit told it since.
+    MutexLock l(&file->mu);
+    if (file->session != nullptr && !file->committed &&
+        file->session->condition() == session_options.condition) {
+      file->session->SetCondition(ufs::WriteCondition::Version(*missed));
+    }
+  }
   WriteReply opened = Reply(file->handle, size);
   opened.idle_timeout_ms = static_cast<uint32_t>(
       std::clamp<int64_t>(options_.idle_timeout.count(), 1, std::numeric_limits<uint32_t>::max()));
@@ -878,6 +900,10 @@ CommitResult WriteService::CommitPending(PendingWrite& write) {
   }
   if (!info.ok()) return retry(info.status());
   CrashPoint("write-back-committed");
+  // The queue first (an open that sees this commit counted sees the file as landed), then the
+  // open files, then the queue again: a file closed in between was queued with the condition
+  // its open file had before.
+  write_back_->AdoptCommit(record.path, info->version);
   AdoptCommit(nullptr, record.path, info->version);
   write_back_->AdoptCommit(record.path, info->version);
   CacheWritten(at->table, mount, key, *info, write.session->spool_path());
@@ -961,6 +987,17 @@ void WriteService::AdoptCommit(const OpenFile* committer, const std::string& pat
   std::vector<std::shared_ptr<OpenFile>> siblings;
   {
     MutexLock l(&open_mu_);
+    ++commits_;
+    last_commit_[path] = {commits_, version};
+    last_commit_order_.emplace_back(path, commits_);
+    while (last_commit_order_.size() > kRecentCommitPaths) {
+      const auto& [old_path, seq] = last_commit_order_.front();
+      if (auto it = last_commit_.find(old_path);
+          it != last_commit_.end() && it->second.first == seq) {
+        last_commit_.erase(it);
+      }
+      last_commit_order_.pop_front();
+    }
     for (const auto& [handle, file] : open_) {
       if (file.get() != committer && file->path == path && !file->exclusive) {
         siblings.push_back(file);

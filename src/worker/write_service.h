@@ -39,6 +39,7 @@
 #define CAIRN_WORKER_WRITE_SERVICE_H_
 
 #include <array>
+#include <deque>
 #include <atomic>
 #include <chrono>
 #include <functional>
@@ -268,6 +269,13 @@ class WriteService final : public PendingFiles {
   std::map<uint64_t, std::shared_ptr<OpenFile>> open_ GUARDED_BY(open_mu_);
   std::map<std::string, size_t> open_by_principal_ GUARDED_BY(open_mu_);
   bool stopping_ GUARDED_BY(open_mu_) = false;
+  // Commits counted, and the last of each recent path (at most kRecentCommitPaths): an open
+  // catches up with the commits of its path made while it read the current content, before
+  // AdoptCommit could find it in open_.
+  static constexpr size_t kRecentCommitPaths = 4096;
+  uint64_t commits_ GUARDED_BY(open_mu_) = 0;
+  std::map<std::string, std::pair<uint64_t, std::string>> last_commit_ GUARDED_BY(open_mu_);
+  std::deque<std::pair<std::string, uint64_t>> last_commit_order_ GUARDED_BY(open_mu_);
   CondVar stop_cv_;
   std::thread reaper_;
 };

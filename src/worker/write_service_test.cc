@@ -4,6 +4,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <utility>
 
 #include "common/checksum.h"
 #include "testing/test_util.h"
@@ -234,6 +236,73 @@ TEST_F(WriteServiceTest, OfTwoWritersOfOnePathTheLastToCloseWins) {
   auto closed_b = Close(b->handle);
   ASSERT_TRUE(closed_b.ok()) << closed_b.status().ToString();
   EXPECT_EQ(Content("same"), "from b, longer");
+}
+
+// Runs `after_read` once, after the first Read (an open without truncate reads what the file
+// starts from).
+class AfterReadUfs : public ufs::UnderStorageWrapper {
+ public:
+  using UnderStorageWrapper::UnderStorageWrapper;
+  StatusOr<size_t> Read(std::string_view key, std::string_view version, uint64_t offset,
+                        std::span<char> out) override {
+    StatusOr<size_t> n = UnderStorageWrapper::Read(key, version, offset, out);
+    if (auto hook = std::exchange(after_read, nullptr)) hook();
+    return n;
+  }
+  std::function<void()> after_read;
+};
+
+// Another writer's close that lands while an open reads the content it starts from: the open
+// is not yet among the path's open files, so the close cannot tell it that the file moved on
+// (AdoptCommit). It catches up once entered, and the last close still wins, as between two
+// writers already open.
+TEST_F(WriteServiceTest, AnOpenCatchesUpWithACommitMadeWhileItReadTheContent) {
+  auto hooked = std::make_shared<AfterReadUfs>(memory_);
+  MountSpec lake;
+  lake.path = "/lake";
+  lake.uri = "mem://lake";
+  lake.read_only = false;
+  auto mounts = *mount::MountTable::CreateWith({lake}, {hooked});
+  metrics::Registry registry;
+  PageServiceOptions po;
+  po.page_size = kPage;
+  PageService pages(mounts, store_.get(), &registry, po);
+  WriteServiceOptions wo;
+  wo.spool_dirs = {spool() + "-hooked"};
+  wo.part_size = kPart;
+  wo.registry = &registry;
+  auto writes = std::move(WriteService::Create(&pages, wo)).value();
+  ASSERT_TRUE(memory_->Write("log", std::span<const char>("line 1\n", 7)).ok());
+  hooked->after_read = [&] {
+    protocol::OpenWriteRequest replace;
+    replace.path = "/lake/log";
+    replace.create = true;
+    replace.truncate = true;
+    auto other = writes->Serve("team-b", replace);
+    ASSERT_TRUE(other.ok()) << other.status().ToString();
+    protocol::WritePageRequest w;
+    w.handle = other->handle;
+    w.data = std::span<const char>("rewritten\n", 10);
+    w.checksums = ChunkChecksums(w.data);
+    ASSERT_TRUE(writes->Serve("team-b", w).ok());
+    ASSERT_TRUE(writes->Serve("team-b", protocol::CloseWriteRequest{0, other->handle}).ok());
+  };
+  protocol::OpenWriteRequest append;
+  append.path = "/lake/log";
+  append.create = true;
+  append.truncate = false;
+  auto opened = writes->Serve("team-a", append);
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  EXPECT_EQ(Content("log"), "rewritten\n");  // The other close landed during the open.
+  protocol::WritePageRequest w;
+  w.handle = opened->handle;
+  w.offset = 7;
+  w.data = std::span<const char>("line 2\n", 7);
+  w.checksums = ChunkChecksums(w.data);
+  ASSERT_TRUE(writes->Serve("team-a", w).ok());
+  auto closed = writes->Serve("team-a", protocol::CloseWriteRequest{0, opened->handle});
+  ASSERT_TRUE(closed.ok()) << closed.status().ToString();
+  EXPECT_EQ(Content("log"), "line 1\nline 2\n");
 }
 
 TEST_F(WriteServiceTest, AChangeMadeElsewhereFailsTheCommitAndKeepsTheHandle) {
