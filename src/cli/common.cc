@@ -41,8 +41,8 @@ void AddSourceFlags(CLI::App* app, SourceFlags* f, bool with_workers) {
   }
   app->add_option("--write-room-wait", f->write_room_wait,
                   "How long a write, or an open that keeps the file's content, waits for room on "
-                  "a worker whose write-back budget (or spool disk, or cap on files open for "
-                  "writing) is full before it fails with ENOSPC (default 60s)");
+                  "a worker whose write-back budget (or spool disk) is full before it fails with "
+                  "ENOSPC (default 60s)");
   AddTlsFlags(app, &f->tls_ca, &f->tls_cert, &f->tls_key);
   app->add_option("--page-size", f->page_size, "Cache page size (default 1MiB)");
   app->add_option("--metadata-ttl", f->metadata_ttl,

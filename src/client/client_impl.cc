@@ -523,12 +523,17 @@ StatusOr<std::unique_ptr<FileWriter>> ClientImpl::OpenForWrite(std::string_view 
 }
 
 StatusOr<ClientImpl::OwnerReply> ClientImpl::OpenOnOwner(
-    const protocol::OpenWriteRequest& first_request) {
-  protocol::OpenWriteRequest request = first_request;
+    const protocol::OpenWriteRequest& request) {
   RoomWait room_wait(options_.write_room_wait);
   for (;;) {
     StatusOr<OwnerReply> opened = AskOwners(request.path, request);
-    if (opened.ok() || opened.status().code() != StatusCode::kResourceExhausted) return opened;
+    // Only an open that keeps the content takes room in the budget; any other refusal is the
+    // worker's cap on files open for writing, which a wait here would not lift (the closes
+    // that would may be queued behind this very open, in the same FUSE threads).
+    if (opened.ok() || opened.status().code() != StatusCode::kResourceExhausted ||
+        request.truncate) {
+      return opened;
+    }
     const bool first = !room_wait.waited();
     std::optional<int64_t> again = room_wait.Refused(clock_->NowMicros());
     if (!again) {
@@ -540,8 +545,6 @@ StatusOr<ClientImpl::OwnerReply> ClientImpl::OpenOnOwner(
                    opened.status().message(), RoomWait::Describe(options_.write_room_wait));
     }
     clock_->SleepForMicros(*again - clock_->NowMicros());
-    // The lookup that saw the name free is older now: the worker asks the source again.
-    request.seen_absent = false;
   }
 }
 

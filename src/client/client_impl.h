@@ -85,10 +85,10 @@ class ClientImpl : public Client {
   // the ring names. Other errors are the worker's answer.
   StatusOr<OwnerReply> AskOwners(const std::string& path, const protocol::WriteRequest& request,
                                  FailOver fail_over = FailOver::kWhenUnanswered);
-  // OpenWrite through AskOwners; an open refused for room (its owner's write-back budget, or
-  // its cap on files open for writing) is sent again as RoomWait schedules, for up to
-  // options_.write_room_wait, as a refused write is.
-  StatusOr<OwnerReply> OpenOnOwner(const protocol::OpenWriteRequest& first_request);
+  // OpenWrite through AskOwners; an open without truncate refused for room (its owner's
+  // write-back budget has none for the content it keeps) is sent again as RoomWait schedules,
+  // for up to options_.write_room_wait, as a refused write is.
+  StatusOr<OwnerReply> OpenOnOwner(const protocol::OpenWriteRequest& request);
   // Drops the cached metadata of a path written or removed, and its parent's listing.
   void ForgetWritten(const std::string& path);
   // After this client's own commit or remove of a file: its metadata is what the source now

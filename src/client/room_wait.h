@@ -1,9 +1,9 @@
 // RoomWait: the schedule of a request its worker refused for room (ResourceExhausted: the
-// write-back budget is full of files still uploading, the spool disk is, or the worker's cap on
-// files open for writing is reached). Uploads and closes make room without the client doing
-// anything, so the request is sent again with backoff (20 ms, doubling, at most 1 s apart)
-// until `limit` has passed since the first refusal; then the refusal stands (ENOSPC through
-// FUSE). Used by a file's writes (RemoteFileWriter) and by its open (ClientImpl::OpenForWrite).
+// write-back budget is full of files still uploading, or the spool disk is). Uploads make room
+// without the client doing anything, so the request is sent again with backoff (20 ms,
+// doubling, at most 1 s apart) until `limit` has passed since the first refusal; then the
+// refusal stands (ENOSPC through FUSE). Used by a file's writes and growing truncates
+// (RemoteFileWriter) and by an open that keeps the content (ClientImpl::OpenOnOwner).
 //
 // Pure: the caller passes the time (from its injected clock).
 // Thread-safety: none (one per request, used by one thread at a time).

@@ -13,8 +13,8 @@
 // retry later.
 //
 // Room: max_pending_files bounds how many closed files wait, max_pending_bytes the closed
-// files waiting plus the files of write-back mounts
-// still open for writing (their spool files grow before they close: Reserve). A write that
+// files waiting plus the files of write-back mounts still open for writing (their spool files
+// grow before they close: Reserve). A write that
 // would pass it is refused at once with ResourceExhausted (the client waits and sends it again:
 // no worker thread waits on uploads; docs/write-path.md, decision 6); a close past it waits up
 // to full_wait for room, then fails ResourceExhausted (ENOSPC through FUSE): nothing is ever
