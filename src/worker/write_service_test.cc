@@ -272,34 +272,33 @@ TEST_F(WriteServiceTest, AnOpenCatchesUpWithACommitMadeWhileItReadTheContent) {
   wo.part_size = kPart;
   wo.registry = &registry;
   auto writes = std::move(WriteService::Create(&pages, wo)).value();
+  auto open = [&](const std::string& who, bool truncate) {
+    protocol::OpenWriteRequest r;
+    r.path = "/lake/log";
+    r.create = true;
+    r.truncate = truncate;
+    return writes->Serve(who, r);
+  };
+  auto write = [&](const std::string& who, uint64_t handle, uint64_t offset,
+                   std::string_view data) {
+    protocol::WritePageRequest r;
+    r.handle = handle;
+    r.offset = offset;
+    r.data = std::span<const char>(data.data(), data.size());
+    r.checksums = ChunkChecksums(r.data);
+    return writes->Serve(who, r).status();
+  };
   ASSERT_TRUE(memory_->Write("log", std::span<const char>("line 1\n", 7)).ok());
   hooked->after_read = [&] {
-    protocol::OpenWriteRequest replace;
-    replace.path = "/lake/log";
-    replace.create = true;
-    replace.truncate = true;
-    auto other = writes->Serve("team-b", replace);
+    auto other = open("team-b", /*truncate=*/true);
     ASSERT_TRUE(other.ok()) << other.status().ToString();
-    protocol::WritePageRequest w;
-    w.handle = other->handle;
-    w.data = std::span<const char>("rewritten\n", 10);
-    w.checksums = ChunkChecksums(w.data);
-    ASSERT_TRUE(writes->Serve("team-b", w).ok());
+    ASSERT_TRUE(write("team-b", other->handle, 0, "rewritten\n").ok());
     ASSERT_TRUE(writes->Serve("team-b", protocol::CloseWriteRequest{0, other->handle}).ok());
   };
-  protocol::OpenWriteRequest append;
-  append.path = "/lake/log";
-  append.create = true;
-  append.truncate = false;
-  auto opened = writes->Serve("team-a", append);
+  auto opened = open("team-a", /*truncate=*/false);
   ASSERT_TRUE(opened.ok()) << opened.status().ToString();
   EXPECT_EQ(Content("log"), "rewritten\n");  // The other close landed during the open.
-  protocol::WritePageRequest w;
-  w.handle = opened->handle;
-  w.offset = 7;
-  w.data = std::span<const char>("line 2\n", 7);
-  w.checksums = ChunkChecksums(w.data);
-  ASSERT_TRUE(writes->Serve("team-a", w).ok());
+  ASSERT_TRUE(write("team-a", opened->handle, 7, "line 2\n").ok());
   auto closed = writes->Serve("team-a", protocol::CloseWriteRequest{0, opened->handle});
   ASSERT_TRUE(closed.ok()) << closed.status().ToString();
   EXPECT_EQ(Content("log"), "line 1\nline 2\n");
