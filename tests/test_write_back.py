@@ -369,6 +369,50 @@ def test_a_remove_cancels_a_pending_upload(harness, tmp_path):
         w.proc.stop()
 
 
+def test_checkpoint_rotation_through_an_outage_needs_no_answer_from_the_lake(harness, tmp_path):
+    """Checkpoint rotation through the mount while the lake is down (issue 10): a save writes a
+    temporary name and renames it, and the oldest checkpoint is removed. Their uploads are
+    tried first and fail without reaching the lake (it refuses connections): nothing of them
+    can be there, so the rename and the remove need no answer from it. (Before, any attempt
+    counted as one that may have landed: both failed with EIO until the lake was back.)"""
+    s3 = start_s3server(tmp_path)
+    port = s3.port
+    w = WriteBackWorker(harness, s3.endpoint, "rotate")
+    w.start()
+    fuse = harness.fuse([], workers=[f"127.0.0.1:{w.port}"], extra=["--config", w.config])
+    folder = os.path.join(fuse.mountpoint, "wb")
+    try:
+        # The worker answers absences in the outage from this listing (the new names' creates
+        # then expect the names absent, as a new file does).
+        assert os.listdir(folder) == []
+        s3.proc.stop()
+        s3 = None
+        old = random.Random(41).randbytes(300 * 1024)
+        new = random.Random(42).randbytes(2 * MiB + 5)
+        for name, data in (("step-0.pt", old), ("step-1.pt.tmp", new)):
+            with open(os.path.join(folder, name), "wb") as f:
+                f.write(data)
+        wait_until(lambda: w.proc.metrics()["cairn_worker_write_back_retries_total"] >= 2, 60,
+                   "both uploads to be tried and fail")
+        os.replace(os.path.join(folder, "step-1.pt.tmp"), os.path.join(folder, "step-1.pt"))
+        os.remove(os.path.join(folder, "step-0.pt"))
+        assert not os.path.exists(os.path.join(folder, "step-0.pt"))
+        assert not os.path.exists(os.path.join(folder, "step-1.pt.tmp"))
+        with open(os.path.join(folder, "step-1.pt"), "rb") as f:
+            assert f.read() == new
+        s3 = start_s3server(tmp_path, port=port)
+        _ok(w.sync("/wb", timeout="120s"))
+        assert s3.object("rotate/step-1.pt") == new
+        assert s3.object("rotate/step-1.pt.tmp") is None
+        assert s3.object("rotate/step-0.pt") is None
+        assert w.proc.metrics()["cairn_worker_write_back_conflicts_total"] == 0
+    finally:
+        fuse.stop()
+        w.proc.stop()
+        if s3:
+            s3.proc.stop()
+
+
 def test_in_a_cluster_each_closed_file_reads_through_the_worker_that_holds_it(harness, tmp_path):
     """Two workers (a static list): each file goes to its path's owner; before any upload (the
     lake is down) every client finds it there, for stat and for pages, whichever worker the

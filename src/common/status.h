@@ -75,6 +75,15 @@ class [[nodiscard]] Status {
     return s;
   }
 
+  // A copy without the mark, for a caller that knows the operation it reports on cannot have
+  // taken effect: the failure was in a step before the one that could (a part of an upload
+  // that failed before its commit was sent).
+  Status WithOutcomeKnown() const {
+    Status s = *this;
+    s.outcome_unknown_ = false;
+    return s;
+  }
+
   // Explicitly drops a status the caller decided not to act on.
   void IgnoreError() const {}
 

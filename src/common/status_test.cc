@@ -35,6 +35,9 @@ TEST(StatusTest, AnUnknownOutcomeIsKeptThroughContextAndNeverMarksOk) {
   EXPECT_FALSE(sent == UnavailableError("connection lost"));
   EXPECT_FALSE(Status::Ok().WithOutcomeUnknown().outcome_unknown());
   EXPECT_TRUE(Status::Ok().WithOutcomeUnknown().ok());
+  const Status known = sent.WithOutcomeKnown();
+  EXPECT_FALSE(known.outcome_unknown());
+  EXPECT_EQ(known, UnavailableError("connection lost"));
 }
 
 TEST(StatusTest, ErrnoMapsToCodes) {

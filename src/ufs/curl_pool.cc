@@ -149,8 +149,8 @@ void HttpClient::Release(void* handle) {
   available_.NotifyOne();
 }
 
-StatusOr<HttpResponse> HttpClient::Perform(const HttpRequest& request, int* curl_code) {
-  *curl_code = 0;
+StatusOr<HttpResponse> HttpClient::Perform(const HttpRequest& request, TransportError* transport) {
+  *transport = TransportError{};
   CURL* h = static_cast<CURL*>(Acquire());
   if (h == nullptr) return ResourceExhaustedError("curl_easy_init failed");
   curl_easy_reset(h);
@@ -236,6 +236,10 @@ StatusOr<HttpResponse> HttpClient::Perform(const HttpRequest& request, int* curl
   CURLcode rc = curl_easy_perform(h);
   long status = 0;
   curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+  // The bytes of request headers written to the connection (libcurl counts them as they go).
+  long request_bytes = 0;
+  curl_easy_getinfo(h, CURLINFO_REQUEST_SIZE, &request_bytes);
+  transport->request_sent = request_bytes > 0;
   // Drop pointers into this stack frame before the handle goes back to the pool.
   curl_easy_reset(h);
   curl_slist_free_all(headers);
@@ -246,7 +250,7 @@ StatusOr<HttpResponse> HttpClient::Perform(const HttpRequest& request, int* curl
                                   " exceeds " + std::to_string(t.max_body) + " bytes");
   }
   if (rc != CURLE_OK && !(rc == CURLE_WRITE_ERROR && t.sink_full)) {
-    *curl_code = static_cast<int>(rc);
+    transport->curl_code = static_cast<int>(rc);
     return InternalError(error[0] != '\0' ? std::string(error) : curl_easy_strerror(rc));
   }
   response.status = status;

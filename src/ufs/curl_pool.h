@@ -48,6 +48,16 @@ struct HttpResponse {
   std::string Header(const std::string& name) const;
 };
 
+// How a request failed on the way (HttpClient::Perform).
+struct TransportError {
+  int curl_code = 0;  // A CURLcode; 0 when the exchange completed (any HTTP status).
+  // Set for every request, failed or not.
+  // Whether any byte of the request left this process. When false the server cannot have acted
+  // on it (it could not be reached: a refused or timed-out connect, a name that did not
+  // resolve, a TLS handshake that failed); when true it may have, whatever the error says.
+  bool request_sent = false;
+};
+
 struct HttpClientOptions {
   int max_connections = 64;
   long connect_timeout_ms = 3000;
@@ -69,10 +79,11 @@ class HttpClient {
   HttpClient& operator=(const HttpClient&) = delete;
 
   // Performs one request and returns the response for any HTTP status (the caller maps non-2xx).
-  // A transport failure returns the libcurl code and error text through `curl_code` / the
-  // status message: Internal with the code in `*curl_code` (non-null) so the caller can map it
-  // with its own context (s3_errors.h). `curl_code` is set to 0 on success.
-  StatusOr<HttpResponse> Perform(const HttpRequest& request, int* curl_code) EXCLUDES(mu_);
+  // A transport failure returns the libcurl code and error text through `transport` / the
+  // status message: Internal with the code in `transport->curl_code` (`transport` non-null) so
+  // the caller can map it with its own context (s3_errors.h). `*transport` is reset on entry.
+  StatusOr<HttpResponse> Perform(const HttpRequest& request, TransportError* transport)
+      EXCLUDES(mu_);
 
  private:
   void* Acquire() EXCLUDES(mu_);

@@ -181,7 +181,12 @@ void FakeHttpServer::Serve(int fd) {
       MutexLock lock(&mu_);
       requests_.push_back(req);
     }
-    if (!SendAll(fd, handler_(req))) return;
+    const std::string response = handler_(req);
+    if (response.empty()) {  // The answer is lost: the connection drops after the request.
+      ::shutdown(fd, SHUT_RDWR);
+      return;
+    }
+    if (!SendAll(fd, response)) return;
   }
 }
 

@@ -35,7 +35,8 @@ struct RecordedRequest {
 
 class FakeHttpServer {
  public:
-  // Returns the complete raw response ("HTTP/1.1 200 OK\r\n...").
+  // Returns the complete raw response ("HTTP/1.1 200 OK\r\n..."), or "" to drop the connection
+  // without answering (the request was received; its answer is lost on the way).
   using Handler = std::function<std::string(const RecordedRequest&)>;
 
   static StatusOr<std::unique_ptr<FakeHttpServer>> Start(Handler handler);

@@ -171,10 +171,14 @@ class LocalUnderStorage::Writer : public ObjectWriter {
     if (::fsync(file_.get()) != 0) return ErrnoToStatus(errno, "fsync " + where_);
     CAIRN_RETURN_IF_ERROR(PutInPlace());
     committed_ = true;
-    // Makes the new name itself durable.
-    if (::fsync(dir_.get()) != 0) return ErrnoToStatus(errno, "fsync folder of " + where_);
+    // Makes the new name itself durable. The file is in place from here: a failure is marked.
+    if (::fsync(dir_.get()) != 0) {
+      return ErrnoToStatus(errno, "fsync folder of " + where_).WithOutcomeUnknown();
+    }
     struct stat st;
-    if (::fstat(file_.get(), &st) != 0) return ErrnoToStatus(errno, "stat " + where_);
+    if (::fstat(file_.get(), &st) != 0) {
+      return ErrnoToStatus(errno, "stat " + where_).WithOutcomeUnknown();
+    }
     ObjectInfo info = internal::LocalInfoFromStat(st);
     info.key = key_;
     file_ = UniqueFd();

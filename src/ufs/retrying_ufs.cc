@@ -100,13 +100,18 @@ class RetryingUnderStorage::Writer : public ObjectWriterWrapper {
 
   StatusOr<ObjectInfo> Commit(uint64_t size, std::span<const char> tail) override {
     std::optional<ObjectInfo> info;
+    bool may_have_landed = false;
     Status st = owner_->Run([&]() -> Status {
       StatusOr<ObjectInfo> r = target()->Commit(size, tail);
-      if (!r.ok()) return r.status();
+      if (!r.ok()) {
+        may_have_landed = may_have_landed || r.status().outcome_unknown();
+        return r.status();
+      }
       info = std::move(r).value();
       return Status::Ok();
     });
-    if (!st.ok()) return st;
+    // An earlier attempt that may have landed still may have when a later one never got out.
+    if (!st.ok()) return may_have_landed ? st.WithOutcomeUnknown() : st;
     return std::move(*info);
   }
 

@@ -51,7 +51,9 @@ class RetryingUnderStorage : public UnderStorageWrapper {
   StatusOr<ListResult> List(const ListOptions& options) override;
   StatusOr<size_t> Read(std::string_view key, std::string_view expected_version, uint64_t offset,
                         std::span<char> out) override;
-  // The writer retries WritePart, Commit and Abort (all safe to repeat; see ObjectWriter).
+  // The writer retries WritePart, Commit and Abort (all safe to repeat; see ObjectWriter). A
+  // Commit that fails after an attempt that may have landed is marked outcome_unknown(), whatever
+  // the last attempt's failure.
   StatusOr<std::unique_ptr<ObjectWriter>> StartWrite(std::string_view key,
                                                      const WriterOptions& options) override;
   Status Delete(std::string_view key) override;

@@ -169,12 +169,15 @@ long S3UnderStorage::TimeoutFor(uint64_t bytes) const {
 
 StatusOr<s3::HttpResponse> S3UnderStorage::Send(s3::HttpRequest request,
                                                 const s3::RequestContext& ctx) {
-  int curl_code = 0;
-  StatusOr<s3::HttpResponse> r = http_.Perform(request, &curl_code);
-  if (!r.ok() && curl_code != 0) {
-    return s3::StatusFromCurl(curl_code, r.status().message(), ctx, request.timeout_ms);
+  s3::TransportError transport;
+  StatusOr<s3::HttpResponse> r = http_.Perform(request, &transport);
+  if (r.ok()) return r;
+  Status failed = r.status();
+  if (transport.curl_code != 0) {
+    failed = s3::StatusFromCurl(transport.curl_code, failed.message(), ctx, request.timeout_ms);
   }
-  return r;
+  const bool changes = request.method != "GET" && request.method != "HEAD";
+  return changes && transport.request_sent ? failed.WithOutcomeUnknown() : failed;
 }
 
 StatusOr<ObjectInfo> S3UnderStorage::Stat(std::string_view key) {

@@ -97,7 +97,10 @@ class S3UnderStorage : public UnderStorage {
   s3::RequestContext Context(std::string_view op, const std::string& resource) const;
   // Signing-related headers every request carries.
   std::vector<std::string> BaseHeaders(std::string_view payload_sha256) const;
-  // Performs a request; maps transport errors (not HTTP statuses) to Status.
+  // Performs a request; maps transport errors (not HTTP statuses) to Status. The failure of a
+  // request that changes something (any method but GET and HEAD) is marked
+  // Status::outcome_unknown() when the request left this process: the server may have acted on
+  // it, its answer lost.
   StatusOr<s3::HttpResponse> Send(s3::HttpRequest request, const s3::RequestContext& ctx);
   // Timeout for a request moving `bytes`: request_timeout_ms plus 1 s per MiB.
   long TimeoutFor(uint64_t bytes) const;

@@ -15,7 +15,9 @@
 // conflicting writer is always caught unless it commits between that HEAD and our commit on a
 // server that ignores the header (docs/consistency.md).
 //
-// A commit whose outcome is unknown (a timeout, a reset connection, a 5xx) may have landed. The
+// A commit whose outcome is unknown (a timeout or a reset connection after the request went
+// out, a 5xx) may have landed: its failure is marked Status::outcome_unknown() (one that never
+// left, a refused connection, is not, and nor is a refusal: a 4xx). The
 // writer remembers the ETag it expects (the MD5 of a PUT body, or S3's multipart ETag computed
 // from the parts' MD5s); the next Commit first looks at the key with HEAD and reports success if
 // the object there carries that ETag and size, rather than failing its retry on its own
@@ -35,9 +37,12 @@ namespace {
 
 constexpr uint64_t kMinS3PartSize = 5ull << 20;  // S3's smallest part but the last.
 
-bool OutcomeUnknown(const Status& status) {
-  return status.code() == StatusCode::kUnavailable ||
-         status.code() == StatusCode::kDeadlineExceeded;
+// The failure of a commit request (PUT, CompleteMultipartUpload) the server answered with
+// `http_status`: a refusal (4xx) left nothing behind; after a server error (5xx) the object may
+// be in place all the same (S3 asks clients to retry them; a gateway in front of the store may
+// have lost the answer).
+Status CommitFailure(long http_status, Status status) {
+  return http_status >= 500 ? status.WithOutcomeUnknown() : status;
 }
 
 // The HTTP status S3 would have given the <Error> in a 200 CompleteMultipartUpload answer.
@@ -116,7 +121,7 @@ class S3UnderStorage::Writer : public ObjectWriter {
     CAIRN_RETURN_IF_ERROR(CheckConditionByHead());
     StatusOr<ObjectInfo> result = count <= 1 ? PutWhole(tail) : CompleteUpload(count, tail);
     if (!result.ok()) {
-      if (!OutcomeUnknown(result.status())) expected_etag_.clear();
+      if (!result.status().outcome_unknown()) expected_etag_.clear();
       return result.status();
     }
     return Finish(std::move(result).value());
@@ -266,7 +271,8 @@ class S3UnderStorage::Writer : public ObjectWriter {
     AddConditionHeaders(req.headers);
     CAIRN_ASSIGN_OR_RETURN(s3::HttpResponse resp, store_->Send(std::move(req), ctx));
     if (resp.status != 200) {
-      return ConditionRefused(s3::StatusFromHttp(resp.status, resp.body, ctx));
+      return CommitFailure(resp.status,
+                           ConditionRefused(s3::StatusFromHttp(resp.status, resp.body, ctx)));
     }
     return Committed(data.size(), s3::StripETagQuotes(resp.Header("etag")), resp);
   }
@@ -274,8 +280,10 @@ class S3UnderStorage::Writer : public ObjectWriter {
   StatusOr<ObjectInfo> CompleteUpload(uint32_t count, std::span<const char> tail) REQUIRES(mu_) {
     const uint32_t last = count - 1;
     const s3::Md5Digest tail_md5 = s3::Md5(tail);
-    CAIRN_ASSIGN_OR_RETURN(std::string tail_etag, UploadPart(upload_id_, last, tail, tail_md5));
-    parts_[last] = Part{std::move(tail_etag), tail_md5};
+    StatusOr<std::string> tail_etag = UploadPart(upload_id_, last, tail, tail_md5);
+    // A part, stored or not, puts nothing under the key.
+    if (!tail_etag.ok()) return tail_etag.status().WithOutcomeKnown();
+    parts_[last] = Part{std::move(tail_etag).value(), tail_md5};
     ledger_.Record(last, tail.size());
 
     std::vector<s3::CompletedPart> listed;
@@ -294,17 +302,20 @@ class S3UnderStorage::Writer : public ObjectWriter {
     AddConditionHeaders(req.headers);
     CAIRN_ASSIGN_OR_RETURN(s3::HttpResponse resp, store_->Send(std::move(req), ctx));
     if (resp.status != 200) {
-      return ConditionRefused(s3::StatusFromHttp(resp.status, resp.body, ctx));
+      return CommitFailure(resp.status,
+                           ConditionRefused(s3::StatusFromHttp(resp.status, resp.body, ctx)));
     }
     s3::S3ErrorBody error;
     StatusOr<std::string> etag = s3::ParseCompleteMultipartUpload(resp.body, &error);
     if (!etag.ok()) {
       if (!error.code.empty()) {
-        return ConditionRefused(s3::StatusFromHttp(HttpStatusOfError(error), resp.body, ctx));
+        const long status = HttpStatusOfError(error);
+        return CommitFailure(status, ConditionRefused(s3::StatusFromHttp(status, resp.body, ctx)));
       }
       // A cut or garbled answer: the upload may or may not be complete.
       return UnavailableError("CompleteMultipartUpload " + resource_ + ": " +
-                              etag.status().message());
+                              etag.status().message())
+          .WithOutcomeUnknown();
     }
     completed_upload_ = true;
     uint64_t size = layout().Offset(last) + tail.size();

@@ -5,6 +5,7 @@
 
 #include <map>
 #include <mutex>
+#include <vector>
 
 #include "common/clock.h"
 #include "ufs/fake_http_server.h"
@@ -43,6 +44,7 @@ class FakeS3 {
                                       "</InitiateMultipartUploadResult>");
     }
     if (r.method == "PUT" && r.query.find("uploadId=UP1") != std::string::npos) {
+      if (part_status_ != 200) return Answer(part_status_);
       const std::string md5 = s3::Hex(s3::Md5(Span(r.body)));
       parts_[r.query] = {md5, r.body.size()};
       return FakeHttpServer::Response(200, {{"ETag", Quoted(md5)}}, "");
@@ -76,7 +78,12 @@ class FakeS3 {
       return FakeHttpServer::Response(204, {}, "");
     }
     if (r.method == "PUT") {
-      if (put_status_ != 200) return FakeHttpServer::Response(put_status_, {}, "");
+      int status = put_status_;
+      if (!put_script_.empty()) {
+        status = put_script_.front();
+        put_script_.erase(put_script_.begin());
+      }
+      if (status != 200) return Answer(status);
       etag_ = s3::Hex(s3::Md5(Span(r.body)));
       size_ = r.body.size();
       return FakeHttpServer::Response(200, {{"ETag", Quoted(etag_)}}, "");
@@ -88,9 +95,20 @@ class FakeS3 {
     std::lock_guard<std::mutex> lock(mu_);
     on_complete_ = c;
   }
+  // How PUTs of whole objects (and UploadParts) are answered: an HTTP status, or 0 to drop the
+  // connection once the request arrived (nothing is stored but by a 200).
   void set_put_status(int s) {
     std::lock_guard<std::mutex> lock(mu_);
     put_status_ = s;
+  }
+  // The next PUTs of whole objects, in turn; then set_put_status's.
+  void script_puts(std::vector<int> statuses) {
+    std::lock_guard<std::mutex> lock(mu_);
+    put_script_ = std::move(statuses);
+  }
+  void set_part_status(int s) {
+    std::lock_guard<std::mutex> lock(mu_);
+    part_status_ = s;
   }
   int completions() {
     std::lock_guard<std::mutex> lock(mu_);
@@ -106,8 +124,14 @@ class FakeS3 {
   std::map<std::string, std::pair<std::string, size_t>> parts_;  // query -> (md5 hex, size)
   std::string etag_;                                             // Of the object; "" = none.
   size_t size_ = 0;
+  static std::string Answer(int status) {
+    return status == 0 ? "" : FakeHttpServer::Response(status, {}, "");
+  }
+
   OnComplete on_complete_ = OnComplete::kAnswer;
   int put_status_ = 200;
+  std::vector<int> put_script_;
+  int part_status_ = 200;
   int completions_ = 0;
   int aborts_ = 0;
 };
@@ -180,6 +204,59 @@ TEST_F(S3WriterHttpTest, A412FromTheServerIsTheConditionsRefusal) {
   auto replace = Start(*s3_, WriteCondition::Version("abc"));
   // The HEAD sees no object: refused before the PUT.
   EXPECT_EQ(replace->Commit(1, Span(body)).status().code(), StatusCode::kFailedPrecondition);
+}
+
+// What a failed commit says about the key (ObjectWriter::Commit): a request that never left (the
+// server cannot be reached) or that the server refused (4xx) left it as it was; after a lost
+// answer or a server error the object may be there all the same: outcome_unknown(). A caller
+// (write-back) renames or removes a file without the source only in the first case.
+TEST_F(S3WriterHttpTest, ACommitThatNeverReachedTheServerLeftTheKeyAsItWas) {
+  auto w = Start(*retrying_);
+  server_.reset();  // Its port refuses connections from now on.
+  const std::string body = "ckpt";
+  const Status st = w->Commit(body.size(), Span(body)).status();
+  EXPECT_EQ(st.code(), StatusCode::kUnavailable) << st.ToString();
+  EXPECT_FALSE(st.outcome_unknown()) << st.ToString();
+}
+
+TEST_F(S3WriterHttpTest, ACommitWhoseAnswerWasLostOrAServerErrorMayHaveLanded) {
+  const std::string body = "ckpt";
+  for (int status : {0, 500, 503}) {
+    fake_.set_put_status(status);
+    auto w = Start(*s3_);
+    const Status st = w->Commit(body.size(), Span(body)).status();
+    EXPECT_EQ(st.code(), StatusCode::kUnavailable) << status << ": " << st.ToString();
+    EXPECT_TRUE(st.outcome_unknown()) << status << ": " << st.ToString();
+  }
+  for (int status : {403, 412}) {
+    fake_.set_put_status(status);
+    auto w = Start(*s3_, WriteCondition::Absent());
+    const Status st = w->Commit(body.size(), Span(body)).status();
+    EXPECT_FALSE(st.ok());
+    EXPECT_FALSE(st.outcome_unknown()) << status << ": " << st.ToString();
+  }
+}
+
+TEST_F(S3WriterHttpTest, ARetriedCommitThatMayHaveLandedOnceStaysMarked) {
+  fake_.script_puts({0});     // The first PUT's answer is lost (nothing stored here)...
+  fake_.set_put_status(403);  // ...then the server refuses: the first may still have landed.
+  auto w = Start(*retrying_);
+  const std::string body = "ckpt";
+  const Status st = w->Commit(body.size(), Span(body)).status();
+  EXPECT_EQ(st.code(), StatusCode::kPermissionDenied) << st.ToString();
+  EXPECT_TRUE(st.outcome_unknown()) << st.ToString();
+  EXPECT_EQ(Requests("PUT", "").size(), 2u);
+}
+
+TEST_F(S3WriterHttpTest, ALostPartIsNotACommitThatMayHaveLanded) {
+  auto w = Start(*s3_);
+  const std::string part(kPart, 'p');
+  ASSERT_TRUE(w->WritePart(0, Span(part)).ok());
+  fake_.set_part_status(0);  // The final part's answer is lost: the completion is never sent.
+  const Status st = w->Commit(kPart + 3, Span(std::string("end"))).status();
+  EXPECT_EQ(st.code(), StatusCode::kUnavailable) << st.ToString();
+  EXPECT_FALSE(st.outcome_unknown()) << st.ToString();
+  EXPECT_TRUE(Requests("POST", "uploadId=UP1").empty());
 }
 
 TEST_F(S3WriterHttpTest, MultipartUploadListsEveryPartInOrder) {

@@ -113,9 +113,12 @@ class ObjectWriter {
   // parts already written must be written again by a new writer: radosgw, for one, refuses to
   // complete an upload that leaves a part out), or when the object under the key no longer has
   // condition.version;
-  // AlreadyExists when the condition is kAbsent and the key holds an object; nothing becomes
-  // visible on any error. May be called again after a transient error; a Commit whose earlier
-  // attempt did land (its reply was lost) reports success where the store lets it tell.
+  // AlreadyExists when the condition is kAbsent and the key holds an object. A failure after
+  // which the object may be in place all the same (the request that commits it went out and
+  // its answer was lost, or a step after it failed) is marked Status::outcome_unknown(); on an
+  // unmarked failure the key is as it was. May be called again after a transient error; a
+  // Commit whose earlier attempt did land (its reply was lost) reports success where the store
+  // lets it tell.
   virtual StatusOr<ObjectInfo> Commit(uint64_t size, std::span<const char> tail) = 0;
 
   // Discards everything written (S3: AbortMultipartUpload; folders: the temp file). Idempotent;

@@ -116,7 +116,7 @@ WriteBack::WriteBack(WriteBackOptions options, std::unique_ptr<write::WriteJourn
     const uint64_t id = record.id;
     Item item;
     item.write.record = std::move(record);
-    item.begun = true;  // The run before may have uploaded it.
+    item.begun = item.may_have_landed = true;  // The run before may have uploaded it.
     items_.emplace(id, std::move(item));
   }
   UpdateGauges();
@@ -349,7 +349,8 @@ StatusOr<WriteBack::PendingFile> WriteBack::Retarget(
   }
   // A fresh start under the new name, after the commit delay (another rename may follow).
   moved->attempts = 0;
-  moved->begun = false;  // Nothing was uploaded to `to` for it (its uploads went to `from`).
+  // Nothing was uploaded to `to` for it (its uploads went to `from`).
+  moved->begun = moved->may_have_landed = false;
   moved->next_try_us = clock().NowMicros() + options_.commit_delay.count() * 1000;
   PendingFile result{record.path, record.id, record.size, record.closed_at_ms};
   for (uint64_t id : replaced) {
@@ -709,6 +710,10 @@ void WriteBack::Loop() {
         done.next_try_us = clock().NowMicros() + backoff_us;
         if (done.last_error.empty()) ++failing_;
         done.last_error = result.detail.empty() ? "failed" : result.detail;
+        // An attempt that never reached the source (an outage) leaves the file as if it had
+        // not run: a rename or remove of a new file still needs no source (NeverUploaded).
+        done.may_have_landed = done.may_have_landed || result.may_have_landed;
+        done.begun = done.may_have_landed;
         if (done.attempts == 1 || done.attempts % 10 == 0) {
           spdlog::warn("write-back: upload of {} failed (attempt {}; retried in {} ms): {}",
                        done.write.record.path, done.attempts, backoff_us / 1000, result.detail);

@@ -73,6 +73,9 @@ struct CommitResult {
   enum class Outcome { kCommitted, kRemoved, kConflict, kRetry };
   Outcome outcome = Outcome::kRetry;
   std::string detail;  // kCommitted: the version; kConflict: why; kRetry: the error.
+  // kRetry: the failed attempt may have put the file in the source all the same (its error was
+  // marked Status::outcome_unknown()); without it the source is as it was before the attempt.
+  bool may_have_landed = false;
 };
 
 struct WriteBackStats {
@@ -154,15 +157,17 @@ class WriteBack {
   // Whether closed file `id` still waits under `path` (not removed, renamed or uploaded since).
   bool IsPending(const std::string& path, uint64_t id) const EXCLUDES(mu_);
   // True when `path` has pending files, each a new file (its commit expects the name absent in
-  // the source: WriteCondition::Absent) whose upload has not begun since this worker started:
-  // nothing of them can be in the source. A rename or remove of such a path need not delete
-  // the name there (and need not reach the source at all: it works while the lake is down).
-  // A file replayed from the journal counts as begun (the run before may have uploaded it).
+  // the source: WriteCondition::Absent) not being uploaded and none of whose upload attempts
+  // may have landed (each failed before its commit went out, or was refused: a lake that
+  // cannot be reached): nothing of them can be in the source. A rename or remove of such a path
+  // need not delete the name there (and need not reach the source at all: it works while the
+  // lake is down). A file replayed from the journal may be there (the run before may have
+  // uploaded it).
   bool NeverUploaded(const std::string& path) const EXCLUDES(mu_);
   // What the source holds under `path` as far as this worker knows without asking it: the
-  // condition of the oldest file of `path` waiting here (what it was opened over), when no
-  // upload of any of them began since this worker started; nullopt otherwise (none waits, or
-  // one may have landed). A rename that replaces them replaces that (MovePending).
+  // condition of the oldest file of `path` waiting here (what it was opened over), when none of
+  // them is being uploaded or may have landed (NeverUploaded's sense); nullopt otherwise (none
+  // waits, or one may have landed). A rename that replaces them replaces that (MovePending).
   std::optional<ufs::WriteCondition> KnownSourceState(const std::string& path) const EXCLUDES(mu_);
   // The newest pending content of `path`: its size and a read-only descriptor of its spool
   // file (the caller closes it), for an open that continues from it.
@@ -233,8 +238,11 @@ class WriteBack {
     bool running = false;
     bool cancelled = false;
     bool held = false;  // By a rename (Hold): not started until it lets go.
-    // An upload of it to its current path began (or it was replayed): it may be in the source.
+    // It may be in the source under its current path: an upload of it is running, or one
+    // ended whose outcome is unknown, or it was replayed (the run before may have uploaded it).
     bool begun = false;
+    // The part of `begun` a finished attempt leaves: replayed, or an attempt that may have landed.
+    bool may_have_landed = false;
     // Its upload committed (AdoptCommit told the others) and it is about to go: it no longer
     // says what the source holds.
     bool landed = false;

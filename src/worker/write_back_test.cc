@@ -469,10 +469,13 @@ TEST_F(WriteBackTest, NewFilesAreRenamedAndRemovedWithoutTheSource) {
   EXPECT_EQ(Metric("cairn_worker_write_back_conflicts_total"), 0);
 }
 
-// After an upload of a new file began (and failed), something of it may be in the source (a
-// commit whose reply was lost): a rename then deletes the old name in the source first.
-TEST_F(WriteBackTest, ARenameAfterAnUploadBeganDeletesTheOldName) {
-  SourceDown(true);
+// After an upload attempt of a new file whose outcome is unknown (a commit whose reply was
+// lost), it may be in the source: a rename then deletes the old name in the source first.
+TEST_F(WriteBackTest, ARenameAfterAnUploadThatMayHaveLandedDeletesTheOldName) {
+  ufs::FaultSpec lost;
+  lost.failure_probability = 1.0;
+  lost.status = UnavailableError("reply lost").WithOutcomeUnknown();
+  faults_->SetFault(ufs::UfsOp::kWrite, lost);
   ASSERT_TRUE(WriteFile("/lake/tried.tmp", "t").ok());
   for (int i = 0; i < 1000 && Metric("cairn_worker_write_back_retries_total") < 1; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
@@ -485,6 +488,37 @@ TEST_F(WriteBackTest, ARenameAfterAnUploadBeganDeletesTheOldName) {
   SourceDown(false);
   ASSERT_TRUE(SyncAll().ok());
   EXPECT_EQ(Content("tried.pt"), "t");
+}
+
+// Checkpoint rotation through an outage: the uploads of a saved checkpoint and of an old one
+// are tried and fail without reaching the source (it cannot be reached: the attempts fail
+// unmarked). Nothing of them can be there, so renaming the one and removing the other still
+// need no source (before, any attempt counted as a possible landing: both failed until the
+// lake was back). Once it is, only the renamed file lands.
+TEST_F(WriteBackTest, FilesWhoseUploadsNeverReachedTheSourceAreRenamedAndRemovedWithoutIt) {
+  SourceDown(true);  // Uploads fail before they are sent.
+  const std::string data = testing::RandomBytes(2 * kPart + 9, 23);
+  ASSERT_TRUE(WriteFile("/lake/step-1.pt.tmp", data).ok());
+  ASSERT_TRUE(WriteFile("/lake/step-0.pt", "old checkpoint").ok());
+  for (int i = 0; i < 2000 && Metric("cairn_worker_write_back_retries_total") < 2; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  ASSERT_GE(Metric("cairn_worker_write_back_retries_total"), 2);  // Both were tried.
+  EXPECT_TRUE(writes_->write_back()->NeverUploaded("/lake/step-1.pt.tmp"));
+  EXPECT_TRUE(writes_->write_back()->NeverUploaded("/lake/step-0.pt"));
+  SourceUnreachable(true);
+  const uint64_t deletes = faults_->calls(ufs::UfsOp::kDelete);
+  ASSERT_TRUE(Rename("/lake/step-1.pt.tmp", "/lake/step-1.pt").ok());
+  ASSERT_TRUE(Remove("/lake/step-0.pt").ok());
+  EXPECT_EQ(faults_->calls(ufs::UfsOp::kDelete), deletes);  // The source was not asked.
+  EXPECT_TRUE(Pending("/lake/step-1.pt"));
+  EXPECT_FALSE(Pending("/lake/step-0.pt"));
+  SourceUnreachable(false);
+  ASSERT_TRUE(SyncAll().ok());
+  EXPECT_EQ(Content("step-1.pt"), data);
+  EXPECT_FALSE(InSource("step-1.pt.tmp"));
+  EXPECT_FALSE(InSource("step-0.pt"));
+  EXPECT_EQ(Metric("cairn_worker_write_back_conflicts_total"), 0);
 }
 
 TEST_F(WriteBackTest, ARenameRacingTheUploadEndsTheSame) {

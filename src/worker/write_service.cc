@@ -821,7 +821,7 @@ StatusOr<WriteReply> WriteService::CommitBack(OpenFile& file, const RecheckFn& r
 CommitResult WriteService::CommitPending(PendingWrite& write) {
   const write::JournalRecord& record = write.record;
   auto retry = [](const Status& why) {
-    return CommitResult{CommitResult::Outcome::kRetry, why.ToString()};
+    return CommitResult{CommitResult::Outcome::kRetry, why.ToString(), why.outcome_unknown()};
   };
   // Resolved now, not at close: after a restart the mount table may still be loading (then
   // this is retried), and a mount replaced meanwhile is where the file goes now.

@@ -532,7 +532,7 @@ StatusOr<ufs::ObjectInfo> WriteSession::CommitLocked(std::vector<std::string>* e
     if (!parts_[i].UpToDate()) {
       Status st = first_upload_error_;
       if (st.ok()) st = InternalError("part " + std::to_string(i) + " was not sent");
-      return st.WithContext("write of '" + key_ + "'");
+      return st.WithContext("write of '" + key_ + "'").WithOutcomeKnown();
     }
   }
   if (options_.before_complete) options_.before_complete();

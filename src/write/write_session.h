@@ -176,7 +176,9 @@ class WriteSession {
   uint64_t part_size() const { return layout_.base(); }
 
   // Sends every part not yet in the source and commits the object (see above). Returns the new
-  // object's info. The errors of ObjectWriter::Commit, or the first failed upload's. With a
+  // object's info. The errors of ObjectWriter::Commit (marked outcome_unknown() when the object
+  // may be in the source all the same), or the first failed upload's (unmarked: a part puts
+  // nothing under the key). With a
   // digest, Corruption when the bytes read back from the spool for the upload are not the ones
   // the digest was made of: nothing is committed, the upload is aborted, and spool_damaged()
   // says so (retrying cannot help: the spool file is kept for an operator, or dropped).

@@ -96,8 +96,8 @@ Status RadosgwProcess::CreateBucket(const std::string& bucket) {
   req.url = endpoint() + "/" + bucket;
   req.headers.push_back("x-amz-content-sha256: " + std::string(ufs::s3::kEmptySha256));
   req.timeout_ms = 10000;
-  int curl_code = 0;
-  CAIRN_ASSIGN_OR_RETURN(ufs::s3::HttpResponse resp, client.Perform(req, &curl_code));
+  ufs::s3::TransportError transport;
+  CAIRN_ASSIGN_OR_RETURN(ufs::s3::HttpResponse resp, client.Perform(req, &transport));
   if (resp.status != 200 && resp.status != 409) {
     return UnavailableError("creating bucket " + bucket + " answered HTTP " +
                             std::to_string(resp.status) + ": " + resp.body);
