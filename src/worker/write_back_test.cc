@@ -62,6 +62,31 @@ TEST_F(WriteBackTest, WhatWasClosedSurvivesARestartAndIsUploadedOnce) {
   }));
 }
 
+// The cache folder may be spelled otherwise at the next start (a trailing slash, a path through
+// a symlink): the spool files the journal names are still recognised, not swept as unfinished
+// writes' (which lost acknowledged files: their uploads found no spool file).
+TEST_F(WriteBackTest, WaitingFilesSurviveARestartWithTheSpoolFolderSpelledOtherwise) {
+  SourceDown(true);
+  ASSERT_TRUE(WriteFile("/lake/a.bin", "acknowledged").ok());
+  auto open = Open("/lake/never-closed.bin");
+  ASSERT_TRUE(open.ok());
+  ASSERT_TRUE(Write(open->handle, 0, "partial").ok());
+  writes_.reset();
+  const std::filesystem::path link = dir_.path() / "spool-link";
+  std::filesystem::create_directory_symlink(spool(), link);
+  SourceDown(false);
+  Start(1ull << 30, std::chrono::milliseconds(0),
+        [&](WriteServiceOptions& o) { o.spool_dirs = {link.string() + "/"}; });
+  ASSERT_TRUE(SyncAll().ok());
+  EXPECT_EQ(Content("a.bin"), "acknowledged");
+  EXPECT_EQ(Metric("cairn_worker_write_back_conflicts_total"), 0);
+  EXPECT_TRUE(testing::WaitUntil([&] {  // The unclosed file's spool file was swept.
+    size_t left = 0;
+    for (const auto& e : std::filesystem::directory_iterator(spool())) left += e.is_regular_file();
+    return left == 0;
+  }));
+}
+
 TEST_F(WriteBackTest, NewClosesAfterARestartDoNotReuseFinishedIds) {
   ASSERT_TRUE(WriteFile("/lake/one.txt", "1").ok());
   ASSERT_TRUE(SyncAll().ok());

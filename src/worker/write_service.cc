@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <spdlog/spdlog.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -150,7 +151,18 @@ Status ReadSealedSpool(int fd, uint64_t offset, std::span<char> out, const std::
 
 // Creates `dir` and removes what a previous process left in it, but for the files of `keep`
 // (named by the write-back journal).
-Status PrepareSpoolDir(const std::string& dir, const std::set<std::string>& keep) {
+// A file by identity (st_dev, st_ino). The spool folders may be spelled otherwise than when
+// their files were journaled ("/c" and "/c/", a path through a symlink): a file the journal
+// still names is recognised by what it is, never swept as an unfinished write's.
+using FileId = std::pair<uint64_t, uint64_t>;
+
+std::optional<FileId> IdOf(const std::string& path) {
+  struct stat st;
+  if (::lstat(path.c_str(), &st) != 0) return std::nullopt;
+  return FileId{st.st_dev, st.st_ino};
+}
+
+Status PrepareSpoolDir(const std::string& dir, const std::set<FileId>& keep) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) return IoError("cannot create spool folder " + dir + ": " + ec.message());
@@ -159,8 +171,9 @@ Status PrepareSpoolDir(const std::string& dir, const std::set<std::string>& keep
                                std::filesystem::perm_options::replace, ec);
   if (ec) return IoError("cannot restrict spool folder " + dir + ": " + ec.message());
   for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
-    if (entry.path().filename().string().rfind("write-", 0) == 0 &&
-        keep.count(entry.path().string()) == 0) {
+    if (entry.path().filename().string().rfind("write-", 0) != 0) continue;
+    const std::optional<FileId> id = IdOf(entry.path().string());
+    if (!id || keep.count(*id) == 0) {
       std::filesystem::remove(entry.path(), ec);
       if (!ec)
         spdlog::info("removed the spool file {} of an unfinished write", entry.path().string());
@@ -194,7 +207,7 @@ StatusOr<std::unique_ptr<WriteService>> WriteService::Create(PageService* pages,
     return InvalidArgumentError("write uploads need at least one thread");
   }
   std::unique_ptr<WriteBack> write_back;
-  std::set<std::string> keep;
+  std::set<FileId> keep;
   if (!options.write_back.journal_path.empty()) {
     std::error_code ec;
     const auto folder = std::filesystem::path(options.write_back.journal_path).parent_path();
@@ -203,7 +216,9 @@ StatusOr<std::unique_ptr<WriteService>> WriteService::Create(PageService* pages,
     if (options.write_back.clock == nullptr) options.write_back.clock = options.clock;
     if (options.write_back.registry == nullptr) options.write_back.registry = options.registry;
     CAIRN_ASSIGN_OR_RETURN(write_back, WriteBack::Open(options.write_back));
-    for (std::string& file : write_back->SpoolFiles()) keep.insert(std::move(file));
+    for (const std::string& file : write_back->SpoolFiles()) {
+      if (std::optional<FileId> id = IdOf(file)) keep.insert(*id);
+    }
   }
   for (const std::string& dir : options.spool_dirs) {
     CAIRN_RETURN_IF_ERROR(PrepareSpoolDir(dir, keep));
