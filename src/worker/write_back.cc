@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <random>
 #include <unordered_set>
 
@@ -153,6 +154,29 @@ std::vector<std::string> WriteBack::SpoolFiles() const {
   std::vector<std::string> files;
   for (const auto& [id, item] : items_) files.push_back(item.write.record.spool_path);
   return files;
+}
+
+size_t WriteBack::RelocateSpoolFiles(const std::vector<std::string>& spool_dirs) {
+  MutexLock l(&mu_);
+  size_t found_count = 0;
+  for (auto& [id, item] : items_) {
+    std::string& path = item.write.record.spool_path;
+    if (::access(path.c_str(), F_OK) == 0) continue;
+    const std::string name = std::filesystem::path(path).filename().string();
+    if (name.rfind("write-", 0) != 0) continue;  // Not a spool file's name (nor "..").
+    std::vector<std::string> found;
+    for (const std::string& dir : spool_dirs) {
+      std::string candidate = dir + "/" + name;
+      if (::access(candidate.c_str(), F_OK) == 0) found.push_back(std::move(candidate));
+    }
+    // None (its upload reports the loss) or several (which one is unknowable): left as it is.
+    if (found.size() != 1) continue;
+    spdlog::warn("write-back: the spool file of {} is no longer at {}; it was found at {}",
+                 item.write.record.path, path, found.front());
+    path = std::move(found.front());
+    ++found_count;
+  }
+  return found_count;
 }
 
 void WriteBack::Start(CommitFn commit) {

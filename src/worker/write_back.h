@@ -97,6 +97,12 @@ class WriteBack {
 
   // The spool files the journal still needs (a worker's start must keep them).
   std::vector<std::string> SpoolFiles() const EXCLUDES(mu_);
+  // Before Start: the waiting files whose spool file is no longer at the path the journal
+  // holds (a cache folder mounted elsewhere since the last run) are looked for by name in
+  // `spool_dirs`; one found in exactly one of them is read from there. (The journal keeps the
+  // old path: each start looks again. The upload checks the bytes against the journaled
+  // digest, so a wrong file is set aside, never uploaded.) Returns how many were found.
+  size_t RelocateSpoolFiles(const std::vector<std::string>& spool_dirs) EXCLUDES(mu_);
   // Starts the commit threads. Call once.
   void Start(CommitFn commit) EXCLUDES(mu_);
   // Stops the commit threads (a commit in progress finishes first). After it returns, the

@@ -87,6 +87,25 @@ TEST_F(WriteBackTest, WaitingFilesSurviveARestartWithTheSpoolFolderSpelledOtherw
   }));
 }
 
+// A cache folder mounted elsewhere at the next start (the journal holds absolute paths): the
+// waiting files' spool files are found there by name, uploaded, and kept meanwhile.
+TEST_F(WriteBackTest, WaitingFilesSurviveARestartWithTheCacheFolderMovedElsewhere) {
+  SourceDown(true);
+  const std::string big = testing::RandomBytes(3 * kPart + 7, 29);
+  ASSERT_TRUE(WriteFile("/lake/big.bin", big).ok());
+  ASSERT_TRUE(WriteFile("/lake/small.txt", "small").ok());
+  writes_.reset();
+  const std::filesystem::path moved = dir_.path() / "elsewhere";
+  std::filesystem::rename(spool(), moved);
+  SourceDown(false);
+  Start(1ull << 30, std::chrono::milliseconds(0),
+        [&](WriteServiceOptions& o) { o.spool_dirs = {moved.string()}; });
+  ASSERT_TRUE(SyncAll().ok());
+  EXPECT_EQ(Content("big.bin"), big);
+  EXPECT_EQ(Content("small.txt"), "small");
+  EXPECT_EQ(Metric("cairn_worker_write_back_conflicts_total"), 0);
+}
+
 TEST_F(WriteBackTest, NewClosesAfterARestartDoNotReuseFinishedIds) {
   ASSERT_TRUE(WriteFile("/lake/one.txt", "1").ok());
   ASSERT_TRUE(SyncAll().ok());

@@ -216,6 +216,7 @@ StatusOr<std::unique_ptr<WriteService>> WriteService::Create(PageService* pages,
     if (options.write_back.clock == nullptr) options.write_back.clock = options.clock;
     if (options.write_back.registry == nullptr) options.write_back.registry = options.registry;
     CAIRN_ASSIGN_OR_RETURN(write_back, WriteBack::Open(options.write_back));
+    write_back->RelocateSpoolFiles(options.spool_dirs);
     for (const std::string& file : write_back->SpoolFiles()) {
       if (std::optional<FileId> id = IdOf(file)) keep.insert(*id);
     }
