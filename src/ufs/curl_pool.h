@@ -51,10 +51,10 @@ struct HttpResponse {
 // How a request failed on the way (HttpClient::Perform).
 struct TransportError {
   int curl_code = 0;  // A CURLcode; 0 when the exchange completed (any HTTP status).
-  // Set for every request, failed or not.
-  // Whether any byte of the request left this process. When false the server cannot have acted
-  // on it (it could not be reached: a refused or timed-out connect, a name that did not
-  // resolve, a TLS handshake that failed); when true it may have, whatever the error says.
+  // Whether any byte of the request left this process (set for every request, failed or not).
+  // When false the server cannot have acted on it (it could not be reached: a refused or
+  // timed-out connect, a name that did not resolve, a TLS handshake that failed); when true it
+  // may have, whatever the error says.
   bool request_sent = false;
 };
 
