@@ -69,13 +69,7 @@ uint64_t FrameChecksum(std::string_view length_and_payload) {
 }
 
 std::string Frame(const JournalRecord& record) {
-  const std::string payload = EncodeJournalRecord(record);
-  std::string length;
-  PutU32(&length, static_cast<uint32_t>(payload.size()));
-  std::string frame = length;
-  PutU64(&frame, FrameChecksum(length + payload));
-  frame += payload;
-  return frame;
+  return FrameJournalPayload(EncodeJournalRecord(record));
 }
 
 Status WriteFully(int fd, std::string_view data, const std::string& what) {
@@ -128,6 +122,16 @@ namespace {
 constexpr uint8_t kPendingWithDigest = 5;
 
 }  // namespace
+
+std::string FrameJournalPayload(std::string_view payload) {
+  std::string covered;  // The checksum covers the length and the payload.
+  PutU32(&covered, static_cast<uint32_t>(payload.size()));
+  covered.append(payload);
+  std::string frame = covered.substr(0, 4);
+  PutU64(&frame, FrameChecksum(covered));
+  frame.append(payload);
+  return frame;
+}
 
 std::string EncodeJournalRecord(const JournalRecord& r) {
   std::string out;
@@ -225,6 +229,36 @@ StatusOr<JournalRecord> DecodeJournalRecord(std::string_view payload) {
   return r;
 }
 
+namespace {
+
+// Applies a kRenamed record to the live records. With another path it is a rename of a file not
+// yet uploaded (WriteBack::Retarget), which replaces the other pending files of both names (the
+// older files of the old name, the files of the new one): they go with it, here, so that neither
+// a crash before their own kDone records nor a compaction in between brings them back (replayed,
+// a replaced file of the new name would land after the renamed one and undo the rename). With the
+// same path it changes the file's condition only. Returns the records dropped.
+std::vector<uint64_t> ApplyRenamed(std::map<uint64_t, JournalRecord>& live,
+                                   const JournalRecord& renamed) {
+  std::vector<uint64_t> dropped;
+  auto it = live.find(renamed.id);
+  // A rename of a file finished since (or compacted away with it) needs nothing.
+  if (it == live.end() || it->second.type != JournalRecord::Type::kPending) return dropped;
+  const std::string from = it->second.path;
+  if (from != renamed.path) {
+    for (const auto& [id, record] : live) {
+      if (id != renamed.id && record.type == JournalRecord::Type::kPending &&
+          (record.path == from || record.path == renamed.path)) {
+        dropped.push_back(id);
+      }
+    }
+  }
+  it->second.path = renamed.path;
+  it->second.condition = renamed.condition;
+  return dropped;
+}
+
+}  // namespace
+
 StatusOr<std::unique_ptr<WriteJournal>> WriteJournal::Open(const std::string& path,
                                                            std::vector<JournalRecord>* pending) {
   pending->clear();
@@ -261,22 +295,34 @@ StatusOr<std::unique_ptr<WriteJournal>> WriteJournal::Open(const std::string& pa
       good = length > 0 && length <= kMaxRecordBytes && length <= rest.size() - kFrameHeader;
     }
     StatusOr<JournalRecord> record = CorruptionError("bad frame");
+    bool checksummed = false;
     if (good) {
       std::string covered(rest.substr(0, 4));
       covered.append(rest.substr(kFrameHeader, length));
-      good = FrameChecksum(covered) == checksum;
-      if (good) record = DecodeJournalRecord(rest.substr(kFrameHeader, length));
-      good = good && record.ok();
+      checksummed = FrameChecksum(covered) == checksum;
+      if (checksummed) record = DecodeJournalRecord(rest.substr(kFrameHeader, length));
+      good = checksummed && record.ok();
     }
     if (!good) {
-      // Torn: the frame runs to or past the end, or only zeros follow (a file system may show a
-      // crashed append's blocks as zeros). Anything else is damage: refuse to guess.
-      const bool to_end = rest.size() < kFrameHeader || length > rest.size() - kFrameHeader ||
-                          kFrameHeader + length == rest.size();
+      // Torn: a frame an append could have been writing when the process died runs to or past
+      // the end (its length one Append writes, its bytes not all there or not the ones
+      // checksummed), or only zeros follow (a file system may show a crashed append's blocks as
+      // zeros). Anything else is damage, refused rather than guessed at: a length no Append
+      // writes (a damaged record in the middle would otherwise cut every record after it), or
+      // a whole, checksummed last record that does not decode (a newer format).
+      const bool possible_length = length > 0 && length <= kMaxRecordBytes;
+      const bool to_end =
+          rest.size() < kFrameHeader ||
+          (possible_length && !checksummed &&
+           (length > rest.size() - kFrameHeader || kFrameHeader + length == rest.size()));
       const bool zeros = std::all_of(rest.begin(), rest.end(), [](char c) { return c == 0; });
       if (!to_end && !zeros) {
+        const std::string why =
+            checksummed        ? "a record this version cannot read: " + record.status().message()
+            : !possible_length ? "a record length no append writes"
+                               : "records follow a bad one";
         return fail(CorruptionError("write-back journal " + path + " is damaged at byte " +
-                                    std::to_string(at) + " (records follow a bad one)"));
+                                    std::to_string(at) + " (" + why + ")"));
       }
       if (::ftruncate(fd, static_cast<off_t>(at)) != 0 || ::fdatasync(fd) != 0) {
         return fail(ErrnoToStatus(errno, "cut the torn end of " + path));
@@ -294,12 +340,7 @@ StatusOr<std::unique_ptr<WriteJournal>> WriteJournal::Open(const std::string& pa
       const uint64_t id = record->id;
       live.emplace(id, std::move(*record));
     } else if (record->type == JournalRecord::Type::kRenamed) {
-      // A rename of a file finished since (or compacted away with it) needs nothing.
-      if (auto it = live.find(record->id);
-          it != live.end() && it->second.type == JournalRecord::Type::kPending) {
-        it->second.path = std::move(record->path);
-        it->second.condition = std::move(record->condition);
-      }
+      for (uint64_t id : ApplyRenamed(live, *record)) live.erase(id);
     } else {
       live.erase(record->id);
     }
@@ -343,6 +384,11 @@ Status WriteJournal::Append(const JournalRecord& record) {
     return InvalidArgumentError("journal record of " + std::to_string(frame.size()) + " bytes");
   }
   MutexLock l(&mu_);
+  if (broken_) {
+    return IoError("write-back journal " + path_ +
+                   " cannot be appended to: a failed append could not be undone (restart the "
+                   "worker; the records before it are kept)");
+  }
   const bool pending =
       record.type == JournalRecord::Type::kPending || record.type == JournalRecord::Type::kUpload;
   const bool renamed = record.type == JournalRecord::Type::kRenamed;
@@ -364,8 +410,14 @@ Status WriteJournal::Append(const JournalRecord& record) {
     if (st.ok()) folder_unsynced_ = false;
   }
   if (!st.ok()) {
-    // A partial frame must not stay in front of the next one (replay would call it damage).
-    if (::ftruncate(fd_, static_cast<off_t>(bytes_)) == 0) (void)::lseek(fd_, 0, SEEK_END);
+    // A partial frame must not stay in front of the next one (replay would call it damage, or
+    // cut the records after it as a torn end): when it cannot be cut off, nothing more is
+    // appended (a later record would be acknowledged and then lost).
+    if (::ftruncate(fd_, static_cast<off_t>(bytes_)) == 0) {
+      (void)::lseek(fd_, 0, SEEK_END);
+    } else {
+      broken_ = true;
+    }
     return st;
   }
   bytes_ += frame.size();
@@ -375,13 +427,14 @@ Status WriteJournal::Append(const JournalRecord& record) {
     return Status::Ok();
   }
   if (renamed) {
-    // The live record takes the new path (what a compaction writes); the rename's own frame
-    // is dead weight from now on.
-    JournalRecord& live = live_.at(record.id);
-    live_bytes_ -= Frame(live).size();
-    live.path = record.path;
-    live.condition = record.condition;
-    live_bytes_ += Frame(live).size();
+    // The live record takes the new path (what a compaction writes), and the files the rename
+    // replaces are dead (as replay has them); the rename's own frame is dead weight from now on.
+    live_bytes_ -= Frame(live_.at(record.id)).size();
+    for (uint64_t id : ApplyRenamed(live_, record)) {
+      live_bytes_ -= Frame(live_.at(id)).size();
+      live_.erase(id);
+    }
+    live_bytes_ += Frame(live_.at(record.id)).size();
   } else if (auto it = live_.find(record.id); it != live_.end()) {
     live_bytes_ -= Frame(it->second).size();
     live_.erase(it);

@@ -66,6 +66,9 @@ struct JournalRecord {
 std::string EncodeJournalRecord(const JournalRecord& record);
 // Corruption for anything malformed (never a crash: the input may be damaged).
 StatusOr<JournalRecord> DecodeJournalRecord(std::string_view payload);
+// The frame the file holds for one record's payload: its length, the checksum of length and
+// payload, the payload (docs/write-journal.md; exposed for the tests).
+std::string FrameJournalPayload(std::string_view payload);
 
 class WriteJournal {
  public:
@@ -77,9 +80,12 @@ class WriteJournal {
   WriteJournal(const WriteJournal&) = delete;
   WriteJournal& operator=(const WriteJournal&) = delete;
 
-  // Appends `record` and makes it durable. IoError (the disk is failing or full): the caller
-  // must not acknowledge what the record stands for. InvalidArgument for a pending record whose
-  // id is in use, a renamed record whose id is not pending, or a record too large.
+  // Appends `record` and makes it durable. IoError (the disk is failing or full; or, for good,
+  // once a failed append's bytes could not be cut off): the caller must not acknowledge what
+  // the record stands for. InvalidArgument for a pending record whose id is in use, a renamed
+  // record whose id is not pending, or a record too large. A renamed record with a new path
+  // drops the other pending records of both paths (WriteBack::Retarget replaces them), as
+  // replay does.
   Status Append(const JournalRecord& record) EXCLUDES(mu_);
   // Rewrites the file with the live records only (also done by Append when it pays).
   Status Compact() EXCLUDES(mu_);
@@ -105,7 +111,9 @@ class WriteJournal {
   int fd_ GUARDED_BY(mu_);
   uint64_t bytes_ GUARDED_BY(mu_);
   std::map<uint64_t, JournalRecord> live_ GUARDED_BY(mu_);  // Pending records by id.
-  uint64_t live_bytes_ GUARDED_BY(mu_) = 0;                 // Their frames' size.
+  // A failed append left bytes it could not cut off: no record may follow them.
+  bool broken_ GUARDED_BY(mu_) = false;
+  uint64_t live_bytes_ GUARDED_BY(mu_) = 0;  // Their frames' size.
   // A compaction's rename is not known durable (its folder sync failed): each append syncs
   // the folder before it counts, since a crash could still bring the old file back.
   bool folder_unsynced_ GUARDED_BY(mu_) = false;

@@ -229,6 +229,82 @@ TEST(WriteJournalTest, ARenamedFileReplaysUnderItsNewPathAndCondition) {
   EXPECT_EQ(pending[1].spool_path, Pending(3, "").spool_path);
 }
 
+// A rename replaces the other waiting files of both names (WriteBack::Retarget journals their
+// kDone records after the rename's). A crash between those appends, or a compaction between
+// them, must not bring a replaced file back: replayed after the renamed one, a replaced file of
+// the new name would land last and undo the rename (and an older file of the old name would
+// reappear there). A later close of either name, and a condition change (same path), stay.
+TEST(WriteJournalTest, ARenameDropsTheFilesItReplacesEvenBeforeTheirDoneRecords) {
+  TempDir dir;
+  const std::string path = dir.str() + "/journal";
+  std::vector<JournalRecord> pending;
+  for (bool compact : {false, true}) {
+    std::filesystem::remove(path);
+    {
+      auto journal = WriteJournal::Open(path, &pending);
+      ASSERT_TRUE(journal.ok());
+      ASSERT_TRUE((*journal)->Append(Pending(1, "/lake/ckpt.tmp")).ok());  // Older, replaced.
+      ASSERT_TRUE((*journal)->Append(Pending(2, "/lake/ckpt.tmp")).ok());  // Renamed.
+      ASSERT_TRUE((*journal)->Append(Pending(3, "/lake/ckpt.pt")).ok());   // Replaced.
+      ASSERT_TRUE((*journal)->Append(Pending(4, "/lake/other")).ok());
+      ASSERT_TRUE((*journal)->Append(Renamed(4, "/lake/other")).ok());  // A condition change.
+      ASSERT_TRUE((*journal)->Append(Renamed(2, "/lake/ckpt.pt")).ok());
+      EXPECT_EQ((*journal)->live_records(), 2u);
+      if (compact) {
+        ASSERT_TRUE((*journal)->Compact().ok());
+      }
+      ASSERT_TRUE((*journal)->Append(Pending(5, "/lake/ckpt.pt")).ok());  // A close after.
+      // The process dies here, before the kDone records of 1 and 3.
+    }
+    auto journal = WriteJournal::Open(path, &pending);
+    ASSERT_TRUE(journal.ok()) << journal.status().ToString();
+    std::vector<std::pair<uint64_t, std::string>> got;
+    for (const JournalRecord& r : pending) got.emplace_back(r.id, r.path);
+    const std::vector<std::pair<uint64_t, std::string>> want = {
+        {2, "/lake/ckpt.pt"}, {4, "/lake/other"}, {5, "/lake/ckpt.pt"}};
+    EXPECT_EQ(got, want) << "compacted: " << compact;
+  }
+}
+
+// Only the end of the file can be torn, and only by what an append writes: a damaged length
+// in the middle (which would make the frame run past the end) and a whole, checksummed last
+// record this version cannot read are damage, not a torn end: the journal is refused, not cut.
+TEST(WriteJournalTest, OnlyWhatACrashedAppendLeavesIsCutAsATornEnd) {
+  TempDir dir;
+  const std::string path = dir.str() + "/journal";
+  std::vector<JournalRecord> pending;
+  {
+    auto journal = WriteJournal::Open(path, &pending);
+    ASSERT_TRUE(journal.ok());
+    ASSERT_TRUE((*journal)->Append(Pending(1, "/lake/a")).ok());
+    ASSERT_TRUE((*journal)->Append(Pending(2, "/lake/b")).ok());
+  }
+  const auto size = std::filesystem::file_size(path);
+  {
+    std::fstream f(path, std::ios::binary | std::ios::in | std::ios::out);
+    f.seekp(8 + 3);  // The high byte of the first record's length: far past the end now.
+    f.put('\x40');
+  }
+  auto damaged = WriteJournal::Open(path, &pending);
+  EXPECT_EQ(damaged.status().code(), StatusCode::kCorruption) << damaged.status().ToString();
+  EXPECT_EQ(std::filesystem::file_size(path), size) << "nothing was cut";
+
+  // A last record whose frame is whole and checksummed but whose type is unknown.
+  std::filesystem::remove(path);
+  {
+    auto journal = WriteJournal::Open(path, &pending);
+    ASSERT_TRUE(journal.ok());
+    ASSERT_TRUE((*journal)->Append(Pending(1, "/lake/a")).ok());
+  }
+  const auto good_size = std::filesystem::file_size(path);
+  std::string payload = EncodeJournalRecord(Done(1));
+  payload[0] = 99;  // The record type.
+  AppendRaw(path, FrameJournalPayload(payload));
+  auto unknown = WriteJournal::Open(path, &pending);
+  EXPECT_EQ(unknown.status().code(), StatusCode::kCorruption) << unknown.status().ToString();
+  EXPECT_GT(std::filesystem::file_size(path), good_size) << "nothing was cut";
+}
+
 TEST(WriteJournalTest, UploadsBegunAndNotEndedAreReplayedWithThePendingFiles) {
   TempDir dir;
   const std::string path = dir.str() + "/journal";
