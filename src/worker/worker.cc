@@ -265,7 +265,7 @@ Status Worker::Init(WorkerOptions options) {
   wo.registry = registry_.get();
   if (!cfg.cache_dirs.empty()) {
     // One journal per worker, next to the first cache folder's spool files (docs/write-path.md).
-    wo.write_back.journal_path = cfg.cache_dirs.front().path + "/spool/journal";
+    CAIRN_ASSIGN_OR_RETURN(wo.write_back.journal_path, ChooseJournalPath(wo.spool_dirs));
     uint64_t capacity = 0;
     for (const auto& d : cfg.cache_dirs) capacity += d.capacity_bytes;
     wo.write_back.max_pending_bytes = cfg.write_back_max_pending_bytes != 0

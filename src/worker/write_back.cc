@@ -156,6 +156,31 @@ std::vector<std::string> WriteBack::SpoolFiles() const {
   return files;
 }
 
+StatusOr<std::string> ChooseJournalPath(const std::vector<std::string>& spool_dirs) {
+  if (spool_dirs.empty()) return InvalidArgumentError("no spool folder for the journal");
+  std::vector<std::string> found;
+  for (const std::string& dir : spool_dirs) {
+    const std::string journal = dir + "/journal";
+    if (::access(journal.c_str(), F_OK) == 0) found.push_back(journal);
+  }
+  if (found.size() > 1) {
+    std::string names;
+    for (const std::string& f : found) names += (names.empty() ? "" : ", ") + f;
+    return FailedPreconditionError(
+        "several write-back journals (" + names +
+        "): the worker cannot tell which is current; keep the one whose files still wait for "
+        "upload and move the other away");
+  }
+  if (found.empty()) return spool_dirs.front() + "/journal";
+  if (found.front() != spool_dirs.front() + "/journal") {
+    spdlog::warn(
+        "write-back: the journal is at {}, not in the first cache folder (the folders "
+        "were given in another order); it stays there",
+        found.front());
+  }
+  return found.front();
+}
+
 size_t WriteBack::RelocateSpoolFiles(const std::vector<std::string>& spool_dirs) {
   MutexLock l(&mu_);
   size_t found_count = 0;
@@ -274,7 +299,23 @@ void WriteBack::CancelPath(const std::string& path, uint64_t through_id) {
   for (auto& [id, item] : items_) {
     if (item.write.record.path != path || id > through_id) continue;
     item.cancelled = true;
-    if (!item.running) idle.push_back(id);
+    if (!item.running) {
+      idle.push_back(id);
+      continue;
+    }
+    // Picked by an upload thread: it uploads nothing now (its commit function asks Cancelled
+    // under the commit lock the caller holds) but ends only when it returns. The removal is
+    // journaled at once: a crash in between must not replay, and upload, a removed file.
+    // (Finish journals the end again; a second end of an id is harmless.)
+    JournalRecord removed;
+    removed.type = JournalRecord::Type::kDone;
+    removed.id = id;
+    removed.outcome = JournalRecord::Outcome::kRemoved;
+    removed.detail = "removed";
+    Status journaled = journal_->Append(removed);
+    if (!journaled.ok()) {
+      spdlog::error("write-back: cannot journal the removal of {}: {}", path, journaled.ToString());
+    }
   }
   for (uint64_t id : idle) {
     metrics_->removed->Increment();

@@ -45,6 +45,13 @@
 
 namespace cairn::worker {
 
+// Where a worker's journal is, given its spool folders in the configured order: the first
+// folder's `journal` (created there when no folder has one); or, when only another folder has
+// one (the cache folders were given in another order since), that one. FailedPrecondition when
+// several have one: which is current cannot be told, and starting on either would sweep the
+// spool files the other names.
+StatusOr<std::string> ChooseJournalPath(const std::vector<std::string>& spool_dirs);
+
 struct WriteBackOptions {
   std::string journal_path;                  // Required; its folder must exist.
   uint64_t max_pending_bytes = 64ull << 30;  // Closed files waiting for upload, all together.

@@ -7,6 +7,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <future>
+#include <set>
 #include <thread>
 
 #include "worker/write_back_fixture.h"
@@ -147,6 +149,29 @@ TEST_F(WriteBackTest, ASourceChangedUnderAClosedFileSetsItAside) {
     EXPECT_EQ(std::filesystem::file_size(e.path()), 4u);
   }
   EXPECT_EQ(kept, 1u);
+}
+
+// Ids start again after a restart whose journal had nothing pending (compacted to nothing): the
+// same job conflicting again on the same path gets the same id, and its kept file must not
+// replace the one kept before.
+TEST_F(WriteBackTest, AConflictKeptUnderAnIdSeenBeforeDoesNotReplaceTheFirst) {
+  memory_->Put("shared.txt", "someone else's");
+  for (const std::string ours : {"first", "second"}) {
+    writes_.reset();
+    std::filesystem::remove(dir_.path() / "journal");
+    Start();
+    SourceDown(true);
+    ASSERT_TRUE(WriteFile("/lake/shared.txt", ours).ok());
+    memory_->Put("shared.txt", "someone else's, " + ours);
+    SourceDown(false);
+    ASSERT_TRUE(SyncAll().ok());
+  }
+  std::set<std::string> kept;
+  for (const auto& e : std::filesystem::directory_iterator(spool() + "/conflicts")) {
+    std::ifstream in(e.path());
+    kept.insert(std::string(std::istreambuf_iterator<char>(in), {}));
+  }
+  EXPECT_EQ(kept, (std::set<std::string>{"first", "second"}));
 }
 
 // A conflict that cannot be set aside (the conflicts folder cannot be made) is not dropped: the
@@ -707,6 +732,64 @@ TEST(WriteBackJournalTest, ANewConditionOfAWaitingFileSurvivesARestart) {
   for (const auto& record : replayed) {
     EXPECT_EQ(record.condition, ufs::WriteCondition::Version("v1")) << record.id;
   }
+}
+
+// A remove of a file an upload thread has picked (it waits for the commit lock the remove
+// holds) is journaled at once, not when that thread comes back: a crash in between replayed,
+// and uploaded, a removed file; and one whose attempt failed before it saw the removal stayed
+// in the journal through a clean stop too.
+TEST(WriteBackJournalTest, ARemoveOfAFileBeingUploadedIsJournaledAtOnce) {
+  testing::TempDir dir{"cancel"};
+  WriteBackOptions options;
+  options.journal_path = (dir.path() / "journal").string();
+  options.retry_min = std::chrono::seconds(60);  // No second attempt in this test.
+  options.commit_delay = std::chrono::milliseconds(0);
+  auto queue = WriteBack::Open(options);
+  ASSERT_TRUE(queue.ok()) << queue.status().ToString();
+  PendingWrite write;
+  write.record.path = "/lake/x";
+  write.record.spool_path = (dir.path() / "spool-x").string();
+  write.record.size = 1;
+  ASSERT_TRUE((*queue)->Add(write).ok());
+  std::promise<void> picked;
+  std::promise<void> go_on;
+  std::shared_future<void> go = go_on.get_future().share();
+  (*queue)->Start([&](PendingWrite&) {
+    picked.set_value();
+    go.wait();  // Where the commit function waits for the remove's commit lock.
+    return CommitResult{CommitResult::Outcome::kRetry, "the mount table is loading"};
+  });
+  picked.get_future().wait();
+  (*queue)->CancelPath("/lake/x");
+  // What a crash now would replay (a copy: the live journal stays untouched).
+  const std::string copy = (dir.path() / "journal-copy").string();
+  std::filesystem::copy_file(options.journal_path, copy);
+  std::vector<write::JournalRecord> replayed;
+  ASSERT_TRUE(write::WriteJournal::Open(copy, &replayed).ok());
+  EXPECT_TRUE(replayed.empty()) << replayed.size() << " file(s) would be uploaded again";
+  go_on.set_value();
+  queue->reset();  // A clean stop keeps what is pending: the removed file is not.
+  ASSERT_TRUE(write::WriteJournal::Open(options.journal_path, &replayed).ok());
+  EXPECT_TRUE(replayed.empty());
+}
+
+// The journal lives in the first cache folder's spool folder; the cache folders given in
+// another order at the next start must not start a new, empty journal there (which swept every
+// waiting file's spool file as unknown), and two journals are refused, not guessed between.
+TEST(WriteBackJournalTest, TheJournalIsFoundInWhicheverSpoolFolderHoldsIt) {
+  testing::TempDir dir{"choose"};
+  const std::string a = (dir.path() / "a").string();
+  const std::string b = (dir.path() / "b").string();
+  std::filesystem::create_directories(a);
+  std::filesystem::create_directories(b);
+  EXPECT_EQ(ChooseJournalPath({a, b}).value(), a + "/journal");  // None yet: the first.
+  std::ofstream(b + "/journal") << "x";
+  EXPECT_EQ(ChooseJournalPath({a, b}).value(), b + "/journal");
+  std::ofstream(a + "/journal") << "x";
+  const Status both = ChooseJournalPath({a, b}).status();
+  EXPECT_EQ(both.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(both.message().find(b + "/journal"), std::string::npos) << both.ToString();
+  EXPECT_FALSE(ChooseJournalPath({}).ok());
 }
 
 TEST_F(WriteBackTest, ARenameOntoItselfIsRefusedAndChangesNothing) {

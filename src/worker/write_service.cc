@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <limits>
@@ -181,6 +182,16 @@ Status PrepareSpoolDir(const std::string& dir, const std::set<FileId>& keep) {
   }
   if (ec) return IoError("cannot clean spool folder " + dir + ": " + ec.message());
   return Status::Ok();
+}
+
+// Renames `from` to `to` unless `to` exists: 0, or the errno (EEXIST when it does).
+int RenameNoReplace(const std::string& from, const std::string& to) {
+  if (::renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_NOREPLACE) == 0) return 0;
+  if (errno != EINVAL) return errno;
+  // A file system without RENAME_NOREPLACE: link(2) refuses an existing name too.
+  if (::link(from.c_str(), to.c_str()) != 0) return errno;
+  ::unlink(from.c_str());
+  return 0;
 }
 
 Status CheckNormalised(const std::string& path) {
@@ -957,9 +968,18 @@ StatusOr<std::string> WriteService::SetAside(const PendingWrite& write) {
   std::filesystem::create_directories(folder, ec);
   std::string name = write.record.path;
   std::replace(name.begin(), name.end(), '/', '_');
-  const std::filesystem::path kept =
-      folder / (std::to_string(write.record.id) + "-" + name.substr(0, 200));
-  if (!ec) std::filesystem::rename(spool, kept, ec);
+  name = name.substr(0, 200);
+  // Never over a file kept before: ids start again after a restart whose journal had nothing
+  // pending, and the same job conflicts on the same paths in the same order.
+  std::filesystem::path kept;
+  for (int copy = 0; !ec; ++copy) {
+    kept = folder / (std::to_string(write.record.id) +
+                     (copy == 0 ? "" : "." + std::to_string(copy)) + "-" + name);
+    const int err = RenameNoReplace(spool.string(), kept.string());
+    if (err == EEXIST && copy < 1000) continue;
+    if (err != 0) ec = std::error_code(err, std::generic_category());
+    break;
+  }
   if (ec) {
     // Not moved: the file stays pending (its spool file and journal record kept), and setting
     // it aside is tried again with the next attempt. Finishing it now would let the spool file
