@@ -26,6 +26,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <tuple>
 #include <vector>
@@ -385,7 +386,15 @@ class PyClient {
             errors[i] = InvalidArgumentError("read of more than 1 TiB at once");
             continue;
           }
-          results[i].resize(want);
+          // An exception must not leave a pool thread (std::terminate would end the
+          // interpreter): the one allocation here that can fail is this buffer.
+          try {
+            results[i].resize(want);
+          } catch (const std::exception& e) {
+            errors[i] = ResourceExhaustedError("no memory for " + std::to_string(want) +
+                                               " bytes of " + path + ": " + e.what());
+            continue;
+          }
           StatusOr<size_t> got = ReadFully(**reader, offset, results[i]);
           if (!got.ok()) {
             errors[i] = got.status();
@@ -396,7 +405,13 @@ class PyClient {
       };
       const size_t threads = std::min<size_t>(static_cast<size_t>(parallelism), n);
       std::vector<std::thread> pool;
-      for (size_t t = 1; t < threads; ++t) pool.emplace_back(work);
+      for (size_t t = 1; t < threads; ++t) {
+        try {
+          pool.emplace_back(work);
+        } catch (const std::system_error&) {
+          break;  // No more threads to be had (a container's limit): fewer do the work.
+        }
+      }
       work();
       for (std::thread& t : pool) t.join();
     }

@@ -28,11 +28,17 @@ int ErrnoFor(const Status& status, Op op) {
       if (message.find("is a directory") != std::string::npos) return EISDIR;
       return EINVAL;
     case StatusCode::kFailedPrecondition:
+      // Writes a worker or a mount does not take (as the FUSE mount answers): not a conflict.
+      if (message.find("is read-only") != std::string::npos ||
+          message.find("takes no writes") != std::string::npos) {
+        return EROFS;
+      }
       switch (op) {
         case Op::kRemoveDir:
           return ENOTEMPTY;
-        case Op::kCommit:
         case Op::kOpenWrite:
+          return EIO;  // An open loses to no other writer (its commit may: below).
+        case Op::kCommit:
         case Op::kRename:
           return EEXIST;  // Someone else changed the file since it was read.
         default:

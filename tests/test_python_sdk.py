@@ -295,6 +295,19 @@ def test_an_exception_in_the_with_block_leaves_nothing(client, s3server):
     assert not client.exists("/w/never.bin")
 
 
+def test_an_unbuffered_writer_left_by_an_exception_commits_nothing(client, s3server):
+    """buffering=0 gives the raw writer (put_file and cp_file use it): leaving its with block by
+    an exception discards the write too, instead of committing the part written so far over
+    the object under the name."""
+    with client.open("/w/raw.bin", "wb") as f:
+        f.write(b"the good checkpoint")
+    with pytest.raises(RuntimeError):
+        with client.open("/w/raw.bin", "wb", buffering=0) as f:
+            f.write(b"half")
+            raise RuntimeError("copy cut short")
+    assert s3server.object("sdk/raw.bin") == b"the good checkpoint"
+
+
 def test_exclusive_create_sync_rename_mkdir_rm(client, s3server):
     with client.open("/w/ex.bin", "xb") as f:
         f.write(b"one")
@@ -605,6 +618,35 @@ def test_fsspec_writes_put_get_copy_move_rm(fs, s3server, tmp_path):
     with pytest.raises(OSError) as e:
         fs.pipe_file("/data/new", b"no")
     assert e.value.errno == errno.EROFS
+
+
+def test_fsspec_create_mode_never_overwrites_and_a_failed_put_leaves_the_old_object(
+        fs, s3server, tmp_path):
+    fs.pipe_file("/w/fsm/a.bin", b"first", mode="create")
+    with pytest.raises(FileExistsError):
+        fs.pipe_file("/w/fsm/a.bin", b"second", mode="create")
+    local = tmp_path / "up.bin"
+    local.write_bytes(b"local")
+    with pytest.raises(FileExistsError):
+        fs.put_file(str(local), "/w/fsm/a.bin", mode="create")
+    assert s3server.object("sdk/fsm/a.bin") == b"first"
+    fs.pipe_file("/w/fsm/a.bin", b"replaced")  # mode="overwrite", the default.
+    assert s3server.object("sdk/fsm/a.bin") == b"replaced"
+    with pytest.raises(ValueError):
+        fs.pipe_file("/w/fsm/a.bin", b"x", mode="append")
+
+    def failing(*_):
+        raise KeyboardInterrupt  # Ctrl-C during the copy.
+
+    class Progress:
+        set_size = staticmethod(lambda size: None)
+        relative_update = staticmethod(failing)
+
+    local.write_bytes(random.Random(8).randbytes(3 * MiB))
+    with pytest.raises(KeyboardInterrupt):
+        fs.put_file(str(local), "/w/fsm/a.bin", callback=Progress())
+    assert s3server.object("sdk/fsm/a.bin") == b"replaced"
+    fs.rm("/w/fsm", recursive=True)
 
 
 def _keys(server):

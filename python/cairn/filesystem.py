@@ -35,6 +35,16 @@ def _copy(src, dst, callback=None):
             callback.relative_update(len(chunk))
 
 
+def _write_mode(mode):
+    """fsspec's `mode` of pipe_file and put_file: "overwrite" replaces what is there, "create"
+    raises FileExistsError when the path exists (an exclusive create)."""
+    if mode == "overwrite":
+        return "wb"
+    if mode == "create":
+        return "xb"
+    raise ValueError(f"mode must be 'overwrite' or 'create', not {mode!r}")
+
+
 def _entry(info: FileInfo):
     return {"name": info.path, "size": info.size,
             "type": "directory" if info.is_dir else "file", "version": info.version,
@@ -160,16 +170,17 @@ class CairnFileSystem(AbstractFileSystem):
                     target.close()
 
     # -- writes (write-through mounts) -----------------------------------------------------
-    def pipe_file(self, path, value, **kwargs):
-        with self.client.open(self._strip_protocol(path), "wb") as f:
+    def pipe_file(self, path, value, mode="overwrite", **kwargs):
+        with self.client.open(self._strip_protocol(path), _write_mode(mode)) as f:
             f.write(value)
 
-    def put_file(self, lpath, rpath, callback=None, **kwargs):
+    def put_file(self, lpath, rpath, callback=None, mode="overwrite", **kwargs):
         rpath = self._strip_protocol(rpath)
         if os.path.isdir(lpath):
             self.makedirs(rpath, exist_ok=True)
             return
-        with open(lpath, "rb") as src, self.client.open(rpath, "wb", buffering=0) as dst:
+        with open(lpath, "rb") as src, \
+                self.client.open(rpath, _write_mode(mode), buffering=0) as dst:
             if callback is not None:
                 callback.set_size(os.fstat(src.fileno()).st_size)
             _copy(src, dst, callback)

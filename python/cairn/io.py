@@ -272,6 +272,13 @@ class RawWriter(io.RawIOBase):
         finally:
             super().close()
 
+    def __exit__(self, exc_type, exc, tb):
+        # As BufferedWriter: a file left by an exception (a copy cut short, Ctrl-C) is
+        # discarded, never committed half written over the object under its name.
+        if exc_type is not None:
+            self.abort()
+        return super().__exit__(exc_type, exc, tb)
+
     def __repr__(self):
         return f"<cairn.RawWriter name={self.name!r}>"
 
