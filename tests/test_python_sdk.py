@@ -308,6 +308,22 @@ def test_an_unbuffered_writer_left_by_an_exception_commits_nothing(client, s3ser
     assert s3server.object("sdk/raw.bin") == b"the good checkpoint"
 
 
+def test_a_file_whose_write_failed_is_not_committed_at_close(client, s3server):
+    """A write the client refuses (past the largest offset) raises at once; the file is then
+    discarded at close (EIO), never committed without the bytes that write was to add."""
+    with client.open("/w/failed.bin", "wb") as f:
+        f.write(b"the good checkpoint")
+    f = client.open("/w/failed.bin", "wb", buffering=0)
+    f.write(b"new")
+    f.seek(1 << 51)
+    with pytest.raises(OSError):
+        f.write(b"x")
+    with pytest.raises(OSError) as e:
+        f.close()
+    assert e.value.errno == errno.EIO and "earlier write failed" in str(e.value)
+    assert s3server.object("sdk/failed.bin") == b"the good checkpoint"
+
+
 def test_exclusive_create_sync_rename_mkdir_rm(client, s3server):
     with client.open("/w/ex.bin", "xb") as f:
         f.write(b"one")

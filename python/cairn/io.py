@@ -1,6 +1,7 @@
 """File objects of the Python SDK: `Client.open` returns these, wrapped in io's buffered and
 text layers like the built-in open()."""
 
+import contextlib
 import errno
 import io
 import os
@@ -167,6 +168,7 @@ class RawWriter(io.RawIOBase):
         self._pos = self._native.size if append else 0
         self._append = append
         self._done = False
+        self._failed = None  # The first write or truncate that raised.
         self._forsaken = False  # A forked child's copy of the parent's file.
         _OPEN_FILES.add(self)
 
@@ -208,9 +210,22 @@ class RawWriter(io.RawIOBase):
         if n:
             if self._append:
                 self._pos = writer.size
-            writer.write(self._pos, view)
-            self._pos += n
+            with self._failing():
+                writer.write(self._pos, view)
+                self._pos += n
         return n
+
+    @contextlib.contextmanager
+    def _failing(self):
+        """A write or truncate that raised (a refusal, MemoryError, Ctrl-C) may have left the
+        file with part of it: close() then discards the file rather than commit it so (a
+        BufferedWriter closes its raw file even when its last flush failed)."""
+        try:
+            yield
+        except BaseException as e:
+            if self._failed is None:
+                self._failed = e
+            raise
 
     def seek(self, offset, whence=io.SEEK_SET):
         writer = self._writer()
@@ -226,7 +241,8 @@ class RawWriter(io.RawIOBase):
         size = self._pos if size is None else size
         if size < 0:
             raise OSError(errno.EINVAL, "negative size", self.name)
-        writer.truncate(size)
+        with self._failing():
+            writer.truncate(size)
         return size
 
     def sync(self):
@@ -262,6 +278,9 @@ class RawWriter(io.RawIOBase):
         native, self._native = self._native, None
         _OPEN_FILES.discard(self)
         try:
+            if self._failed is not None:
+                raise OSError(errno.EIO, "an earlier write failed (" + repr(self._failed) +
+                              "); nothing was committed", self.name)
             self.committed = native.close()
         except BaseException:
             try:
