@@ -437,6 +437,7 @@ class PyClient {
   }
   void Rename(const std::string& from, const std::string& to, bool no_replace) {
     Core core = Get();
+    RequireWritable(*core, from);  // Both names change (as FUSE checks).
     RequireWritable(*core, to);
     Status s;
     {

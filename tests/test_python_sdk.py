@@ -199,6 +199,9 @@ def test_errors_map_to_the_usual_exceptions(client, cairn):
     with pytest.raises(OSError) as e:
         client.rm("/data/one.bin")
     assert e.value.errno == errno.EROFS
+    with pytest.raises(OSError) as e:  # Out of a read-only mount into a writable one.
+        client.rename("/data/one.bin", "/w/one.bin")
+    assert e.value.errno == errno.EROFS
 
 
 def test_bad_settings_are_value_errors(cairn, node, monkeypatch):
