@@ -151,6 +151,31 @@ TEST_F(WriteBackTest, ASourceChangedUnderAClosedFileSetsItAside) {
   EXPECT_EQ(kept, 1u);
 }
 
+// A spool file found shorter than its journal record after a restart (a failing disk) cannot
+// be uploaded; it is kept in conflicts/ for an operator, as any file set aside, not left in the
+// spool folder for the next start to sweep.
+TEST_F(WriteBackTest, AShortSpoolFileFoundAtAStartIsKeptAsAConflict) {
+  SourceDown(true);
+  ASSERT_TRUE(WriteFile("/lake/short.bin", "twelve bytes").ok());
+  writes_.reset();
+  for (const auto& e : std::filesystem::directory_iterator(spool())) {
+    if (e.path().filename().string().rfind("write-", 0) == 0) {
+      std::filesystem::resize_file(e.path(), 5);
+    }
+  }
+  SourceDown(false);
+  Start();
+  ASSERT_TRUE(SyncAll().ok());
+  EXPECT_FALSE(InSource("short.bin"));
+  EXPECT_EQ(Metric("cairn_worker_write_back_conflicts_total"), 1);
+  size_t kept = 0;
+  for (const auto& e : std::filesystem::directory_iterator(spool() + "/conflicts")) {
+    ++kept;
+    EXPECT_EQ(std::filesystem::file_size(e.path()), 5u);
+  }
+  EXPECT_EQ(kept, 1u);
+}
+
 // Ids start again after a restart whose journal had nothing pending (compacted to nothing): the
 // same job conflicting again on the same path gets the same id, and its kept file must not
 // replace the one kept before.

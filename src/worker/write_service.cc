@@ -874,11 +874,18 @@ CommitResult WriteService::CommitPending(PendingWrite& write) {
     StatusOr<std::unique_ptr<write::WriteSession>> adopted = write::WriteSession::Adopt(
         mount->ufs, key, record.spool_path, record.size, session_options, uploads_.get());
     // Its spool file gone or short: nothing can bring it back (retrying would spin forever).
+    // A short one is kept for an operator as any conflict (else the next start sweeps it).
     if (!adopted.ok() && (adopted.status().code() == StatusCode::kCorruption ||
                           adopted.status().code() == StatusCode::kNotFound)) {
-      spdlog::error("write-back: {} cannot be uploaded: {}", record.path,
-                    adopted.status().ToString());
-      return CommitResult{CommitResult::Outcome::kConflict, adopted.status().ToString()};
+      std::string kept_at;
+      if (adopted.status().code() == StatusCode::kCorruption) {
+        StatusOr<std::string> kept = SetAside(write);
+        if (!kept.ok()) return retry(kept.status());
+        kept_at = "; kept at " + *kept;
+      }
+      spdlog::error("write-back: {} cannot be uploaded: {}{}", record.path,
+                    adopted.status().ToString(), kept_at);
+      return CommitResult{CommitResult::Outcome::kConflict, adopted.status().ToString() + kept_at};
     }
     if (!adopted.ok()) return retry(adopted.status());
     write.session = std::move(*adopted);
