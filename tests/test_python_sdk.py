@@ -327,6 +327,15 @@ def test_a_file_whose_write_failed_is_not_committed_at_close(client, s3server):
     assert s3server.object("sdk/failed.bin") == b"the good checkpoint"
 
 
+def test_a_directory_is_not_opened_for_writing(client, s3server):
+    with client.open("/w/isdir/run1/a.pt", "wb") as f:
+        f.write(b"a")
+    with pytest.raises(IsADirectoryError):
+        client.open("/w/isdir/run1", "wb")
+    assert s3server.object("sdk/isdir/run1") is None
+    client.rm("/w/isdir/run1/a.pt")
+
+
 def test_exclusive_create_sync_rename_mkdir_rm(client, s3server):
     with client.open("/w/ex.bin", "xb") as f:
         f.write(b"one")

@@ -489,6 +489,13 @@ StatusOr<WriteReply> WriteService::Open(const std::string& principal,
     return AlreadyExistsError(request.path + " exists (exclusive create)");
   }
   if (!exists && !request.create) return NotFoundError("no such file " + request.path);
+  // A directory is no file to write: the name would become both. (FUSE's lookup rules it out
+  // in the kernel, and its word comes as take_clients_word; a library client, or a gateway,
+  // has only this check.)
+  if ((current.ok() && current->is_dir) ||
+      (!exists && !take_clients_word && IsDirectory(*file, request.path))) {
+    return InvalidArgumentError(request.path + " is a directory");
+  }
 
   if (file->write_back) {
     // What the file starts with is on this worker's disk until it goes up: its room is taken
@@ -733,6 +740,18 @@ StatusOr<std::unique_ptr<write::WriteSession>> WriteService::Continue(
   }
   return SessionFromFd(file, sealed_fd, committed.size,
                        ConditionAfterSync(file, committed.version));
+}
+
+bool WriteService::IsDirectory(const OpenFile& file, const std::string& path) const {
+  if (write_back_ != nullptr && !write_back_->PendingUnder(path).empty()) return true;
+  ufs::ListOptions probe;
+  probe.prefix = file.key + "/";
+  probe.max_keys = 1;
+  // Mostly answered by the absence cache (a new name in a folder listed lately). A source that
+  // cannot answer (an outage: write-back creates go on) is taken to hold no directory there.
+  StatusOr<ufs::ListResult> listed = file.ufs->List(probe);
+  return listed.ok() &&
+         (!listed->objects.empty() || !listed->common_prefixes.empty() || listed->directory_exists);
 }
 
 ufs::WriteCondition WriteService::ConditionAfterSync(const OpenFile& file,

@@ -165,6 +165,20 @@ TEST_F(WriteServiceTest, WhereNoFileCanBeWrittenTheOpenSaysWhy) {
   EXPECT_EQ(SpoolFiles(), 0u);
 }
 
+// A directory is no file to write (FUSE's lookup rules it out in the kernel; a library
+// client has only the worker's check): the name would become a file and a directory at once.
+TEST_F(WriteServiceTest, ADirectoryIsNotOpenedForWriting) {
+  ASSERT_TRUE(memory_->Write("ckpt/run1/a.pt", std::span<const char>("abc", 3)).ok());
+  for (const char* dir : {"/lake/ckpt", "/lake/ckpt/run1"}) {
+    const Status refused = Open(dir).status();
+    EXPECT_EQ(refused.code(), StatusCode::kInvalidArgument) << dir;
+    EXPECT_NE(refused.message().find("is a directory"), std::string::npos) << refused.ToString();
+  }
+  EXPECT_EQ(writes_->open_files(), 0u);
+  EXPECT_FALSE(memory_->Stat("ckpt").ok());
+  ASSERT_TRUE(Open("/lake/ckpt/run1/b.pt").ok());  // Files in it are.
+}
+
 TEST_F(WriteServiceTest, AnOpenWithoutTruncateStartsFromTheCurrentContent) {
   const std::string old = testing::RandomBytes(3 * kPart + 10, 2);
   ASSERT_TRUE(memory_->Write("f", old).ok());
