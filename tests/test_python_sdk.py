@@ -635,6 +635,14 @@ def test_fsspec_writes_put_get_copy_move_rm(fs, s3server, tmp_path):
     assert fs.cat_file("/w/fs/b.bin") == b"alpha"
     fs.mv("/w/fs/b.bin", "/w/fs/c.bin")
     assert not fs.exists("/w/fs/b.bin") and fs.cat_file("/w/fs/c.bin") == b"alpha"
+    fs.mv("/w/fs/c.bin", "/w/fs/c.bin")  # Onto itself: nothing happens.
+    assert fs.cat_file("/w/fs/c.bin") == b"alpha"
+    fs.pipe_file("/w/fs/into/keep", b"k")
+    fs.mv("/w/fs/c.bin", "/w/fs/into")  # Into a directory, under its own name.
+    fs.mv("/w/fs/a.bin", "/w/fs/new-dir/")  # A path ending in "/" names a directory.
+    assert fs.cat_file("/w/fs/into/c.bin") == b"alpha" and not fs.exists("/w/fs/c.bin")
+    assert fs.cat_file("/w/fs/new-dir/a.bin") == b"alpha" and not fs.exists("/w/fs/a.bin")
+    fs.pipe_file("/w/fs/a.bin", b"alpha")
     with fs.open("/w/fs/d.txt", "w") as f:
         f.write("text")
     assert fs.cat_file("/w/fs/d.txt") == b"text"

@@ -195,9 +195,16 @@ class CairnFileSystem(AbstractFileSystem):
             _copy(src, dst)
 
     def mv(self, path1, path2, recursive=False, maxdepth=None, **kwargs):
-        if isinstance(path1, str) and isinstance(path2, str) and not self.isdir(path1):
-            # One file: a rename, atomic for the new name (no copy through this process).
-            self.client.rename(self._strip_protocol(path1), self._strip_protocol(path2))
+        if (isinstance(path1, str) and isinstance(path2, str) and
+                not any(c in path1 for c in "*?[") and not self.isdir(path1)):
+            # One file: a rename, atomic for the new name (no copy through this process). Into
+            # a directory (one that exists, or a path2 ending in "/") under its own name, as
+            # fsspec moves; onto itself, nothing.
+            src, dst = self._strip_protocol(path1), self._strip_protocol(path2)
+            if path2.endswith("/") or self.isdir(dst):
+                dst = dst.rstrip("/") + "/" + src.rsplit("/", 1)[-1]
+            if src != dst:
+                self.client.rename(src, dst)
             return
         super().mv(path1, path2, recursive=recursive, maxdepth=maxdepth, **kwargs)
 

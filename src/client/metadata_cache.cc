@@ -167,6 +167,50 @@ void MetadataCache::Forget(std::string_view path) {
   DropAtOrBelow(path);
 }
 
+MetadataCache::Listed MetadataCache::ListingShows(const std::string& dir, const std::string& name) {
+  const int64_t now = clock_->NowMicros();
+  std::string token;
+  for (size_t walked = 0; walked <= entries_.size(); ++walked) {
+    auto it = entries_.find(ListKey(dir, token));
+    if (it == entries_.end() || !it->second.list || it->second.expires_us <= now) {
+      return walked == 0 ? Listed::kNoListing : Listed::kNotShown;  // Part of it: not to trust.
+    }
+    const DirPage& page = *it->second.list;
+    if (!page.next_token.empty() && (page.entries.empty() || page.entries.back().name < name)) {
+      token = page.next_token;
+      continue;
+    }
+    auto pos = std::lower_bound(page.entries.begin(), page.entries.end(), name,
+                                [](const FileInfo& e, const std::string& n) { return e.name < n; });
+    const bool shown = pos != page.entries.end() && pos->name == name && pos->is_dir;
+    return shown ? Listed::kDirectory : Listed::kNotShown;
+  }
+  return Listed::kNotShown;  // A cycle of tokens: not a listing to trust.
+}
+
+void MetadataCache::NoteFoldersAbove(const std::string& path) {
+  std::string dir = SplitParent(path).first;
+  while (!dir.empty() && dir != "/") {
+    if (auto it = entries_.find(dir); it != entries_.end() && it->second.stat &&
+                                      !(it->second.stat->ok() && (*it->second.stat)->is_dir)) {
+      order_.erase(it->second.order);
+      entries_.erase(it);
+    }
+    auto [above, name] = SplitParent(dir);
+    if (above.empty()) return;
+    switch (ListingShows(above, name)) {
+      case Listed::kDirectory:
+        return;  // Known there already, and so is every folder above it.
+      case Listed::kNotShown:
+        DropListings(above);
+        break;
+      case Listed::kNoListing:
+        break;
+    }
+    dir = above;
+  }
+}
+
 void MetadataCache::NoteCommitted(const std::string& path, const FileInfo& info, int64_t ttl_us) {
   auto [parent, name] = SplitParent(path);
   FileInfo entry = info;
@@ -175,6 +219,7 @@ void MetadataCache::NoteCommitted(const std::string& path, const FileInfo& info,
   MutexLock l(&mu_);
   DropAtOrBelow(path);
   if (parent.empty()) return;
+  NoteFoldersAbove(path);
   if (!PatchParentListing(parent, name, &entry)) DropListings(parent);
   if (ttl_us <= 0) return;
   Entry e;

@@ -62,6 +62,7 @@ class MetadataCache {
   // range holds its name, so that writing many files into one folder does not list the folder
   // again after each. Where the parent's pages up to that one are not all cached, or a
   // directory holds the name, the parent's pages are dropped instead (as Invalidate does).
+  // What the cache says of the folders above it is made to agree (NoteFoldersAbove).
   void NoteCommitted(const std::string& path, const FileInfo& info, int64_t ttl_us) EXCLUDES(mu_);
   // A file this client has just removed: as NoteCommitted, the name taken out of the listing
   // and its stat NotFound (kDerived).
@@ -88,6 +89,15 @@ class MetadataCache {
   bool PatchParentListing(const std::string& parent, const std::string& name, const FileInfo* info)
       REQUIRES(mu_);
   void DropListings(const std::string& dir) REQUIRES(mu_);
+  // What `dir`'s cached listing says of a directory `name`: none cached (its first page is
+  // missing or expired), shown, or not shown (or pages up to its place missing).
+  enum class Listed { kNoListing, kDirectory, kNotShown };
+  Listed ListingShows(const std::string& dir, const std::string& name) REQUIRES(mu_);
+  // A file committed at `path` makes every folder above it exist: a cached "does not exist"
+  // (or a file) for one of them, and a cached listing of the folder above one that does not
+  // show it, are dropped, up to the first folder its parent's listing already shows (a file
+  // written into a new folder, then that folder stat'ed or listed, is seen).
+  void NoteFoldersAbove(const std::string& path) REQUIRES(mu_);
 
   Clock* clock_;
   size_t max_entries_;

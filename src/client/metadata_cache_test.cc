@@ -115,6 +115,31 @@ TEST(MetadataCacheTest, ACommitThatCannotPatchTheListingDropsIt) {
   EXPECT_FALSE(cache.GetList("/m/d", "").has_value());
 }
 
+// A file written into a new folder makes the folders above it exist: what the cache said of
+// them before (absent; a listing of the folder above without them) must not deny it (a library
+// client wrote /m/new/deeper/f, then stat'ed /m/new: "no such file or directory").
+TEST(MetadataCacheTest, ACommitMakesTheFoldersAboveItExist) {
+  FakeClock clock;
+  MetadataCache cache(&clock, 100);
+  const int64_t ttl = 60'000'000;
+  cache.PutList("/m", "", DirPage{{Named("x")}, ""}, ttl);
+  cache.PutStat("/m/new", NotFoundError("absent"), ttl);
+  cache.PutStat("/m/new/deeper", NotFoundError("absent"), ttl);
+  cache.PutList("/keep", "", DirPage{{Named("a")}, ""}, ttl);
+  cache.NoteCommitted("/m/new/deeper/f", Named("f"), ttl);
+  EXPECT_FALSE(cache.GetStat("/m/new").has_value());
+  EXPECT_FALSE(cache.GetStat("/m/new/deeper").has_value());
+  EXPECT_FALSE(cache.GetList("/m", "").has_value());
+  EXPECT_TRUE(cache.GetList("/keep", "").has_value());
+  EXPECT_TRUE(cache.GetStat("/m/new/deeper/f").has_value());
+  // A folder its parent's listing shows ends the climb: the listings above stay.
+  cache.PutList("/m", "", DirPage{{Named("new", 0, true)}, ""}, ttl);
+  cache.PutList("/m/new", "", DirPage{{Named("deeper", 0, true)}, ""}, ttl);
+  cache.NoteCommitted("/m/new/deeper/g", Named("g"), ttl);
+  EXPECT_TRUE(cache.GetList("/m", "").has_value());
+  EXPECT_TRUE(cache.GetList("/m/new", "").has_value());
+}
+
 TEST(MetadataCacheTest, InvalidateDropsPathAndBelowOnly) {
   FakeClock clock;
   MetadataCache cache(&clock, 100);
