@@ -493,7 +493,7 @@ StatusOr<WriteReply> WriteService::Open(const std::string& principal,
   // in the kernel, and its word comes as take_clients_word; a library client, or a gateway,
   // has only this check.)
   if ((current.ok() && current->is_dir) ||
-      (!exists && !take_clients_word && IsDirectory(*file, request.path))) {
+      (!exists && !take_clients_word && !unreachable && IsDirectory(*file, request.path))) {
     return InvalidArgumentError(request.path + " is a directory");
   }
 
@@ -748,7 +748,8 @@ bool WriteService::IsDirectory(const OpenFile& file, const std::string& path) co
   probe.prefix = file.key + "/";
   probe.max_keys = 1;
   // Mostly answered by the absence cache (a new name in a folder listed lately). A source that
-  // cannot answer (an outage: write-back creates go on) is taken to hold no directory there.
+  // cannot answer is taken to hold no directory there (the caller does not ask one whose stat
+  // just failed: write-back creates go on through an outage without a second wait).
   StatusOr<ufs::ListResult> listed = file.ufs->List(probe);
   return listed.ok() &&
          (!listed->objects.empty() || !listed->common_prefixes.empty() || listed->directory_exists);
