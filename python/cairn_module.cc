@@ -371,36 +371,40 @@ class PyClient {
         return readers.try_emplace(path, std::move(reader)).first->second;
       };
       std::atomic<size_t> next{0};
+      // No exception may leave a pool thread (std::terminate would end the interpreter): a
+      // range whose read throws (out of memory, mostly) fails alone.
+      auto one = [&](size_t i) {
+        const auto& [path, offset, length] = requests[i];
+        StatusOr<std::shared_ptr<FileReader>> reader = reader_of(path);
+        if (!reader.ok()) {
+          errors[i] = reader.status();
+          return;
+        }
+        const uint64_t size = (*reader)->info().size;
+        uint64_t want = offset >= size ? 0 : size - offset;
+        if (length >= 0) want = std::min<uint64_t>(want, static_cast<uint64_t>(length));
+        if (want > kMaxReadBytes) {
+          errors[i] = InvalidArgumentError("read of more than 1 TiB at once");
+          return;
+        }
+        results[i].resize(want);
+        StatusOr<size_t> got = ReadFully(**reader, offset, results[i]);
+        if (!got.ok()) {
+          errors[i] = got.status();
+          return;
+        }
+        results[i].resize(*got);
+      };
       auto work = [&] {
         for (size_t i = next++; i < n; i = next++) {
-          const auto& [path, offset, length] = requests[i];
-          StatusOr<std::shared_ptr<FileReader>> reader = reader_of(path);
-          if (!reader.ok()) {
-            errors[i] = reader.status();
-            continue;
-          }
-          const uint64_t size = (*reader)->info().size;
-          uint64_t want = offset >= size ? 0 : size - offset;
-          if (length >= 0) want = std::min<uint64_t>(want, static_cast<uint64_t>(length));
-          if (want > kMaxReadBytes) {
-            errors[i] = InvalidArgumentError("read of more than 1 TiB at once");
-            continue;
-          }
-          // An exception must not leave a pool thread (std::terminate would end the
-          // interpreter): the one allocation here that can fail is this buffer.
           try {
-            results[i].resize(want);
+            one(i);
           } catch (const std::exception& e) {
-            errors[i] = ResourceExhaustedError("no memory for " + std::to_string(want) +
-                                               " bytes of " + path + ": " + e.what());
-            continue;
+            errors[i] = ResourceExhaustedError("read of " + std::get<0>(requests[i]) +
+                                               " failed: " + e.what());
+          } catch (...) {
+            errors[i] = InternalError("read of " + std::get<0>(requests[i]) + " failed");
           }
-          StatusOr<size_t> got = ReadFully(**reader, offset, results[i]);
-          if (!got.ok()) {
-            errors[i] = got.status();
-            continue;
-          }
-          results[i].resize(*got);
         }
       };
       const size_t threads = std::min<size_t>(static_cast<size_t>(parallelism), n);
@@ -408,7 +412,7 @@ class PyClient {
       for (size_t t = 1; t < threads; ++t) {
         try {
           pool.emplace_back(work);
-        } catch (const std::system_error&) {
+        } catch (const std::exception&) {
           break;  // No more threads to be had (a container's limit): fewer do the work.
         }
       }

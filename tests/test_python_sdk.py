@@ -322,9 +322,34 @@ def test_a_file_whose_write_failed_is_not_committed_at_close(client, s3server):
     with pytest.raises(OSError):
         f.write(b"x")
     with pytest.raises(OSError) as e:
+        f.sync()  # Nor does a sync commit it.
+    assert e.value.errno == errno.EIO
+    assert s3server.object("sdk/failed.bin") == b"the good checkpoint"
+    with pytest.raises(OSError) as e:
         f.close()
     assert e.value.errno == errno.EIO and "earlier write failed" in str(e.value)
     assert s3server.object("sdk/failed.bin") == b"the good checkpoint"
+    # A with block left by an exception whose abort fails too: the caller sees its own
+    # exception, and the file is closed.
+    f = client.open("/w/failed.bin", "wb", buffering=0)
+    f.write(b"x")
+
+    class AbortFails:  # The worker unreachable when the abort is sent.
+        def __init__(self, native):
+            self.native = native
+
+        def abort(self):
+            self.native.abort()
+            raise OSError(errno.EIO, "worker unreachable")
+
+        def __getattr__(self, name):
+            return getattr(self.native, name)
+
+    f._native = AbortFails(f._native)
+    with pytest.raises(RuntimeError):
+        with f:
+            raise RuntimeError("the job's own error")
+    assert f.closed
 
 
 def test_a_directory_is_not_opened_for_writing(client, s3server):

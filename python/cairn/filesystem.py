@@ -195,8 +195,7 @@ class CairnFileSystem(AbstractFileSystem):
             _copy(src, dst)
 
     def mv(self, path1, path2, recursive=False, maxdepth=None, **kwargs):
-        if (isinstance(path1, str) and isinstance(path2, str) and
-                not any(c in path1 for c in "*?[") and not self.isdir(path1)):
+        if isinstance(path1, str) and isinstance(path2, str) and self.isfile(path1):
             # One file: a rename, atomic for the new name (no copy through this process). Into
             # a directory (one that exists, or a path2 ending in "/") under its own name, as
             # fsspec moves; onto itself, nothing.

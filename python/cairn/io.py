@@ -248,7 +248,11 @@ class RawWriter(io.RawIOBase):
     def sync(self):
         """Makes everything written so far durable in the source (like fsync); writing may go
         on. Returns the committed object's info (size, version)."""
-        return self._writer().sync()
+        writer = self._writer()
+        if self._failed is not None:
+            raise OSError(errno.EIO, "an earlier write failed (" + repr(self._failed) +
+                          "); nothing is committed", self.name)
+        return writer.sync()
 
     def fileno(self):
         raise io.UnsupportedOperation("a cairn file has no file descriptor")
@@ -295,7 +299,7 @@ class RawWriter(io.RawIOBase):
         # As BufferedWriter: a file left by an exception (a copy cut short, Ctrl-C) is
         # discarded, never committed half written over the object under its name.
         if exc_type is not None:
-            self.abort()
+            _abort_quietly(self)
         return super().__exit__(exc_type, exc, tb)
 
     def __repr__(self):
@@ -308,7 +312,7 @@ class BufferedWriter(io.BufferedWriter):
 
     def __exit__(self, exc_type, exc, tb):
         if exc_type is not None:
-            self.raw.abort()
+            _abort_quietly(self.raw)
         return super().__exit__(exc_type, exc, tb)
 
     def sync(self):
@@ -324,8 +328,18 @@ class TextWriter(io.TextIOWrapper):
 
     def __exit__(self, exc_type, exc, tb):
         if exc_type is not None:
-            self.buffer.raw.abort()
+            _abort_quietly(self.buffer.raw)
         return super().__exit__(exc_type, exc, tb)
+
+
+def _abort_quietly(raw):
+    """Discards a writer left by an exception. The exception is what the caller sees: an abort
+    that fails too (the worker unreachable; its handle then goes when idle, nothing committed)
+    must not replace it, nor keep the file from closing."""
+    try:
+        raw.abort()
+    except OSError:
+        pass
 
 
 def _parse_mode(mode):

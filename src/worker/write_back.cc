@@ -158,27 +158,33 @@ std::vector<std::string> WriteBack::SpoolFiles() const {
 
 StatusOr<std::string> ChooseJournalPath(const std::vector<std::string>& spool_dirs) {
   if (spool_dirs.empty()) return InvalidArgumentError("no spool folder for the journal");
-  std::vector<std::string> found;
+  const std::string first = spool_dirs.front() + "/journal";
+  std::vector<std::string> live;  // Journals that still name files or uploads.
   for (const std::string& dir : spool_dirs) {
     const std::string journal = dir + "/journal";
-    if (::access(journal.c_str(), F_OK) == 0) found.push_back(journal);
+    if (::access(journal.c_str(), F_OK) != 0) continue;
+    std::vector<JournalRecord> records;
+    StatusOr<std::unique_ptr<write::WriteJournal>> opened =
+        write::WriteJournal::Open(journal, &records);
+    // One that cannot be read may name files: it counts (opened for good, it says why).
+    if (!opened.ok() || !records.empty()) live.push_back(journal);
   }
-  if (found.size() > 1) {
+  if (live.size() > 1) {
     std::string names;
-    for (const std::string& f : found) names += (names.empty() ? "" : ", ") + f;
+    for (const std::string& f : live) names += (names.empty() ? "" : ", ") + f;
     return FailedPreconditionError(
-        "several write-back journals (" + names +
-        "): the worker cannot tell which is current; keep the one whose files still wait for "
-        "upload and move the other away");
+        "several write-back journals name files still waiting for upload (" + names +
+        "): the worker cannot tell which is current; keep the current one and move the other "
+        "away");
   }
-  if (found.empty()) return spool_dirs.front() + "/journal";
-  if (found.front() != spool_dirs.front() + "/journal") {
+  if (live.empty()) return first;  // Journals without anything live are as good as none.
+  if (live.front() != first) {
     spdlog::warn(
         "write-back: the journal is at {}, not in the first cache folder (the folders "
         "were given in another order); it stays there",
-        found.front());
+        live.front());
   }
-  return found.front();
+  return live.front();
 }
 
 size_t WriteBack::RelocateSpoolFiles(const std::vector<std::string>& spool_dirs) {

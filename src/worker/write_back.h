@@ -46,10 +46,11 @@
 namespace cairn::worker {
 
 // Where a worker's journal is, given its spool folders in the configured order: the first
-// folder's `journal` (created there when no folder has one); or, when only another folder has
-// one (the cache folders were given in another order since), that one. FailedPrecondition when
-// several have one: which is current cannot be told, and starting on either would sweep the
-// spool files the other names.
+// folder's `journal` (created there when none names anything); or, when only another folder's
+// journal still names waiting files or uploads (the cache folders were given in another order
+// since), that one. FailedPrecondition when several do: which is current cannot be told, and
+// starting on either would sweep the spool files the other names. (Opens each journal found:
+// a torn end is cut, as at a start.)
 StatusOr<std::string> ChooseJournalPath(const std::vector<std::string>& spool_dirs);
 
 struct WriteBackOptions {
@@ -107,8 +108,10 @@ class WriteBack {
   // Before Start: the waiting files whose spool file is no longer at the path the journal
   // holds (a cache folder mounted elsewhere since the last run) are looked for by name in
   // `spool_dirs`; one found in exactly one of them is read from there. (The journal keeps the
-  // old path: each start looks again. The upload checks the bytes against the journaled
-  // digest, so a wrong file is set aside, never uploaded.) Returns how many were found.
+  // old path: each start looks again. Names are random, so a wrong match is unlikely; the
+  // upload checks the bytes against the journaled digest where the record has one.) One found
+  // in none or several stays at its recorded path: its upload reports it missing. Returns how
+  // many were found.
   size_t RelocateSpoolFiles(const std::vector<std::string>& spool_dirs) EXCLUDES(mu_);
   // Starts the commit threads. Call once.
   void Start(CommitFn commit) EXCLUDES(mu_);

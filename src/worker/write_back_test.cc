@@ -800,17 +800,37 @@ TEST(WriteBackJournalTest, ARemoveOfAFileBeingUploadedIsJournaledAtOnce) {
 
 // The journal lives in the first cache folder's spool folder; the cache folders given in
 // another order at the next start must not start a new, empty journal there (which swept every
-// waiting file's spool file as unknown), and two journals are refused, not guessed between.
-TEST(WriteBackJournalTest, TheJournalIsFoundInWhicheverSpoolFolderHoldsIt) {
+// waiting file's spool file as unknown). Journals that name nothing are as good as none (an
+// older configuration leaves one behind); two that name waiting files are refused, not guessed
+// between.
+TEST(WriteBackJournalTest, TheJournalIsFoundInWhicheverSpoolFolderNamesWaitingFiles) {
   testing::TempDir dir{"choose"};
   const std::string a = (dir.path() / "a").string();
   const std::string b = (dir.path() / "b").string();
   std::filesystem::create_directories(a);
   std::filesystem::create_directories(b);
+  auto journal_with = [](const std::string& path, bool pending) {
+    std::vector<write::JournalRecord> replayed;
+    auto journal = write::WriteJournal::Open(path, &replayed);
+    ASSERT_TRUE(journal.ok()) << journal.status().ToString();
+    write::JournalRecord record;
+    record.type = write::JournalRecord::Type::kPending;
+    record.id = 1;
+    record.path = "/lake/x";
+    record.spool_path = path + ".spool";
+    ASSERT_TRUE((*journal)->Append(record).ok());
+    if (!pending) {
+      record.type = write::JournalRecord::Type::kDone;
+      ASSERT_TRUE((*journal)->Append(record).ok());
+    }
+  };
   EXPECT_EQ(ChooseJournalPath({a, b}).value(), a + "/journal");  // None yet: the first.
-  std::ofstream(b + "/journal") << "x";
+  journal_with(b + "/journal", /*pending=*/true);
   EXPECT_EQ(ChooseJournalPath({a, b}).value(), b + "/journal");
-  std::ofstream(a + "/journal") << "x";
+  journal_with(a + "/journal", /*pending=*/false);  // Names nothing any more.
+  EXPECT_EQ(ChooseJournalPath({a, b}).value(), b + "/journal");
+  std::filesystem::remove(a + "/journal");
+  journal_with(a + "/journal", /*pending=*/true);
   const Status both = ChooseJournalPath({a, b}).status();
   EXPECT_EQ(both.code(), StatusCode::kFailedPrecondition);
   EXPECT_NE(both.message().find(b + "/journal"), std::string::npos) << both.ToString();

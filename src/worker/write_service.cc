@@ -187,8 +187,9 @@ Status PrepareSpoolDir(const std::string& dir, const std::set<FileId>& keep) {
 // Renames `from` to `to` unless `to` exists: 0, or the errno (EEXIST when it does).
 int RenameNoReplace(const std::string& from, const std::string& to) {
   if (::renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_NOREPLACE) == 0) return 0;
-  if (errno != EINVAL) return errno;
-  // A file system without RENAME_NOREPLACE: link(2) refuses an existing name too.
+  if (errno != EINVAL && errno != ENOSYS && errno != EPERM) return errno;
+  // A file system (or a kernel, or a seccomp filter) without RENAME_NOREPLACE: link(2) refuses
+  // an existing name too.
   if (::link(from.c_str(), to.c_str()) != 0) return errno;
   ::unlink(from.c_str());
   return 0;
@@ -489,9 +490,10 @@ StatusOr<WriteReply> WriteService::Open(const std::string& principal,
     return AlreadyExistsError(request.path + " exists (exclusive create)");
   }
   if (!exists && !request.create) return NotFoundError("no such file " + request.path);
-  // A directory is no file to write: the name would become both. (FUSE's lookup rules it out
-  // in the kernel, and its word comes as take_clients_word; a library client, or a gateway,
-  // has only this check.)
+  // A directory is no file to write: the name would become both. (A client that saw the name
+  // absent moments ago says so, take_clients_word: FUSE's lookup, which rules a directory out
+  // in the kernel, or a library client's cached "absent" of the last seconds, which a
+  // directory made meanwhile by another client can outdate.)
   if ((current.ok() && current->is_dir) ||
       (!exists && !take_clients_word && !unreachable && IsDirectory(*file, request.path))) {
     return InvalidArgumentError(request.path + " is a directory");
@@ -940,7 +942,12 @@ CommitResult WriteService::CommitPending(PendingWrite& write) {
         SourceHolds(*mount->ufs, key, record.spool_path, record.size);
     if (!same) {
       StatusOr<std::string> kept = SetAside(write);
-      if (!kept.ok()) return retry(kept.status());
+      // Retried as a file that may have landed if this attempt's commit might have (a 5xx,
+      // then the retry's 412 on its own object, which SourceHolds could not read back).
+      if (!kept.ok()) {
+        return retry(info.status().outcome_unknown() ? kept.status().WithOutcomeUnknown()
+                                                     : kept.status());
+      }
       spdlog::error(
           "write-back: {} changed in its source since it was opened ({}); the closed "
           "file was not uploaded and is kept at {}",
