@@ -8,6 +8,7 @@
 
 #include <filesystem>
 #include <functional>
+#include <vector>
 
 #include "common/checksum.h"
 #include "testing/test_util.h"
@@ -122,6 +123,15 @@ class WriteBackTest : public ::testing::Test {
   }
   std::string Content(const std::string& key) { return testing::ObjectContent(*memory_, key); }
   bool InSource(const std::string& key) { return memory_->Stat(key).ok(); }
+  // The sizes of the files set aside in the spool's conflicts/ folder (none without it).
+  std::vector<uintmax_t> ConflictSizes() const {
+    std::vector<uintmax_t> sizes;
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(spool() + "/conflicts", ec)) {
+      sizes.push_back(std::filesystem::file_size(e.path()));
+    }
+    return sizes;
+  }
 
   testing::TempDir dir_{"write-back"};
   std::unique_ptr<metrics::Registry> registry_ = std::make_unique<metrics::Registry>();

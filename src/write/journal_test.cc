@@ -44,6 +44,14 @@ JournalRecord Renamed(uint64_t id, const std::string& path) {
   return r;
 }
 
+// One run of a process: opens the journal at `path` (made if need be) and appends `records`.
+void AppendAll(const std::string& path, const std::vector<JournalRecord>& records) {
+  std::vector<JournalRecord> replayed;
+  auto journal = WriteJournal::Open(path, &replayed);
+  ASSERT_TRUE(journal.ok()) << journal.status().ToString();
+  for (const JournalRecord& r : records) ASSERT_TRUE((*journal)->Append(r).ok()) << r.id;
+}
+
 void AppendRaw(const std::string& path, const std::string& bytes) {
   std::ofstream out(path, std::ios::binary | std::ios::app);
   out << bytes;
@@ -273,12 +281,7 @@ TEST(WriteJournalTest, OnlyWhatACrashedAppendLeavesIsCutAsATornEnd) {
   TempDir dir;
   const std::string path = dir.str() + "/journal";
   std::vector<JournalRecord> pending;
-  {
-    auto journal = WriteJournal::Open(path, &pending);
-    ASSERT_TRUE(journal.ok());
-    ASSERT_TRUE((*journal)->Append(Pending(1, "/lake/a")).ok());
-    ASSERT_TRUE((*journal)->Append(Pending(2, "/lake/b")).ok());
-  }
+  AppendAll(path, {Pending(1, "/lake/a"), Pending(2, "/lake/b")});
   const auto size = std::filesystem::file_size(path);
   {
     std::fstream f(path, std::ios::binary | std::ios::in | std::ios::out);
@@ -291,11 +294,7 @@ TEST(WriteJournalTest, OnlyWhatACrashedAppendLeavesIsCutAsATornEnd) {
 
   // A last record whose frame is whole and checksummed but whose type is unknown.
   std::filesystem::remove(path);
-  {
-    auto journal = WriteJournal::Open(path, &pending);
-    ASSERT_TRUE(journal.ok());
-    ASSERT_TRUE((*journal)->Append(Pending(1, "/lake/a")).ok());
-  }
+  AppendAll(path, {Pending(1, "/lake/a")});
   const auto good_size = std::filesystem::file_size(path);
   std::string payload = EncodeJournalRecord(Done(1));
   payload[0] = 99;  // The record type.
