@@ -257,6 +257,50 @@ class PageStore {
   virtual size_t SweepExpired() = 0;
 };
 
+// Forwards every call to `target` (not owned; must outlive the wrapper); subclass it to observe
+// or change some calls (tests: a page stored between two of a request's steps).
+class PageStoreWrapper : public PageStore {
+ public:
+  explicit PageStoreWrapper(PageStore* target) : target_(target) {}
+  StatusOr<std::unique_ptr<PageReader>> Open(const PageKey& key) override {
+    return target_->Open(key);
+  }
+  Status Put(const PageKey& key, std::span<const char> data) override {
+    return target_->Put(key, data);
+  }
+  Status PutWithChecksums(const PageKey& key, std::span<const char> data,
+                          std::span<const uint64_t> checksums) override {
+    return target_->PutWithChecksums(key, data, checksums);
+  }
+  Status PutWithPriority(const PageKey& key, std::span<const char> data,
+                         std::span<const uint64_t> checksums, policy::Priority priority) override {
+    return target_->PutWithPriority(key, data, checksums, priority);
+  }
+  Status Remove(const PageKey& key, RemoveReason reason) override {
+    return target_->Remove(key, reason);
+  }
+  Status RemoveCopy(const PageKey& key, uint64_t copy_id, RemoveReason reason) override {
+    return target_->RemoveCopy(key, copy_id, reason);
+  }
+  bool Contains(const PageKey& key) override { return target_->Contains(key); }
+  PageStoreStats Stats() const override { return target_->Stats(); }
+  void SetAttributeResolver(AttributeResolver resolver) override {
+    target_->SetAttributeResolver(std::move(resolver));
+  }
+  void Reattribute() override { target_->Reattribute(); }
+  void SetGroupQuota(uint32_t group, uint64_t bytes) override {
+    target_->SetGroupQuota(group, bytes);
+  }
+  uint64_t GroupBytes(uint32_t group) const override { return target_->GroupBytes(group); }
+  size_t SweepExpired() override { return target_->SweepExpired(); }
+
+ protected:
+  PageStore* target() { return target_; }
+
+ private:
+  PageStore* target_;
+};
+
 // Opens a cached page straight from the folders of a store that another process owns: the
 // short-circuit read of a client that shares the machine with its worker. `dirs` must be the
 // owner's cache folders in the owner's order (the worker sends them in its Hello reply).

@@ -66,7 +66,8 @@ struct PageService::Metrics {
         misses(r->AddCounter("cairn_worker_cache_misses_total",
                              "Page reads that went to the under-storage")),
         coalesced(r->AddCounter("cairn_worker_coalesced_misses_total",
-                                "Misses that joined an in-flight fetch of the same page")),
+                                "Misses that joined an in-flight fetch of the same page, or "
+                                "found it stored by one that had just finished")),
         read_ahead_pages(
             r->AddCounter("cairn_worker_read_ahead_pages_total",
                           "Pages read from the source in the request of an earlier page's miss")),
@@ -706,6 +707,15 @@ StatusOr<std::shared_ptr<PageService::Fetch>> PageService::FetchPage(
     return fetch;
   }
 
+  // This request missed the store before it registered; a fetch of the same page may have
+  // stored it and retired in between (a page is published before its fetch is retired): one
+  // lookup here (a miss costs a source read) instead of a second source read of the page.
+  if (TakeStoredCopy(key, page_length, fetch.get())) {
+    metrics_->coalesced->Increment();
+    Finish(fetch.get(), Status::Ok());
+    StoreOrRetire(key, id, fetch, /*store=*/false);
+    return fetch;
+  }
   Status status;
   PeerAnswers peers;
   if (!options.peer.empty() && options_.peers != nullptr && options_.peer_fill) {
@@ -766,6 +776,26 @@ StatusOr<std::shared_ptr<PageService::Fetch>> PageService::FetchPage(
   StoreOrRetire(key, id, fetch, status.ok() && !options.no_cache);
   if (!status.ok()) return status;
   return fetch;
+}
+
+bool PageService::TakeStoredCopy(const pagestore::PageKey& key, uint32_t page_length,
+                                 Fetch* fetch) {
+  auto reader = store_->Open(key);
+  if (!reader.ok() || (*reader)->data_length() != page_length) return false;
+  auto bytes = std::make_shared<PageBytes>(page_length);
+  if (!(*reader)->ReadAt(0, bytes->span()).ok()) return false;
+  std::vector<uint64_t> checksums = ChunkChecksums(bytes->span());
+  if (checksums != (*reader)->chunk_checksums()) {
+    spdlog::warn("cached page {} of {} failed its check; dropping it", key.page_index,
+                 key.object_id);
+    store_->RemoveCopy(key, (*reader)->copy_id(), pagestore::RemoveReason::kCorrupt)
+        .IgnoreError();
+    return false;
+  }
+  fetch->page = std::move(bytes);
+  fetch->checksums = std::move(checksums);
+  fetch->origin = PageSource::kCache;
+  return true;
 }
 
 void PageService::Finish(Fetch* fetch, const Status& status) {

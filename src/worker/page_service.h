@@ -156,7 +156,7 @@ struct ServiceStats {
   uint64_t replica_lookups = 0;         // Misses that looked for the page on the other replicas.
   uint64_t replica_copies = 0;          // CopyFromPeer requests sent to replicas without the page.
   uint64_t replica_copies_skipped = 0;  // Not sent: max_replica_copies were in flight.
-  uint64_t coalesced = 0;               // Misses that joined a fetch in flight.
+  uint64_t coalesced = 0;               // Misses that joined a fetch (or found it stored).
   uint64_t read_ahead_pages = 0;        // Pages read in the source request of an earlier page.
 };
 
@@ -344,6 +344,12 @@ class PageService {
   Status ReadRunFromSource(const mount::Mount& mount, MountMetrics* per_mount,
                            const protocol::PageRef& page, uint32_t page_length, Fetch* fetch,
                            std::vector<RunPage>& run);
+  // For a fetch just registered: takes the page from the store into `fetch` (whole, each chunk
+  // checked; origin kCache) if another fetch stored it after this request looked for it there
+  // and retired before this one registered. False if it is not stored, has another length or
+  // cannot be read; a copy that fails its check is dropped (false). The caller then reads the
+  // source, as it would have.
+  bool TakeStoredCopy(const pagestore::PageKey& key, uint32_t page_length, Fetch* fetch);
   // Marks `fetch` done with `status` and wakes its joiners.
   static void Finish(Fetch* fetch, const Status& status);
   // Stores a fetched page in the background (inline when the writers are behind) and retires
