@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 
 namespace cairn {
 
@@ -68,6 +69,16 @@ Status WriteNewFile(const std::string& path, const std::string& text, mode_t mod
     return IoError("cannot rename " + tmp + " to " + path + ": " + std::strerror(errno));
   }
   return Status::Ok();
+}
+
+Status SyncFolderOf(const std::string& path) {
+  const std::string folder = std::filesystem::path(path).parent_path().string();
+  const int fd = ::open(folder.empty() ? "." : folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return ErrnoToStatus(errno, "open folder of " + path);
+  const int rc = ::fsync(fd);
+  const int err = errno;
+  ::close(fd);
+  return rc == 0 ? Status::Ok() : ErrnoToStatus(err, "sync folder of " + path);
 }
 
 }  // namespace cairn

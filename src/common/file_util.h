@@ -1,4 +1,5 @@
-// Small whole-file reads and careful writes of credentials (keys, certificates, tokens).
+// Small whole-file reads, careful writes of credentials (keys, certificates, tokens), and
+// folder syncs.
 // Thread-safety: pure functions over the file system.
 #ifndef CAIRN_COMMON_FILE_UTIL_H_
 #define CAIRN_COMMON_FILE_UTIL_H_
@@ -22,6 +23,11 @@ StatusOr<std::string> ReadSmallFile(const std::string& path, size_t max_bytes = 
 // key), fsync and rename. AlreadyExists when `path` exists and !force (a CA key overwritten by
 // mistake orphans every certificate it signed); IoError otherwise.
 Status WriteNewFile(const std::string& path, const std::string& text, mode_t mode, bool force);
+
+// fsync(2) of the folder that holds `path` ("." for a bare name): makes a file created, renamed
+// or removed there durable (a file's own fsync does not cover its name, by POSIX). IoError (or
+// the errno's status) when the folder cannot be opened or synced.
+Status SyncFolderOf(const std::string& path);
 
 }  // namespace cairn
 

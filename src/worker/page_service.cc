@@ -788,8 +788,7 @@ bool PageService::TakeStoredCopy(const pagestore::PageKey& key, uint32_t page_le
   if (checksums != (*reader)->chunk_checksums()) {
     spdlog::warn("cached page {} of {} failed its check; dropping it", key.page_index,
                  key.object_id);
-    store_->RemoveCopy(key, (*reader)->copy_id(), pagestore::RemoveReason::kCorrupt)
-        .IgnoreError();
+    store_->RemoveCopy(key, (*reader)->copy_id(), pagestore::RemoveReason::kCorrupt).IgnoreError();
     return false;
   }
   fetch->page = std::move(bytes);

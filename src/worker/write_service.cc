@@ -18,6 +18,7 @@
 #include <set>
 #include <system_error>
 
+#include "common/file_util.h"
 #include "common/checksum.h"
 #include "common/crash_point.h"
 
@@ -831,6 +832,11 @@ StatusOr<WriteReply> WriteService::CommitBack(OpenFile& file, const RecheckFn& r
   if (file.committed) return Reply(file.handle, file.committed->size);
   if (recheck) CAIRN_RETURN_IF_ERROR(recheck(file.path));
   CAIRN_RETURN_IF_ERROR(file.session->Seal().WithContext("close of " + file.path));
+  // The spool file's name too: the journal record about to promise it names that file, and a
+  // start sweeps the spool files no record names (one fsync per close; the name is usually in
+  // the file system journal already, committed by the file's own sync).
+  CAIRN_RETURN_IF_ERROR(
+      SyncFolderOf(file.session->spool_path()).WithContext("close of " + file.path));
   const int sealed_fd = ::open(file.session->spool_path().c_str(), O_RDONLY | O_CLOEXEC);
   if (sealed_fd < 0) return ErrnoToStatus(errno, "reopen spool file of " + file.path);
   PendingWrite pending;
@@ -1020,6 +1026,16 @@ StatusOr<std::string> WriteService::SetAside(const PendingWrite& write) {
     // go with the session, or with the next start's sweep of unknown spool files.
     return IoError("the closed file " + write.record.path + " could not be set aside in " +
                    folder.string() + ": " + ec.message());
+  }
+  // Both names durable before the record that named the spool file is finished: else a power
+  // loss could bring the file back under its spool name, which no record names then, and the
+  // start's sweep removes it. Moved already, so a failure cannot undo anything: said, not
+  // returned.
+  for (const std::filesystem::path& changed : {kept, spool}) {
+    if (Status synced = SyncFolderOf(changed.string()); !synced.ok()) {
+      spdlog::warn("the file {} set aside as {}: {}", write.record.path, kept.string(),
+                   synced.ToString());
+    }
   }
   if (write.session != nullptr) write.session->KeepSpoolFile();
   return kept.string();

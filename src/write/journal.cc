@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <set>
 
+#include "common/file_util.h"
 #include "common/checksum.h"
 #include "common/crash_point.h"
 
@@ -81,16 +82,6 @@ Status WriteFully(int fd, std::string_view data, const std::string& what) {
     done += static_cast<size_t>(n);
   }
   return Status::Ok();
-}
-
-Status SyncFolderOf(const std::string& path) {
-  const std::string folder = std::filesystem::path(path).parent_path().string();
-  const int fd = ::open(folder.empty() ? "." : folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return ErrnoToStatus(errno, "open folder of " + path);
-  const int rc = ::fsync(fd);
-  const int err = errno;
-  ::close(fd);
-  return rc == 0 ? Status::Ok() : ErrnoToStatus(err, "sync folder of " + path);
 }
 
 StatusOr<std::string> ReadAll(int fd, const std::string& path) {
