@@ -100,6 +100,21 @@ py::bytes FillBytes(size_t size, Fill&& fill) {
   return py::bytes(data, got);  // A short read (end of file): keep the prefix.
 }
 
+// Runs `drop` (the last steps of a file or client object: the client's destructor joins its
+// threads, a file's may wait for a request in flight) with the GIL released, so that an object
+// the garbage collector frees stalls no other Python thread. pybind11 calls destructors with the
+// GIL held (2.10 has no option to release it), and nothing can reach the object any more. While
+// the interpreter finalizes, a thread must not give the GIL up: `drop` runs with it.
+template <typename Drop>
+void WithoutGil(Drop&& drop) {
+  if (_Py_IsFinalizing()) {
+    drop();
+    return;
+  }
+  py::gil_scoped_release release;
+  drop();
+}
+
 py::dict InfoDict(const FileInfo& info) {
   py::dict d;
   d["name"] = info.name;
@@ -114,6 +129,16 @@ class PyReader {
  public:
   PyReader(Core core, std::string path, std::unique_ptr<FileReader> reader)
       : core_(std::move(core)), path_(std::move(path)), reader_(std::move(reader)) {}
+  PyReader(PyReader&&) = default;  // Returned to Python by value.
+  PyReader& operator=(PyReader&&) = delete;
+  // The reader first: it uses the core.
+  ~PyReader() {
+    if (reader_ == nullptr && core_ == nullptr) return;  // Moved from, or abandoned.
+    WithoutGil([this] {
+      reader_.reset();
+      core_.reset();
+    });
+  }
 
   py::dict info() const { return InfoDict(Get().info()); }
   uint64_t size() const { return Get().info().size; }
@@ -170,6 +195,16 @@ class PyWriter {
  public:
   PyWriter(Core core, std::string path, std::unique_ptr<FileWriter> writer)
       : core_(std::move(core)), path_(std::move(path)), writer_(std::move(writer)) {}
+  PyWriter(PyWriter&&) = default;  // Returned to Python by value.
+  PyWriter& operator=(PyWriter&&) = delete;
+  // The writer first: it uses the core (a writer never closed aborts its file here).
+  ~PyWriter() {
+    if (writer_ == nullptr && core_ == nullptr) return;  // Moved from, or abandoned.
+    WithoutGil([this] {
+      writer_.reset();
+      core_.reset();
+    });
+  }
 
   void Write(uint64_t offset, const py::buffer& buffer) {
     FileWriter& writer = Get();
@@ -269,6 +304,11 @@ class PyClient {
       RaiseStatus(client.status().WithContext("cairn.connect"), Op::kOther, "");
     }
     core_ = Core(std::move(client).value());
+  }
+
+  // A client freed without close(): the last reference joins the client's threads.
+  ~PyClient() {
+    if (core_ != nullptr) WithoutGil([this] { core_.reset(); });
   }
 
   // The cached metadata, for the client a forked child makes (called just before a fork).
@@ -551,8 +591,7 @@ class PyClient {
       std::lock_guard<std::mutex> lock(mu_);
       old = std::move(core_);
     }
-    py::gil_scoped_release release;  // The destructor joins the client's threads.
-    old.reset();
+    WithoutGil([&old] { old.reset(); });  // The last reference joins the client's threads.
   }
 
   // For a forked child (one thread): forget the core without destroying it; its threads are

@@ -10,8 +10,11 @@ import json
 import os
 import pickle
 import random
+import signal
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -350,6 +353,42 @@ def test_a_file_whose_write_failed_is_not_committed_at_close(client, s3server):
         with f:
             raise RuntimeError("the job's own error")
     assert f.closed
+
+
+def test_a_writer_freed_without_close_stalls_no_other_python_thread(cairn, module_harness, node):
+    """A writer freed without a close aborts its file (a round trip to the worker, which may
+    not answer), and the last reference to a client joins its threads: both without the GIL,
+    so the program's other threads keep running meanwhile (they did not: every Python thread
+    stood still until the worker answered or timed out)."""
+    cache = os.path.join(module_harness.workdir, "stalled-cache")
+    stalled = module_harness.worker([], cache, name="stalled",
+                                    extra=["--config", os.path.join(module_harness.workdir,
+                                                                    "sdk.json")])
+    c = cairn.connect(config=dict(node[1], workers=[f"127.0.0.1:{stalled.listen_port}"]),
+                      worker_timeout=5, short_circuit=False)
+    held = [c._core().open_write("/w/freed.bin", True, False, True)]
+    held[0].write(0, b"x" * 1000)
+    c.close()  # The writer keeps the core: freeing it drops the last reference.
+    freed = threading.Event()
+
+    def free():
+        held.clear()
+        freed.set()
+
+    stalled.send_signal(signal.SIGSTOP)
+    try:
+        t = threading.Thread(target=free)
+        t.start()
+        ticks = 0
+        while not freed.is_set() and ticks < 50:
+            time.sleep(0.01)
+            ticks += 1
+        assert ticks == 50, f"this thread ran {ticks} times while the writer was being freed"
+    finally:
+        stalled.send_signal(signal.SIGCONT)
+    t.join(timeout=60)
+    assert not t.is_alive()
+    assert stalled.stop() == 0
 
 
 def test_a_directory_is_not_opened_for_writing(client, s3server):
