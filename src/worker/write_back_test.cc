@@ -342,6 +342,30 @@ TEST_F(WriteBackTest, ARemoveCancelsThePendingUpload) {
   EXPECT_FALSE(InSource("tmp.bin"));
 }
 
+// A remove that fails changes nothing, as a failed unlink(2) does: the file's waiting content
+// stays and lands once the source is back. (The waiting files were dropped before the source was
+// asked: the failed remove brought the older object back under the name.)
+TEST_F(WriteBackTest, ARemoveTheSourceDoesNotAnswerLeavesTheWaitingFile) {
+  ASSERT_TRUE(WriteFile("/lake/ckpt.pt", "first").ok());
+  ASSERT_TRUE(SyncAll().ok());  // In the source: a remove must ask it.
+  SourceDown(true);
+  ASSERT_TRUE(WriteFile("/lake/ckpt.pt", "second").ok());
+  SourceUnreachable(true);
+  EXPECT_FALSE(Remove("/lake/ckpt.pt").ok());
+  EXPECT_TRUE(Pending("/lake/ckpt.pt"));
+  SourceUnreachable(false);
+  ASSERT_TRUE(SyncAll().ok());
+  EXPECT_EQ(Content("ckpt.pt"), "second");
+  // Once the source answers, the remove takes both: the object and anything waiting.
+  SourceDown(true);
+  ASSERT_TRUE(WriteFile("/lake/ckpt.pt", "third").ok());
+  SourceDown(false);
+  ASSERT_TRUE(Remove("/lake/ckpt.pt").ok());
+  EXPECT_FALSE(Pending("/lake/ckpt.pt"));
+  ASSERT_TRUE(SyncAll().ok());
+  EXPECT_FALSE(InSource("ckpt.pt"));
+}
+
 TEST_F(WriteBackTest, AFullBudgetRefusesWritesUntilUploadsMakeRoom) {
   Start(/*max_pending=*/100 << 10);
   SourceDown(true);

@@ -1127,13 +1127,14 @@ StatusOr<WriteReply> WriteService::Remove(const protocol::RemovePathRequest& req
   // A new file never uploaded is not in the source: removing it is cancelling it (which works
   // while the lake is down, as for a rename).
   const bool only_here = pending && write_back_->NeverUploaded(request.path);
-  if (pending) write_back_->CancelPath(request.path);  // Never committed after the removal.
-  if (only_here) {
-    metrics_->removes->Increment();
-    return Reply(0, 0);
+  if (!only_here) {
+    // The source first: a remove that fails changes nothing, as a failed unlink(2) (the waiting
+    // files stay and are uploaded). None of them commits in between: their uploads take the
+    // commit lock held here.
+    Status deleted = at.resolved.mount->ufs->Delete(at.resolved.key);
+    if (!(pending && deleted.code() == StatusCode::kNotFound)) CAIRN_RETURN_IF_ERROR(deleted);
   }
-  Status deleted = at.resolved.mount->ufs->Delete(at.resolved.key);
-  if (!(pending && deleted.code() == StatusCode::kNotFound)) CAIRN_RETURN_IF_ERROR(deleted);
+  if (pending) write_back_->CancelPath(request.path);  // Never committed after the removal.
   metrics_->removes->Increment();
   return Reply(0, 0);
 }
