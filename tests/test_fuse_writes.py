@@ -5,7 +5,9 @@ source, whole; what is not supported yet is refused with a documented errno (doc
 import errno
 import os
 import random
+import signal
 import subprocess
+import threading
 import time
 
 import pytest
@@ -337,6 +339,45 @@ def test_a_large_file_goes_to_s3_as_a_multipart_upload(module_harness, s3server)
     assert body == data
     assert read_file(os.path.join(up.mountpoint, "big.bin")) == data
     assert up.stop() == 0
+
+
+def test_an_fsync_racing_a_flush_waits_for_its_commit(module_harness, tmp_path):
+    """close() of a duplicate descriptor commits the file (FUSE flush); an fsync() of the other
+    descriptor meanwhile returns only once that commit has landed (it returned 0 at once, while
+    the commit was still waiting for the lake: the commit had taken the file's written mark)."""
+    s3 = start_s3server(tmp_path)
+    up = module_harness.up(f"s3://{S3_BUCKET}/race", s3=s3, name="up-s3-race",
+                           extra=["--write-mode", "through"])
+    data = random.Random(5).randbytes(3 * MiB + 1)
+    fd = os.open(os.path.join(up.mountpoint, "ckpt.pt"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    dup = os.dup(fd)
+    os.write(fd, data)
+    errors = []
+
+    def call(fn, arg):
+        try:
+            fn(arg)
+        except OSError as e:
+            errors.append(e)
+
+    flush = threading.Thread(target=call, args=(os.close, dup))
+    sync = threading.Thread(target=call, args=(os.fsync, fd))
+    s3.proc.send_signal(signal.SIGSTOP)  # The lake takes the requests and does not answer.
+    try:
+        flush.start()
+        time.sleep(0.5)  # Its commit is waiting for the lake.
+        sync.start()
+        sync.join(timeout=1.5)
+        assert sync.is_alive(), "fsync returned before the commit of the writes before it"
+    finally:
+        s3.proc.send_signal(signal.SIGCONT)
+    flush.join(timeout=120)
+    sync.join(timeout=120)
+    assert not flush.is_alive() and not sync.is_alive() and errors == []
+    os.close(fd)
+    assert s3.client.get_object(Bucket=S3_BUCKET, Key="race/ckpt.pt")["Body"].read() == data
+    assert up.stop() == 0
+    s3.proc.stop()
 
 
 @pytest.fixture(scope="module")

@@ -662,6 +662,9 @@ std::optional<uint64_t> Filesystem::WritingSize(const std::string& path) const {
 }
 
 int Filesystem::CommitIfDirty(OpenFile* file, const char* op) {
+  // A commit in flight has taken the mark already: waiting for it is what makes a second
+  // caller's 0 true (and a failed one sets the mark again, so that caller tries once more).
+  MutexLock commit(&file->commit_mu);
   if (!file->dirty.exchange(false)) return 0;
   StatusOr<FileInfo> synced = file->writer->Sync();
   if (synced.ok()) {

@@ -147,6 +147,10 @@ class Filesystem {
     // commit even without a write).
     std::atomic<bool> dirty{false};
     std::atomic<bool> committed{false};  // A flush or fsync committed it at least once.
+    // One commit at a time (CommitIfDirty): a flush and an fsync of one open file (a close of a
+    // dup and an fsync, which the kernel does not serialize) both wait for a commit that covers
+    // the writes before them.
+    Mutex commit_mu;
     std::string path;
     fuse_ino_t ino = 0;
   };
