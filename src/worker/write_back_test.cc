@@ -366,6 +366,42 @@ TEST_F(WriteBackTest, ARemoveTheSourceDoesNotAnswerLeavesTheWaitingFile) {
   EXPECT_FALSE(InSource("ckpt.pt"));
 }
 
+// A waiting file is never renamed over a directory, as the source's own rename refuses it (it
+// was answered OK; the name became a file and a directory at once, or its upload found the
+// name taken and set the file aside).
+TEST_F(WriteBackTest, AWaitingFileIsNotRenamedOntoADirectory) {
+  memory_->Put("runs/1/log.txt", "a file in a folder");
+  SourceDown(true);
+  ASSERT_TRUE(WriteFile("/lake/ckpt.tmp", "weights").ok());
+  ASSERT_TRUE(WriteFile("/lake/out/shard-0", "waiting in a folder of its own").ok());
+  for (const char* directory : {"/lake/runs", "/lake/runs/1", "/lake/out"}) {
+    Status renamed = Rename("/lake/ckpt.tmp", directory);
+    EXPECT_EQ(renamed.code(), StatusCode::kInvalidArgument) << directory << renamed.ToString();
+  }
+  EXPECT_TRUE(Pending("/lake/ckpt.tmp"));
+  SourceDown(false);
+  ASSERT_TRUE(SyncAll().ok());
+  EXPECT_EQ(Content("ckpt.tmp"), "weights");
+  EXPECT_FALSE(InSource("runs"));
+  EXPECT_FALSE(InSource("out"));
+  EXPECT_TRUE(ConflictSizes().empty());
+}
+
+// A folder whose only files wait here is not empty: removing it is refused (it succeeded, or
+// said "no such directory", and the uploads brought it back).
+TEST_F(WriteBackTest, AFolderHoldingWaitingFilesIsNotEmpty) {
+  SourceDown(true);
+  ASSERT_TRUE(WriteFile("/lake/d/f", "waiting").ok());
+  protocol::RemovePathRequest rmdir;
+  rmdir.path = "/lake/d";
+  rmdir.directory = true;
+  EXPECT_EQ(writes_->Serve("team-a", rmdir).status().code(), StatusCode::kFailedPrecondition);
+  SourceDown(false);
+  ASSERT_TRUE(SyncAll().ok());
+  EXPECT_EQ(Content("d/f"), "waiting");
+  ASSERT_TRUE(Remove("/lake/d/f").ok());
+}
+
 TEST_F(WriteBackTest, AFullBudgetRefusesWritesUntilUploadsMakeRoom) {
   Start(/*max_pending=*/100 << 10);
   SourceDown(true);

@@ -495,8 +495,8 @@ StatusOr<WriteReply> WriteService::Open(const std::string& principal,
   // absent moments ago says so, take_clients_word: FUSE's lookup, which rules a directory out
   // in the kernel, or a library client's cached "absent" of the last seconds, which a
   // directory made meanwhile by another client can outdate.)
-  if ((current.ok() && current->is_dir) ||
-      (!exists && !take_clients_word && !unreachable && IsDirectory(*file, request.path))) {
+  if ((current.ok() && current->is_dir) || (!exists && !take_clients_word && !unreachable &&
+                                            IsDirectory(*file->ufs, file->key, request.path))) {
     return InvalidArgumentError(request.path + " is a directory");
   }
 
@@ -745,15 +745,16 @@ StatusOr<std::unique_ptr<write::WriteSession>> WriteService::Continue(
                        ConditionAfterSync(file, committed.version));
 }
 
-bool WriteService::IsDirectory(const OpenFile& file, const std::string& path) const {
+bool WriteService::IsDirectory(ufs::UnderStorage& ufs, const std::string& key,
+                               const std::string& path) const {
   if (write_back_ != nullptr && !write_back_->PendingUnder(path).empty()) return true;
   ufs::ListOptions probe;
-  probe.prefix = file.key + "/";
+  probe.prefix = key + "/";
   probe.max_keys = 1;
   // Mostly answered by the absence cache (a new name in a folder listed lately). A source that
   // cannot answer is taken to hold no directory there (the caller does not ask one whose stat
   // just failed: write-back creates go on through an outage without a second wait).
-  StatusOr<ufs::ListResult> listed = file.ufs->List(probe);
+  StatusOr<ufs::ListResult> listed = ufs.List(probe);
   return listed.ok() &&
          (!listed->objects.empty() || !listed->common_prefixes.empty() || listed->directory_exists);
 }
@@ -1119,6 +1120,11 @@ StatusOr<WriteReply> WriteService::Remove(const protocol::RemovePathRequest& req
   CAIRN_ASSIGN_OR_RETURN(PageService::PathAt at, ChangeablePath(request.path));
   MutexLock commit(&CommitLockOf(request.path));
   if (request.directory) {
+    // Files waiting here under it are in it, as the listings show: their uploads would bring
+    // it back.
+    if (write_back_ != nullptr && !write_back_->PendingUnder(request.path).empty()) {
+      return FailedPreconditionError(request.path + " is not empty (files not yet uploaded)");
+    }
     CAIRN_RETURN_IF_ERROR(at.resolved.mount->ufs->RemoveDir(at.resolved.key));
     metrics_->directories->Increment();
     return Reply(0, 0);
@@ -1157,6 +1163,11 @@ StatusOr<WriteReply> WriteService::Rename(const protocol::RenameRequest& request
   if (request.from == request.to) {
     return InvalidArgumentError("rename of " + request.from + " onto itself");
   }
+  // Before any wait for an upload: `mv` copies instead at once.
+  if (from.resolved.mount->spec.path != to.resolved.mount->spec.path) {
+    return UnimplementedError("rename from mount " + from.resolved.mount->spec.path + " to " +
+                              to.resolved.mount->spec.path + ": a rename stays in one mount");
+  }
   if (write_back_ != nullptr && from.resolved.mount == to.resolved.mount &&
       write_back_->HasPending(request.from)) {
     StatusOr<std::optional<WriteReply>> moved = RenamePending(request, from, to);
@@ -1170,10 +1181,6 @@ StatusOr<WriteReply> WriteService::Rename(const protocol::RenameRequest& request
                               .WithContext("rename waits for the upload of " + request.from));
     CAIRN_RETURN_IF_ERROR(write_back_->Sync(request.to, options_.rename_wait)
                               .WithContext("rename waits for the upload of " + request.to));
-  }
-  if (from.resolved.mount->spec.path != to.resolved.mount->spec.path) {
-    return UnimplementedError("rename from mount " + from.resolved.mount->spec.path + " to " +
-                              to.resolved.mount->spec.path + ": a rename stays in one mount");
   }
   // Both names' commit locks, in address order so that two renames cannot deadlock.
   Mutex* first = &CommitLockOf(request.from);
@@ -1264,6 +1271,12 @@ StatusOr<WriteBack::PendingFile> WriteService::MovePending(
     write_back_->Unhold(request.from, request.to);
     return why;
   };
+  // Never a file over a directory (the source's own rename refuses it): its upload would find
+  // the name taken and set the file aside after the rename was answered.
+  if (IsDirectory(ufs, to.resolved.key, request.to)) {
+    return give_up(InvalidArgumentError("rename of " + request.from + " onto " + request.to +
+                                        ", which is a directory"));
+  }
   // A no-replace rename needs the name free, here (no pending file) and in the source, and
   // stays conditional on it.
   ufs::WriteCondition condition = ufs::WriteCondition::None();

@@ -176,8 +176,8 @@ class WriteService final : public PendingFiles {
   // Moves a conflicting spool file to `<its folder>/conflicts/`; returns where. IoError when
   // it cannot (the caller retries later: the file stays pending, nothing is dropped).
   StatusOr<std::string> SetAside(const PendingWrite& write);
-  // Whether `path` (the file's key) is a directory in its source, or holds files waiting here.
-  bool IsDirectory(const OpenFile& file, const std::string& path) const;
+  // Whether `path` (`key` in `ufs`) is a directory in its source, or holds files waiting here.
+  bool IsDirectory(ufs::UnderStorage& ufs, const std::string& key, const std::string& path) const;
   // The condition of a write-back write that continues a file after a sync (its content is the
   // synced one); `adopted`: the version a commit of the path made since (AdoptCommit), if any.
   ufs::WriteCondition ConditionAfterSync(const OpenFile& file, const std::string& adopted);
