@@ -896,7 +896,16 @@ void Filesystem::Rename(fuse_req_t req, fuse_ino_t parent, const char* name, fus
     case StatusCode::kInvalidArgument:  // Into itself, or a file onto a directory.
       err = to->starts_with(*from + "/") ? EINVAL : EISDIR;
       break;
-    case StatusCode::kFailedPrecondition: {  // A directory onto a file or a non-empty one.
+    case StatusCode::kFailedPrecondition: {
+      // A directory onto a file or a non-empty one; for a file, the source changed it under
+      // the rename (its version check failed): not a rename POSIX would refuse.
+      StatusOr<FileInfo> source = client_->Stat(*from);
+      if (source.ok() && !source->is_dir) {
+        spdlog::warn("fuse: rename '{}': it changed in the source meanwhile, failing with EIO: {}",
+                     *from, moved.ToString());
+        err = EIO;
+        break;
+      }
       StatusOr<FileInfo> target = client_->Stat(*to);
       err = target.ok() && !target->is_dir ? ENOTDIR : ENOTEMPTY;
       break;
