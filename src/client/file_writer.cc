@@ -330,12 +330,20 @@ StatusOr<FileInfo> RemoteFileWriter::CommitDrained(bool close) {
     if (closed_ || aborted_ || (!close && closing_)) return CheckOpen();
     changes = committed_changes_ != seen;
   }
-  const auto deadline_ms = static_cast<uint32_t>(options_.commit_timeout.count());
+  // A close of a file with changes commits them with a sync first (a sync may be sent again,
+  // a close may not: the worker lets the handle go at the first), then lets the handle go; a
+  // close whose answer is lost after that sync is no error (the worker's idle timeout ends the
+  // handle if the close never reached it).
   StatusOr<protocol::WriteReply> reply = InternalError("not sent");
-  if (close) {
-    reply = Call(protocol::CloseWriteRequest{deadline_ms, handle_});
-  } else {
-    reply = Call(protocol::SyncWriteRequest{deadline_ms, handle_});
+  if (!close || changes) reply = SendSync();
+  if (close && (reply.ok() || !changes)) {
+    const auto deadline_ms = static_cast<uint32_t>(options_.commit_timeout.count());
+    StatusOr<protocol::WriteReply> closed = Call(protocol::CloseWriteRequest{deadline_ms, handle_});
+    if (closed.ok() || !reply.ok()) {
+      reply = std::move(closed);
+    } else {
+      spdlog::debug("close of {} after its commit: {}", path_, closed.status().ToString());
+    }
   }
   if (!reply.ok()) return reply.status().WithContext((close ? "close of " : "sync of ") + path_);
   {
@@ -353,6 +361,21 @@ StatusOr<FileInfo> RemoteFileWriter::CommitDrained(bool close) {
   info.mtime_ns = reply->mtime_ns;
   if (options_.on_commit && changes) options_.on_commit(path_, info);
   return info;
+}
+
+StatusOr<protocol::WriteReply> RemoteFileWriter::SendSync() {
+  const auto deadline_ms = static_cast<uint32_t>(options_.commit_timeout.count());
+  for (int sent = 1;; ++sent) {
+    StatusOr<protocol::WriteReply> reply = Call(protocol::SyncWriteRequest{deadline_ms, handle_});
+    // A lost answer (the connection dropped under the commit, which the worker finishes) or a
+    // worker that was not reached: the worker answers a sync of a file committed since with
+    // that commit, and waits for one still running.
+    if (reply.ok() || !Retryable(reply.status().code()) || sent >= options_.max_attempts) {
+      return reply;
+    }
+    spdlog::debug("sync of {} failed ({}); sending it again", path_, reply.status().ToString());
+    clock().SleepForMicros(RetryBackoffMicros(sent));
+  }
 }
 
 StatusOr<FileInfo> RemoteFileWriter::Sync() { return Commit(false); }

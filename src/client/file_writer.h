@@ -18,7 +18,9 @@
 //
 // Close stops the file taking writes before it drains the ones in flight and asks the worker
 // to commit: a Write from another thread meanwhile fails (FailedPrecondition), and none can
-// land after the close.
+// land after the close. A commit (Sync, and the sync a Close with changes sends before it lets
+// the handle go) whose answer was lost is sent again: the worker answers it with the commit it
+// made, so a file that landed is not reported failed because a connection dropped.
 //
 // Thread-safety: thread-safe. Lock order: mu_ only; no channel call is made with mu_ held (an
 // in-process channel answers before CallWrite returns).
@@ -112,6 +114,9 @@ class RemoteFileWriter : public FileWriter {
   StatusOr<protocol::WriteReply> CallRaw(const protocol::WriteRequest& request);
   // CallRaw, with a NotFound (the handle is gone) as an IoError.
   StatusOr<protocol::WriteReply> Call(const protocol::WriteRequest& request);
+  // One SyncWrite, sent again (with backoff, up to max_attempts) when its answer was lost or
+  // the worker was not reached.
+  StatusOr<protocol::WriteReply> SendSync();
   StatusOr<FileInfo> Commit(bool close) EXCLUDES(mu_);
   // Commit's work once a close has stopped new writes.
   StatusOr<FileInfo> CommitDrained(bool close) EXCLUDES(mu_);

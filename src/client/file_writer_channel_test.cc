@@ -176,6 +176,43 @@ TEST_F(FileWriterChannelTest, ALostHandleIsAnIoErrorNotNoSuchFile) {
   EXPECT_TRUE(other->Abort().ok());  // Gone already: nothing to abort.
 }
 
+// A commit whose answer was lost (the connection dropped under it, and the worker finished it)
+// is sent again: the worker answers a sync with the commit it made. A close with changes
+// commits them with such a sync first, and a lost answer to the close after it is no error
+// (close(2) said EIO of a checkpoint that had landed).
+TEST_F(FileWriterChannelTest, ACommitWhoseAnswerWasLostIsSentAgain) {
+  FakeClock clock;
+  FileWriterOptions options;
+  options.clock = &clock;
+  auto writer = Writer(options);
+  ASSERT_TRUE(writer->Write(0, "weights").ok());
+  channel_->Script(MessageType::kSyncWrite,
+                   {UnavailableError("connection closed").WithOutcomeUnknown(),
+                    DeadlineExceededError("no answer in time")});
+  ASSERT_TRUE(writer->Sync().ok());
+  EXPECT_EQ(channel_->Sent(MessageType::kSyncWrite).size(), 3u);
+  ASSERT_TRUE(writer->Write(7, "more").ok());
+  channel_->Script(MessageType::kSyncWrite,
+                   {UnavailableError("connection closed").WithOutcomeUnknown()});
+  channel_->Script(MessageType::kCloseWrite,
+                   {UnavailableError("connection closed").WithOutcomeUnknown()});
+  auto closed = writer->Close();
+  ASSERT_TRUE(closed.ok()) << closed.status().ToString();
+  EXPECT_EQ(channel_->Sent(MessageType::kSyncWrite).size(), 5u);
+  EXPECT_EQ(channel_->Sent(MessageType::kCloseWrite).size(), 1u);
+  // Past max_attempts sends, or refused for another reason: the commit's failure is reported.
+  options.max_attempts = 3;
+  auto other = Writer(options);
+  ASSERT_TRUE(other->Write(0, "x").ok());
+  channel_->Script(MessageType::kSyncWrite, std::vector<Status>(3, UnavailableError("down")));
+  EXPECT_EQ(other->Close().status().code(), StatusCode::kUnavailable);
+  channel_->Script(MessageType::kSyncWrite, {FailedPreconditionError("changed in the source")});
+  EXPECT_EQ(other->Close().status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(channel_->Sent(MessageType::kSyncWrite).size(), 9u);
+  EXPECT_EQ(channel_->Sent(MessageType::kCloseWrite).size(), 1u);
+  EXPECT_TRUE(other->Abort().ok());
+}
+
 TEST_F(FileWriterChannelTest, ATruncateThatGrowsTheFileWaitsForRoom) {
   channel_->Script(MessageType::kTruncateWrite,
                    {ResourceExhaustedError("budget full"), ResourceExhaustedError("budget full")});
