@@ -7,6 +7,7 @@ import os
 import random
 import signal
 import subprocess
+import tempfile
 import threading
 import time
 
@@ -199,6 +200,38 @@ def test_unlink_removes_from_the_source(rw):
     assert not (src / "gone.txt").exists()
     with pytest.raises(FileNotFoundError):
         os.stat(path)
+
+
+def test_a_file_unlinked_while_open_is_never_committed(rw):
+    """POSIX: the name of an open file can be unlinked; its descriptors still read and write,
+    and its data goes with the last close (tempfile.TemporaryFile is mkstemp, then unlink).
+    The unlink said ENOENT for a file not yet committed, and the close committed it anyway."""
+    mnt, src = rw
+    path = os.path.join(mnt, "dir", "scratch.tmp")
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+    os.write(fd, b"spill")
+    os.unlink(path)
+    assert not os.path.exists(path)
+    os.write(fd, b" more")
+    assert os.pread(fd, 10, 0) == b"spill more"
+    os.fsync(fd)
+    os.close(fd)
+    assert not (src / "dir" / "scratch.tmp").exists() and not os.path.exists(path)
+    # A committed file unlinked while open for writing: gone from the source, and its close
+    # does not bring it back.
+    with open(path, "wb") as f:
+        f.write(b"committed")
+    assert (src / "dir" / "scratch.tmp").read_bytes() == b"committed"
+    with open(path, "r+b") as f:
+        f.write(b"C")
+        os.unlink(path)
+    assert not (src / "dir" / "scratch.tmp").exists() and not os.path.exists(path)
+    before = set(os.listdir(src / "dir"))
+    with tempfile.TemporaryFile(dir=os.path.join(mnt, "dir")) as t:
+        t.write(b"x" * 100_000)
+        t.seek(0)
+        assert t.read() == b"x" * 100_000
+    assert set(os.listdir(src / "dir")) == before
 
 
 def test_what_is_not_supported_yet_says_so(rw):

@@ -225,7 +225,10 @@ void Filesystem::GetAttr(fuse_req_t req, fuse_ino_t ino) {
     return;
   }
   StatusOr<FileInfo> info = client_->Stat(entry->path);
-  const std::optional<uint64_t> writing = WritingSize(entry->path);
+  std::optional<uint64_t> writing = WritingSize(entry->path);
+  // A descriptor of a file whose name was unlinked while it was open (fstat, and the kernel's
+  // check of the size before a read): what is written so far, never the name's new owner.
+  if (!writing) writing = UnlinkedSize(entry->path, ino);
   if (writing) info = WritingInfo("", *writing, info);
   if (!info.ok()) {
     fuse_reply_err(req, ErrnoForReply(info.status(), "getattr", entry->path));
@@ -511,7 +514,7 @@ void Filesystem::Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   if (fuse_reply_open(req, fi) == -ENOENT) {
     // open was interrupted: no release will come for this handle.
     inodes_.CloseReader(ino);
-    std::unique_ptr<OpenFile> dropped;
+    std::shared_ptr<OpenFile> dropped;
     MutexLock lock(&handles_mu_);
     dropped = std::move(files_[fi->fh]);
     files_.erase(fi->fh);
@@ -587,15 +590,21 @@ void Filesystem::ReadWhileWriting(fuse_req_t req, size_t size, off_t off, OpenFi
 }
 
 void Filesystem::Release(fuse_req_t req, fuse_file_info* fi) {
-  std::unique_ptr<OpenFile> dropped = Untrack(fi->fh);
+  std::shared_ptr<OpenFile> dropped = Untrack(fi->fh);
   if (dropped && dropped->writer) {
     // Flush committed what close(2) could report; what was written after it (another
     // descriptor of the same open file) is committed here, where nobody can be told of a
     // failure but the log.
     const int err = CommitIfDirty(dropped.get(), "release");
+    bool unlinked = false;
+    {
+      MutexLock commit(&dropped->commit_mu);  // After an unlink of its name in progress.
+      unlinked = dropped->unlinked;
+    }
     // Opened for writing and never written: nothing to commit (a close would rewrite the
-    // object with its own content), so the worker's handle is just dropped.
-    const bool close = err == 0 && dropped->committed;
+    // object with its own content), so the worker's handle is just dropped; so is an unlinked
+    // file's.
+    const bool close = err == 0 && dropped->committed && !unlinked;
     Status closed = close ? dropped->writer->Close().status() : dropped->writer->Abort();
     if (!closed.ok()) {
       spdlog::warn("fuse: release of '{}': {}", dropped->path, closed.ToString());
@@ -616,11 +625,11 @@ void Filesystem::Track(std::unique_ptr<OpenFile> file, fuse_file_info* fi) {
   files_[fi->fh] = std::move(file);
 }
 
-std::unique_ptr<Filesystem::OpenFile> Filesystem::Untrack(uint64_t fh) {
+std::shared_ptr<Filesystem::OpenFile> Filesystem::Untrack(uint64_t fh) {
   MutexLock lock(&handles_mu_);
   auto it = files_.find(fh);
   if (it == files_.end()) return nullptr;
-  std::unique_ptr<OpenFile> file = std::move(it->second);
+  std::shared_ptr<OpenFile> file = std::move(it->second);
   files_.erase(it);
   if (file->writer) {
     auto w = writing_.find(file->path);
@@ -630,6 +639,30 @@ std::unique_ptr<Filesystem::OpenFile> Filesystem::Untrack(uint64_t fh) {
     }
   }
   return file;
+}
+
+std::vector<std::shared_ptr<Filesystem::OpenFile>> Filesystem::WritersOf(
+    const std::string& path) const {
+  MutexLock lock(&handles_mu_);
+  std::vector<std::shared_ptr<OpenFile>> writers;
+  auto it = writing_.find(path);
+  if (it == writing_.end()) return writers;
+  for (OpenFile* file : it->second) {
+    auto tracked = files_.find(reinterpret_cast<uint64_t>(file));
+    if (tracked != files_.end()) writers.push_back(tracked->second);
+  }
+  return writers;
+}
+
+std::optional<uint64_t> Filesystem::UnlinkedSize(const std::string& path, fuse_ino_t ino) const {
+  MutexLock lock(&handles_mu_);
+  auto it = writing_.find(path);
+  if (it == writing_.end()) return std::nullopt;
+  std::optional<uint64_t> size;
+  for (const OpenFile* file : it->second) {
+    if (file->unlinked && file->ino == ino) size = std::max(size.value_or(0), file->writer->size());
+  }
+  return size;
 }
 
 std::shared_ptr<FileWriter> Filesystem::WriterOf(const std::string& path) const {
@@ -656,8 +689,10 @@ std::optional<uint64_t> Filesystem::WritingSize(const std::string& path) const {
   MutexLock lock(&handles_mu_);
   auto it = writing_.find(path);
   if (it == writing_.end()) return std::nullopt;
-  uint64_t size = 0;
-  for (const OpenFile* file : it->second) size = std::max(size, file->writer->size());
+  std::optional<uint64_t> size;
+  for (const OpenFile* file : it->second) {
+    if (!file->unlinked) size = std::max(size.value_or(0), file->writer->size());
+  }
   return size;
 }
 
@@ -665,6 +700,7 @@ int Filesystem::CommitIfDirty(OpenFile* file, const char* op) {
   // A commit in flight has taken the mark already: waiting for it is what makes a second
   // caller's 0 true (and a failed one sets the mark again, so that caller tries once more).
   MutexLock commit(&file->commit_mu);
+  if (file->unlinked) return 0;  // Never committed: its name is gone.
   if (!file->dirty.exchange(false)) return 0;
   StatusOr<FileInfo> synced = file->writer->Sync();
   if (synced.ok()) {
@@ -824,8 +860,26 @@ void Filesystem::Unlink(fuse_req_t req, fuse_ino_t parent, const char* name) {
     fuse_reply_err(req, EROFS);
     return;
   }
-  Status removed = client_->Remove(path);
+  // Files of this name open for writing here: none commits while the name is removed (each
+  // one's commit lock), and none after (unlinked); a name that exists only as such a file
+  // (created, not yet committed) is not in the source, which is no error.
+  std::vector<std::shared_ptr<OpenFile>> open = WritersOf(path);
+  Status removed = LockedForUnlink(open, [&] {
+    Status s = client_->Remove(path);
+    if (!open.empty() && s.code() == StatusCode::kNotFound) s = Status::Ok();
+    for (const auto& file : open) file->unlinked = s.ok();
+    return s;
+  });
   fuse_reply_err(req, removed.ok() ? 0 : ErrnoForReply(removed, "unlink", path));
+}
+
+Status Filesystem::LockedForUnlink(const std::vector<std::shared_ptr<OpenFile>>& files,
+                                   const std::function<Status()>& unlink) {
+  // Always in the order WritersOf lists them (open order): two unlinks of one name lock alike.
+  for (const auto& file : files) file->commit_mu.Lock();
+  Status result = unlink();
+  for (const auto& file : files) file->commit_mu.Unlock();
+  return result;
 }
 
 void Filesystem::MakeDir(fuse_req_t req, fuse_ino_t parent, const char* name) {

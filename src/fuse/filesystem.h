@@ -149,8 +149,12 @@ class Filesystem {
     std::atomic<bool> committed{false};  // A flush or fsync committed it at least once.
     // One commit at a time (CommitIfDirty): a flush and an fsync of one open file (a close of a
     // dup and an fsync, which the kernel does not serialize) both wait for a commit that covers
-    // the writes before them.
+    // the writes before them. An unlink of its name holds it too.
     Mutex commit_mu;
+    // Its name was unlinked while it was open (changed with commit_mu held): it is no longer
+    // looked up, never committed, and its writes are dropped at release (POSIX: the data of an
+    // unlinked file goes with its last descriptor).
+    std::atomic<bool> unlinked{false};
     std::string path;
     fuse_ino_t ino = 0;
   };
@@ -204,10 +208,22 @@ class Filesystem {
   void ReadWhileWriting(fuse_req_t req, size_t size, off_t off, OpenFile* file);
   // Registers an open file under fi->fh (a writer also under its path).
   void Track(std::unique_ptr<OpenFile> file, fuse_file_info* fi) EXCLUDES(handles_mu_);
-  std::unique_ptr<OpenFile> Untrack(uint64_t fh) EXCLUDES(handles_mu_);
+  std::shared_ptr<OpenFile> Untrack(uint64_t fh) EXCLUDES(handles_mu_);
+  // The files of `path` this mount has open for writing (kept alive by the caller's references
+  // even if released meanwhile).
+  std::vector<std::shared_ptr<OpenFile>> WritersOf(const std::string& path) const
+      EXCLUDES(handles_mu_);
+  // The size of inode `ino`'s files open for writing whose name `path` was unlinked meanwhile;
+  // nullopt if none.
+  std::optional<uint64_t> UnlinkedSize(const std::string& path, fuse_ino_t ino) const
+      EXCLUDES(handles_mu_);
   // Commits an open writer's file if it was written since its last commit; the errno for the
   // reply (0 when all is well).
   int CommitIfDirty(OpenFile* file, const char* op);
+  // Runs `unlink` with the commit lock of every one of `files` held (a set the analysis cannot
+  // follow: locked and unlocked here, in one order).
+  static Status LockedForUnlink(const std::vector<std::shared_ptr<OpenFile>>& files,
+                                const std::function<Status()>& unlink) NO_THREAD_SAFETY_ANALYSIS;
 
   Client* const client_;
   const FilesystemConfig config_;
@@ -217,7 +233,7 @@ class Filesystem {
   std::once_flag after_init_once_;
 
   mutable Mutex handles_mu_;
-  std::unordered_map<uint64_t, std::unique_ptr<OpenFile>> files_ GUARDED_BY(handles_mu_);
+  std::unordered_map<uint64_t, std::shared_ptr<OpenFile>> files_ GUARDED_BY(handles_mu_);
   std::unordered_map<uint64_t, std::unique_ptr<OpenDirHandle>> dirs_ GUARDED_BY(handles_mu_);
   // Files open for writing, by path (for their size before the first commit).
   std::unordered_map<std::string, std::vector<OpenFile*>> writing_ GUARDED_BY(handles_mu_);
