@@ -208,10 +208,9 @@ TEST_F(HandOverTest, AnUnreachableOwnerMeansUploadFirst) {
   EXPECT_EQ(Content("far.tmp"), "far");
 }
 
-// A hand-over deletes the old name's object in the source first (an older upload must not
-// outlive the rename). When the new owner then refuses the file, it stays, and goes up under
-// the old name on the name's absence: with the condition it was closed with (the deleted
-// object) it would be set aside, in neither name in the source.
+// A hand-over refused by the new owner (a no-replace rename onto a taken name) changes nothing:
+// the old name's object, which only a hand-over that happens deletes, is still there, and the
+// file replaces it as it was closed to (no conflict).
 TEST_F(HandOverTest, AFileWhoseOldObjectARefusedHandOverDeletedStillGoesUp) {
   memory_->Put("taken.tmp", "an older upload of mine");
   memory_->Put("taken.pt", "someone else's");
@@ -221,6 +220,36 @@ TEST_F(HandOverTest, AFileWhoseOldObjectARefusedHandOverDeletedStillGoesUp) {
   ASSERT_TRUE(SyncAll().ok());
   EXPECT_EQ(Content("taken.tmp"), "mine");
   EXPECT_EQ(Content("taken.pt"), "someone else's");
+  EXPECT_EQ(Metric("cairn_worker_write_back_conflicts_total"), 0);
+}
+
+// The old name's object (an older upload) is deleted only once the file is copied: a crash
+// during the copy, seconds or minutes for a checkpoint, leaves all as it was (the file, still
+// expecting that object, was set aside at the restart: in neither name in the source). A
+// delete the source does not answer then fails the rename and changes nothing.
+TEST_F(HandOverTest, TheOldNamesObjectIsDeletedOnlyAfterTheCopy) {
+  const std::string data = testing::RandomBytes(3 * kPart, 59);
+  memory_->Put("ckpt.tmp", "an older upload");
+  ASSERT_TRUE(WriteFile("/lake/ckpt.tmp", data).ok());
+  bool there_during_copy = false;
+  intercepted_ = std::make_shared<InterceptingChannel>(
+      to_b_, [&] { there_during_copy = InSource("ckpt.tmp"); });
+  ASSERT_TRUE(HandOver("/lake/ckpt.tmp", "/lake/ckpt.pt").ok());
+  EXPECT_TRUE(there_during_copy);
+  EXPECT_FALSE(InSource("ckpt.tmp"));
+  EXPECT_FALSE(Pending("/lake/ckpt.tmp"));
+  EXPECT_EQ(PendingAtB("/lake/ckpt.pt"), data);
+
+  memory_->Put("log.tmp", "an older upload");
+  ASSERT_TRUE(WriteFile("/lake/log.tmp", "new lines").ok());
+  intercepted_ = std::make_shared<InterceptingChannel>(to_b_, [&] { SourceUnreachable(true); });
+  EXPECT_FALSE(HandOver("/lake/log.tmp", "/lake/log.pt").ok());
+  SourceUnreachable(false);
+  EXPECT_TRUE(Pending("/lake/log.tmp"));
+  EXPECT_EQ(PendingAtB("/lake/log.pt"), std::nullopt);
+  ASSERT_TRUE(SyncAll().ok());
+  EXPECT_EQ(Content("log.tmp"), "new lines");  // Over the older upload, as closed to.
+  EXPECT_FALSE(InSource("log.pt"));
   EXPECT_EQ(Metric("cairn_worker_write_back_conflicts_total"), 0);
 }
 

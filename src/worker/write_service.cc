@@ -1465,10 +1465,12 @@ StatusOr<WriteReply> WriteService::HandOver(const protocol::HandOverRequest& req
   if (owner.ok() && write_back_->HasPending(request.to)) {
     why = FailedPreconditionError("files of " + request.to + " wait here too");
   } else if (owner.ok()) {
-    StatusOr<std::optional<WriteReply>> passed = PassOn(request, from, **owner);
+    bool source_failed = false;
+    StatusOr<std::optional<WriteReply>> passed = PassOn(request, from, **owner, &source_failed);
     if (passed.ok() && *passed) return std::move(**passed);
     if (passed.ok()) return nothing_here();  // Uploaded meanwhile.
-    if (!UploadInstead(passed.status())) return passed.status();
+    // An upload instead would wait for the source that just failed (up to rename_wait).
+    if (source_failed || !UploadInstead(passed.status())) return passed.status();
     why = passed.status();
   }
   spdlog::info("rename of {}: not passed to the owner of {} ({}); uploading it first", request.from,
@@ -1482,7 +1484,9 @@ StatusOr<WriteReply> WriteService::HandOver(const protocol::HandOverRequest& req
 
 StatusOr<std::optional<WriteReply>> WriteService::PassOn(const protocol::HandOverRequest& request,
                                                          const PageService::PathAt& from,
-                                                         protocol::PageChannel& owner) {
+                                                         protocol::PageChannel& owner,
+                                                         bool* source_failed) {
+  *source_failed = false;
   const auto deadline = std::chrono::steady_clock::now() + options_.rename_wait;
   Mutex& lock = CommitLockOf(request.from);
   for (;;) {
@@ -1508,7 +1512,7 @@ StatusOr<std::optional<WriteReply>> WriteService::PassOn(const protocol::HandOve
     if (latest) {
       // Without the commit lock: the copy takes a while, and the owner of `to` may be passing
       // a file the other way, waiting for a lock of this worker.
-      StatusOr<WriteReply> passed = PassHeld(request, from, owner, *latest);
+      StatusOr<WriteReply> passed = PassHeld(request, from, owner, *latest, source_failed);
       if (!passed.ok()) return passed.status();
       return std::optional<WriteReply>(std::move(*passed));
     }
@@ -1522,7 +1526,7 @@ StatusOr<std::optional<WriteReply>> WriteService::PassOn(const protocol::HandOve
 StatusOr<WriteReply> WriteService::PassHeld(const protocol::HandOverRequest& request,
                                             const PageService::PathAt& from,
                                             protocol::PageChannel& owner,
-                                            const WriteBack::Latest& latest) {
+                                            const WriteBack::Latest& latest, bool* source_failed) {
   struct FdCloser {
     int fd;
     ~FdCloser() { ::close(fd); }
@@ -1535,12 +1539,6 @@ StatusOr<WriteReply> WriteService::PassHeld(const protocol::HandOverRequest& req
     write_back_->Unhold(request.from, request.from);
     return why.WithContext("rename of " + request.from + " passed to " + owner.Describe());
   };
-  // As a rename in one worker: an older upload of `from` must not outlive the rename.
-  if (!write_back_->NeverUploaded(request.from)) {
-    Status deleted = from.resolved.mount->ufs->Delete(from.resolved.key);
-    if (!deleted.ok() && deleted.code() != StatusCode::kNotFound) return give_up(deleted);
-    deleted_from = true;
-  }
   protocol::OpenWriteRequest open;
   open.deadline_ms = request.deadline_ms;
   open.path = request.to;
@@ -1565,6 +1563,22 @@ StatusOr<WriteReply> WriteService::PassHeld(const protocol::HandOverRequest& req
   MutexLock commit(&CommitLockOf(request.from));
   if (!write_back_->IsPending(request.from, latest.id)) {
     return abort(NotFoundError(request.from + " was removed or renamed during the rename"));
+  }
+  // As a rename in one worker: an older upload of `from` must not outlive the rename. Deleted
+  // only now, after the copy (a crash during it, seconds or minutes, changes nothing), and the
+  // files of `from` expect its absence first (journaled): a crash from here on uploads them
+  // under `from`, as if the rename had not been asked (a crash between the two records and the
+  // delete, one request, finds the old object and sets them aside).
+  if (!write_back_->NeverUploaded(request.from)) {
+    const std::optional<ufs::WriteCondition> expected = write_back_->OldestCondition(request.from);
+    write_back_->SetCondition(request.from, ufs::WriteCondition::Absent());
+    Status deleted = from.resolved.mount->ufs->Delete(from.resolved.key);
+    if (!deleted.ok() && deleted.code() != StatusCode::kNotFound) {
+      if (expected) write_back_->SetCondition(request.from, *expected);
+      *source_failed = true;
+      return abort(deleted);
+    }
+    deleted_from = true;
   }
   StatusOr<WriteReply> closed =
       CallWriteAndWait(owner, protocol::CloseWriteRequest{request.deadline_ms, handle});

@@ -191,17 +191,20 @@ class WriteService final : public PendingFiles {
   StatusOr<protocol::WriteReply> HandOver(const protocol::HandOverRequest& request);
   // HandOver's step with the owner of `to` known: holds `from`'s files (waiting for an upload
   // in progress) and opens the newest, then PassHeld. nullopt when nothing of `from` waits any
-  // more.
+  // more. `*source_failed` (set false first): the error is the source's (its delete of the old
+  // name's object), which an upload instead would meet too.
   StatusOr<std::optional<protocol::WriteReply>> PassOn(const protocol::HandOverRequest& request,
                                                        const PageService::PathAt& from,
-                                                       protocol::PageChannel& owner);
+                                                       protocol::PageChannel& owner,
+                                                       bool* source_failed);
   // With `from`'s files held (not its commit lock: the copy takes a while): writes `latest`
-  // (closes its fd) to `owner` under `to`, then drops the files of `from` up to it here. Lets
-  // go of the hold either way.
+  // (closes its fd) to `owner` under `to`, deletes the old name's object in the source if one
+  // of the files may be there, then lets the owner close the copy and drops the files of `from`
+  // up to it here. Lets go of the hold either way.
   StatusOr<protocol::WriteReply> PassHeld(const protocol::HandOverRequest& request,
                                           const PageService::PathAt& from,
                                           protocol::PageChannel& owner,
-                                          const WriteBack::Latest& latest);
+                                          const WriteBack::Latest& latest, bool* source_failed);
   // A rename whose `from` has files pending here (write-back): the newest is uploaded to `to`
   // instead, without waiting for anything (decision 8). nullopt when it cannot be done so (a
   // file of either name is being uploaded right now): the caller renames in the source.
