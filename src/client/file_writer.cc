@@ -349,7 +349,9 @@ StatusOr<FileInfo> RemoteFileWriter::CommitDrained(bool close) {
   {
     MutexLock l(&mu_);
     if (close) closed_ = true;
-    size_ = reply->size;
+    // The size the commit saw; a write or truncate sent since (another descriptor, during a
+    // sync) has set size_ already and lands after it.
+    if (changes_ == seen) size_ = reply->size;
     committed_changes_ = seen;
   }
   if (close) StopKeeping();
