@@ -250,21 +250,46 @@ uint64_t WriteBack::reserved_bytes() const {
   return reserved_;
 }
 
-StatusOr<uint64_t> WriteBack::Add(PendingWrite& write, uint64_t reserved) {
-  MutexLock l(&mu_);
-  const uint64_t size = write.record.size;
+bool WriteBack::HasRoomLocked(uint64_t size, uint64_t reserved) const {
   reserved = std::min(reserved, reserved_);
   // The file's own reservation counts as room for it: only what it grew past needs more.
-  auto has_room = [&]() REQUIRES(mu_) {
-    const uint64_t others = bytes_ + reserved_ - reserved;
-    return stopping_ || (items_.empty() && others == 0) ||
-           (others <= options_.max_pending_bytes && size <= options_.max_pending_bytes - others &&
-            items_.size() < options_.max_pending_files);
-  };
+  const uint64_t others = bytes_ + reserved_ - reserved;
+  return stopping_ || (items_.empty() && others == 0) ||
+         (others <= options_.max_pending_bytes && size <= options_.max_pending_bytes - others &&
+          items_.size() < options_.max_pending_files);
+}
+
+bool WriteBack::WaitForRoom(uint64_t size, uint64_t reserved,
+                            std::chrono::steady_clock::time_point deadline) {
+  MutexLock l(&mu_);
+  auto has_room = [&]() REQUIRES(mu_) { return HasRoomLocked(size, reserved); };
+  if (has_room()) return true;
+  metrics_->full_waits->Increment();
+  const auto left = deadline - std::chrono::steady_clock::now();
+  if (left > std::chrono::steady_clock::duration::zero() &&
+      changed_.WaitFor(&mu_,
+                       std::chrono::duration_cast<std::chrono::milliseconds>(left) +
+                           std::chrono::milliseconds(1),
+                       has_room)) {
+    return true;
+  }
+  metrics_->full_refusals->Increment();
+  return false;
+}
+
+StatusOr<uint64_t> WriteBack::Add(PendingWrite& write, uint64_t reserved) {
+  return Add(write, reserved, /*wait=*/true);
+}
+
+StatusOr<uint64_t> WriteBack::Add(PendingWrite& write, uint64_t reserved, bool wait) {
+  MutexLock l(&mu_);
+  const uint64_t size = write.record.size;
+  auto has_room = [&]() REQUIRES(mu_) { return HasRoomLocked(size, reserved); };
+  reserved = std::min(reserved, reserved_);
   if (!has_room()) {
-    metrics_->full_waits->Increment();
-    if (!changed_.WaitFor(&mu_, options_.full_wait, has_room)) {
-      metrics_->full_refusals->Increment();
+    if (wait) metrics_->full_waits->Increment();
+    if (!wait || !changed_.WaitFor(&mu_, options_.full_wait, has_room)) {
+      if (wait) metrics_->full_refusals->Increment();
       return ResourceExhaustedError(
           "the write-back budget is full (" + std::to_string(bytes_) + " bytes of " +
           std::to_string(items_.size()) + " file(s) wait for upload, at most " +

@@ -137,6 +137,14 @@ class WriteBack {
   // the journal cannot be written (then nothing was promised: the caller reports the error to
   // its client, and keeps its reservation).
   StatusOr<uint64_t> Add(PendingWrite& write, uint64_t reserved = 0) EXCLUDES(mu_);
+  // As Add; when `wait` is false, ResourceExhausted at once if there is no room (a caller that
+  // holds a lock an upload may need, an open file's, waits with WaitForRoom without it).
+  StatusOr<uint64_t> Add(PendingWrite& write, uint64_t reserved, bool wait) EXCLUDES(mu_);
+  // Waits until a closed file of `size` bytes, `reserved` of them reserved, has room, or until
+  // `deadline` (false, counted as a refusal).
+  bool WaitForRoom(uint64_t size, uint64_t reserved, std::chrono::steady_clock::time_point deadline)
+      EXCLUDES(mu_);
+  std::chrono::milliseconds full_wait() const { return options_.full_wait; }
 
   // The path was removed: its pending files (those with ids up to `through_id`: the ones a
   // hand-over passed on, not a close after them) must not be committed after the removal.
@@ -279,6 +287,9 @@ class WriteBack {
   std::unique_ptr<write::WriteSession> Finish(uint64_t id, write::JournalRecord::Outcome outcome,
                                               const std::string& detail) REQUIRES(mu_);
   void UpdateGauges() REQUIRES(mu_);
+
+  // Whether a closed file of `size` bytes, `reserved` of them reserved, fits now.
+  bool HasRoomLocked(uint64_t size, uint64_t reserved) const REQUIRES(mu_);
 
   const WriteBackOptions options_;
   std::unique_ptr<Metrics> metrics_;

@@ -449,6 +449,37 @@ TEST_F(WriteBackTest, HowManyFilesWaitIsBoundedAndACloseWaitsForRoom) {
   EXPECT_EQ(Content("3.log"), "three");
 }
 
+// A close waiting for room does not hold its file's lock: the upload that makes the room, of an
+// earlier file of the same path, adopts its new version into that path's open files (a log
+// fsync'd through an outage until the waiting files fill the budget: the close failed with
+// ENOSPC once the lake was back, the upload stuck behind it).
+TEST_F(WriteBackTest, ACloseWaitingForRoomDoesNotBlockTheUploadThatMakesIt) {
+  Start(1ull << 30, std::chrono::milliseconds(0), [](WriteServiceOptions& o) {
+    o.write_back.max_pending_files = 2;
+    o.write_back.full_wait = std::chrono::seconds(20);
+  });
+  SourceDown(true);
+  ASSERT_TRUE(WriteFile("/lake/train.log", "step 1").ok());
+  ASSERT_TRUE(WriteFile("/lake/train.log", "step 1, 2").ok());
+  auto third = Open("/lake/train.log");
+  ASSERT_TRUE(third.ok());
+  ASSERT_TRUE(Write(third->handle, 0, "step 1, 2, 3").ok());
+  StatusOr<protocol::WriteReply> closed = InternalError("not run");
+  std::thread closer([&] { closed = Close(third->handle); });
+  for (int i = 0; i < 5000 && Metric("cairn_worker_write_back_full_waits_total") < 1; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_EQ(Metric("cairn_worker_write_back_full_waits_total"), 1);
+  const auto back = std::chrono::steady_clock::now();
+  SourceDown(false);
+  closer.join();
+  ASSERT_TRUE(closed.ok()) << closed.status().ToString();
+  EXPECT_LT(std::chrono::steady_clock::now() - back, std::chrono::seconds(20));
+  ASSERT_TRUE(SyncAll().ok());
+  EXPECT_EQ(Content("train.log"), "step 1, 2, 3");
+  EXPECT_EQ(Metric("cairn_worker_write_back_conflicts_total"), 0);
+}
+
 TEST_F(WriteBackTest, OneFileLargerThanTheBudgetIsTakenWhileItIsAlone) {
   Start(/*max_pending=*/100 << 10);
   SourceDown(true);

@@ -827,17 +827,38 @@ StatusOr<WriteReply> WriteService::Commit(OpenFile& file, const RecheckFn& reche
 }
 
 // Not under the path's commit lock: the queue's commit of this path's earlier file may hold it
-// while it waits for this file's lock (AdoptCommit), and the journal needs neither.
+// while it waits for this file's lock (AdoptCommit), and the journal needs neither. Nor does
+// it wait for room under the file's lock, for the same reason: the upload that makes room
+// adopts its version into this path's open files.
 StatusOr<WriteReply> WriteService::CommitBack(OpenFile& file, const RecheckFn& recheck) {
+  const auto deadline = std::chrono::steady_clock::now() + write_back_->full_wait();
+  for (;;) {
+    uint64_t size = 0;
+    uint64_t reserved = 0;
+    Status no_room;
+    StatusOr<std::optional<WriteReply>> added =
+        AddClosed(file, recheck, &size, &reserved, &no_room);
+    if (added.ok() && *added) return std::move(**added);
+    if (!added.ok() || std::chrono::steady_clock::now() >= deadline) {
+      metrics_->commit_failures->Increment();
+      return (added.ok() ? no_room : added.status()).WithContext("close of " + file.path);
+    }
+    write_back_->WaitForRoom(size, reserved, deadline);
+  }
+}
+
+StatusOr<std::optional<WriteReply>> WriteService::AddClosed(OpenFile& file,
+                                                            const RecheckFn& recheck,
+                                                            uint64_t* size, uint64_t* reserved,
+                                                            Status* no_room) {
   MutexLock l(&file.mu);
-  if (file.committed) return Reply(file.handle, file.committed->size);
+  if (file.committed) return std::optional(Reply(file.handle, file.committed->size));
   if (recheck) CAIRN_RETURN_IF_ERROR(recheck(file.path));
-  CAIRN_RETURN_IF_ERROR(file.session->Seal().WithContext("close of " + file.path));
+  CAIRN_RETURN_IF_ERROR(file.session->Seal());
   // The spool file's name too: the journal record about to promise it names that file, and a
   // start sweeps the spool files no record names (one fsync per close; the name is usually in
   // the file system journal already, committed by the file's own sync).
-  CAIRN_RETURN_IF_ERROR(
-      SyncFolderOf(file.session->spool_path()).WithContext("close of " + file.path));
+  CAIRN_RETURN_IF_ERROR(SyncFolderOf(file.session->spool_path()));
   const int sealed_fd = ::open(file.session->spool_path().c_str(), O_RDONLY | O_CLOEXEC);
   if (sealed_fd < 0) return ErrnoToStatus(errno, "reopen spool file of " + file.path);
   PendingWrite pending;
@@ -851,27 +872,29 @@ StatusOr<WriteReply> WriteService::CommitBack(OpenFile& file, const RecheckFn& r
     pending.record.digest_part_size = file.session->part_size();
     pending.record.digest = *digest;
   }
-  const uint64_t size = pending.record.size;
+  *size = pending.record.size;
   pending.session = std::move(file.session);
-  StatusOr<uint64_t> id = write_back_->Add(pending, file.reserved);
+  StatusOr<uint64_t> id = write_back_->Add(pending, file.reserved, /*wait=*/false);
   if (!id.ok()) {
     // Nothing was promised; the sealed session stays with the handle (a close may be retried).
     file.session = std::move(pending.session);
     ::close(sealed_fd);
-    metrics_->commit_failures->Increment();
-    return id.status().WithContext("close of " + file.path);
+    if (id.status().code() != StatusCode::kResourceExhausted) return id.status();
+    *reserved = file.reserved;
+    *no_room = id.status();
+    return std::optional<WriteReply>();
   }
   file.reserved = 0;  // Now the queue's.
   metrics_->commits->Increment();
   if (file.sealed_fd >= 0) ::close(file.sealed_fd);
   file.sealed_fd = sealed_fd;
   ufs::ObjectInfo info;
-  info.size = size;
+  info.size = *size;
   info.mtime_ns = clock().WallNanos();
   file.committed = info;
-  WriteReply reply = Reply(file.handle, size);
+  WriteReply reply = Reply(file.handle, *size);
   reply.mtime_ns = info.mtime_ns;
-  return reply;
+  return std::optional(std::move(reply));
 }
 
 CommitResult WriteService::CommitPending(PendingWrite& write) {

@@ -166,6 +166,12 @@ class WriteService final : public PendingFiles {
   StatusOr<protocol::WriteReply> Commit(OpenFile& file, const RecheckFn& recheck);
   // Commit of a write-back file: seal, journal, answer.
   StatusOr<protocol::WriteReply> CommitBack(OpenFile& file, const RecheckFn& recheck);
+  // CommitBack's step, under the file's lock: seals and journals the closed file; nullopt when
+  // the write-back budget has no room for it now (nothing changed; `*size` and `*reserved`:
+  // its size and reservation, `*no_room`: the refusal).
+  StatusOr<std::optional<protocol::WriteReply>> AddClosed(OpenFile& file, const RecheckFn& recheck,
+                                                          uint64_t* size, uint64_t* reserved,
+                                                          Status* no_room);
   // The write-back queue's commit of one closed file (runs on its threads).
   CommitResult CommitPending(PendingWrite& write);
   // After a commit refused by its condition: whether the source now holds exactly the bytes of
