@@ -107,7 +107,12 @@ py::bytes FillBytes(size_t size, Fill&& fill) {
 // the interpreter finalizes, a thread must not give the GIL up: `drop` runs with it.
 template <typename Drop>
 void WithoutGil(Drop&& drop) {
-  if (_Py_IsFinalizing()) {
+#if PY_VERSION_HEX >= 0x030D0000
+  const bool finalizing = Py_IsFinalizing();  // Public since 3.13, which removed the other.
+#else
+  const bool finalizing = _Py_IsFinalizing();
+#endif
+  if (finalizing) {
     drop();
     return;
   }

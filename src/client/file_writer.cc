@@ -369,10 +369,11 @@ StatusOr<protocol::WriteReply> RemoteFileWriter::SendSync() {
   const auto deadline_ms = static_cast<uint32_t>(options_.commit_timeout.count());
   for (int sent = 1;; ++sent) {
     StatusOr<protocol::WriteReply> reply = Call(protocol::SyncWriteRequest{deadline_ms, handle_});
-    // A lost answer (the connection dropped under the commit, which the worker finishes) or a
-    // worker that was not reached: the worker answers a sync of a file committed since with
-    // that commit, and waits for one still running.
-    if (reply.ok() || !Retryable(reply.status().code()) || sent >= options_.max_attempts) {
+    // Only a lost answer (the connection dropped under the commit, which the worker finishes,
+    // or no answer in time): the worker answers a sync of a file committed since with that
+    // commit, and waits for one still running. Its own answers, a failed commit included,
+    // are final.
+    if (reply.ok() || !reply.status().outcome_unknown() || sent >= options_.max_attempts) {
       return reply;
     }
     spdlog::debug("sync of {} failed ({}); sending it again", path_, reply.status().ToString());

@@ -188,7 +188,7 @@ TEST_F(FileWriterChannelTest, ACommitWhoseAnswerWasLostIsSentAgain) {
   ASSERT_TRUE(writer->Write(0, "weights").ok());
   channel_->Script(MessageType::kSyncWrite,
                    {UnavailableError("connection closed").WithOutcomeUnknown(),
-                    DeadlineExceededError("no answer in time")});
+                    DeadlineExceededError("no answer in time").WithOutcomeUnknown()});
   ASSERT_TRUE(writer->Sync().ok());
   EXPECT_EQ(channel_->Sent(MessageType::kSyncWrite).size(), 3u);
   ASSERT_TRUE(writer->Write(7, "more").ok());
@@ -204,11 +204,15 @@ TEST_F(FileWriterChannelTest, ACommitWhoseAnswerWasLostIsSentAgain) {
   options.max_attempts = 3;
   auto other = Writer(options);
   ASSERT_TRUE(other->Write(0, "x").ok());
-  channel_->Script(MessageType::kSyncWrite, std::vector<Status>(3, UnavailableError("down")));
+  channel_->Script(MessageType::kSyncWrite,
+                   std::vector<Status>(3, UnavailableError("reset").WithOutcomeUnknown()));
+  EXPECT_EQ(other->Close().status().code(), StatusCode::kUnavailable);
+  // The worker's own answers (its source is down; the object changed) are not sent again.
+  channel_->Script(MessageType::kSyncWrite, {UnavailableError("the source is down")});
   EXPECT_EQ(other->Close().status().code(), StatusCode::kUnavailable);
   channel_->Script(MessageType::kSyncWrite, {FailedPreconditionError("changed in the source")});
   EXPECT_EQ(other->Close().status().code(), StatusCode::kFailedPrecondition);
-  EXPECT_EQ(channel_->Sent(MessageType::kSyncWrite).size(), 9u);
+  EXPECT_EQ(channel_->Sent(MessageType::kSyncWrite).size(), 10u);
   EXPECT_EQ(channel_->Sent(MessageType::kCloseWrite).size(), 1u);
   EXPECT_TRUE(other->Abort().ok());
 }

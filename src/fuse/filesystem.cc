@@ -225,10 +225,10 @@ void Filesystem::GetAttr(fuse_req_t req, fuse_ino_t ino) {
     return;
   }
   StatusOr<FileInfo> info = client_->Stat(entry->path);
-  std::optional<uint64_t> writing = WritingSize(entry->path);
   // A descriptor of a file whose name was unlinked while it was open (fstat, and the kernel's
   // check of the size before a read): what is written so far, never the name's new owner.
-  if (!writing) writing = UnlinkedSize(entry->path, ino);
+  std::optional<uint64_t> writing = UnlinkedSize(entry->path, ino);
+  if (!writing) writing = WritingSize(entry->path);
   if (writing) info = WritingInfo("", *writing, info);
   if (!info.ok()) {
     fuse_reply_err(req, ErrnoForReply(info.status(), "getattr", entry->path));
@@ -668,8 +668,11 @@ std::optional<uint64_t> Filesystem::UnlinkedSize(const std::string& path, fuse_i
 std::shared_ptr<FileWriter> Filesystem::WriterOf(const std::string& path) const {
   MutexLock lock(&handles_mu_);
   auto it = writing_.find(path);
-  if (it == writing_.end() || it->second.empty()) return nullptr;
-  return it->second.back()->writer;
+  if (it == writing_.end()) return nullptr;
+  for (auto file = it->second.rbegin(); file != it->second.rend(); ++file) {
+    if (!(*file)->unlinked) return (*file)->writer;  // Not a file whose name went.
+  }
+  return nullptr;
 }
 
 bool Filesystem::MarkDirty(const std::string& path, const FileWriter* writer) {

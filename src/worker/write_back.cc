@@ -277,25 +277,30 @@ bool WriteBack::WaitForRoom(uint64_t size, uint64_t reserved,
   return false;
 }
 
-StatusOr<uint64_t> WriteBack::Add(PendingWrite& write, uint64_t reserved) {
-  return Add(write, reserved, /*wait=*/true);
+Status WriteBack::RoomFor(uint64_t size, uint64_t reserved) const {
+  MutexLock l(&mu_);
+  return HasRoomLocked(size, reserved) ? Status::Ok() : NoRoomLocked();
 }
 
-StatusOr<uint64_t> WriteBack::Add(PendingWrite& write, uint64_t reserved, bool wait) {
+Status WriteBack::NoRoomLocked() const {
+  return ResourceExhaustedError(
+      "the write-back budget is full (" + std::to_string(bytes_) + " bytes of " +
+      std::to_string(items_.size()) + " file(s) wait for upload, at most " +
+      std::to_string(options_.max_pending_bytes) + " bytes and " +
+      std::to_string(options_.max_pending_files) +
+      " files; the source is slow or unreachable): the file was not kept");
+}
+
+StatusOr<uint64_t> WriteBack::Add(PendingWrite& write, uint64_t reserved) {
   MutexLock l(&mu_);
   const uint64_t size = write.record.size;
   auto has_room = [&]() REQUIRES(mu_) { return HasRoomLocked(size, reserved); };
   reserved = std::min(reserved, reserved_);
   if (!has_room()) {
-    if (wait) metrics_->full_waits->Increment();
-    if (!wait || !changed_.WaitFor(&mu_, options_.full_wait, has_room)) {
-      if (wait) metrics_->full_refusals->Increment();
-      return ResourceExhaustedError(
-          "the write-back budget is full (" + std::to_string(bytes_) + " bytes of " +
-          std::to_string(items_.size()) + " file(s) wait for upload, at most " +
-          std::to_string(options_.max_pending_bytes) + " bytes and " +
-          std::to_string(options_.max_pending_files) +
-          " files; the source is slow or unreachable): the file was not kept");
+    metrics_->full_waits->Increment();
+    if (!changed_.WaitFor(&mu_, options_.full_wait, has_room)) {
+      metrics_->full_refusals->Increment();
+      return NoRoomLocked();
     }
   }
   if (stopping_) return UnavailableError("the worker is stopping");

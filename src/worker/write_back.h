@@ -137,9 +137,10 @@ class WriteBack {
   // the journal cannot be written (then nothing was promised: the caller reports the error to
   // its client, and keeps its reservation).
   StatusOr<uint64_t> Add(PendingWrite& write, uint64_t reserved = 0) EXCLUDES(mu_);
-  // As Add; when `wait` is false, ResourceExhausted at once if there is no room (a caller that
-  // holds a lock an upload may need, an open file's, waits with WaitForRoom without it).
-  StatusOr<uint64_t> Add(PendingWrite& write, uint64_t reserved, bool wait) EXCLUDES(mu_);
+  // OK if a closed file of `size` bytes, `reserved` of them reserved, has room now; else the
+  // ResourceExhausted an Add would end with (a caller that holds a lock an upload may need, an
+  // open file's, waits with WaitForRoom without it, then Adds).
+  Status RoomFor(uint64_t size, uint64_t reserved) const EXCLUDES(mu_);
   // Waits until a closed file of `size` bytes, `reserved` of them reserved, has room, or until
   // `deadline` (false, counted as a refusal).
   bool WaitForRoom(uint64_t size, uint64_t reserved, std::chrono::steady_clock::time_point deadline)
@@ -290,6 +291,8 @@ class WriteBack {
 
   // Whether a closed file of `size` bytes, `reserved` of them reserved, fits now.
   bool HasRoomLocked(uint64_t size, uint64_t reserved) const REQUIRES(mu_);
+  // The refusal of a file that has no room.
+  Status NoRoomLocked() const REQUIRES(mu_);
 
   const WriteBackOptions options_;
   std::unique_ptr<Metrics> metrics_;

@@ -470,13 +470,15 @@ TEST_F(WriteBackTest, ACloseWaitingForRoomDoesNotBlockTheUploadThatMakesIt) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   ASSERT_EQ(Metric("cairn_worker_write_back_full_waits_total"), 1);
+  // The file still takes writes while its close (or a sync) waits: it is sealed only with room.
+  ASSERT_TRUE(Write(third->handle, 12, ", 4").ok());
   const auto back = std::chrono::steady_clock::now();
   SourceDown(false);
   closer.join();
   ASSERT_TRUE(closed.ok()) << closed.status().ToString();
   EXPECT_LT(std::chrono::steady_clock::now() - back, std::chrono::seconds(20));
   ASSERT_TRUE(SyncAll().ok());
-  EXPECT_EQ(Content("train.log"), "step 1, 2, 3");
+  EXPECT_EQ(Content("train.log"), "step 1, 2, 3, 4");
   EXPECT_EQ(Metric("cairn_worker_write_back_conflicts_total"), 0);
 }
 

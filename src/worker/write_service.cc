@@ -854,6 +854,14 @@ StatusOr<std::optional<WriteReply>> WriteService::AddClosed(OpenFile& file,
   MutexLock l(&file.mu);
   if (file.committed) return std::optional(Reply(file.handle, file.committed->size));
   if (recheck) CAIRN_RETURN_IF_ERROR(recheck(file.path));
+  // Room first, before the session is sealed: a sealed session takes no more writes, and the
+  // caller waits for room without this lock (writes of the file go on meanwhile).
+  if (Status room = write_back_->RoomFor(file.session->size(), file.reserved); !room.ok()) {
+    *size = file.session->size();
+    *reserved = file.reserved;
+    *no_room = std::move(room);
+    return std::optional<WriteReply>();
+  }
   CAIRN_RETURN_IF_ERROR(file.session->Seal());
   // The spool file's name too: the journal record about to promise it names that file, and a
   // start sweeps the spool files no record names (one fsync per close; the name is usually in
@@ -874,15 +882,13 @@ StatusOr<std::optional<WriteReply>> WriteService::AddClosed(OpenFile& file,
   }
   *size = pending.record.size;
   pending.session = std::move(file.session);
-  StatusOr<uint64_t> id = write_back_->Add(pending, file.reserved, /*wait=*/false);
+  // Room was there a moment ago: this waits (with the lock) only if another close took it.
+  StatusOr<uint64_t> id = write_back_->Add(pending, file.reserved);
   if (!id.ok()) {
     // Nothing was promised; the sealed session stays with the handle (a close may be retried).
     file.session = std::move(pending.session);
     ::close(sealed_fd);
-    if (id.status().code() != StatusCode::kResourceExhausted) return id.status();
-    *reserved = file.reserved;
-    *no_room = id.status();
-    return std::optional<WriteReply>();
+    return id.status();
   }
   file.reserved = 0;  // Now the queue's.
   metrics_->commits->Increment();
