@@ -1,6 +1,7 @@
 // GatedUnderStorage: a test decorator whose reads wait at a Gate, so a test can hold a source
 // read in flight (to make other requests join it, or to stall a worker) and release it later;
-// likewise the WritePart calls of its writers, whose greatest concurrency it records.
+// likewise the WritePart calls of its writers, whose greatest concurrency it records, and
+// their Commit calls (a commit held in the source).
 //
 // Thread-safety: safe for concurrent use.
 #ifndef CAIRN_TESTING_GATED_UFS_H_
@@ -33,6 +34,10 @@ class GatedUnderStorage : public ufs::UnderStorageWrapper {
   void set_write_gate(std::shared_ptr<Gate> gate) {
     std::atomic_store(&write_gate_, std::move(gate));
   }
+  // Commit calls of writers started after this wait at `gate` (null: none).
+  void set_commit_gate(std::shared_ptr<Gate> gate) {
+    std::atomic_store(&commit_gate_, std::move(gate));
+  }
   // The most WritePart calls seen in flight at once.
   int max_concurrent_parts() const { return max_parts_.load(); }
 
@@ -40,16 +45,23 @@ class GatedUnderStorage : public ufs::UnderStorageWrapper {
       std::string_view key, const ufs::WriterOptions& options) override {
     CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<ufs::ObjectWriter> writer,
                            UnderStorageWrapper::StartWrite(key, options));
-    return std::unique_ptr<ufs::ObjectWriter>(
-        std::make_unique<Writer>(std::move(writer), this, std::atomic_load(&write_gate_)));
+    return std::unique_ptr<ufs::ObjectWriter>(std::make_unique<Writer>(
+        std::move(writer), this, std::atomic_load(&write_gate_), std::atomic_load(&commit_gate_)));
   }
 
  private:
   class Writer : public ufs::ObjectWriterWrapper {
    public:
     Writer(std::unique_ptr<ufs::ObjectWriter> target, GatedUnderStorage* owner,
-           std::shared_ptr<Gate> gate)
-        : ObjectWriterWrapper(std::move(target)), owner_(owner), gate_(std::move(gate)) {}
+           std::shared_ptr<Gate> gate, std::shared_ptr<Gate> commit_gate)
+        : ObjectWriterWrapper(std::move(target)),
+          owner_(owner),
+          gate_(std::move(gate)),
+          commit_gate_(std::move(commit_gate)) {}
+    StatusOr<ufs::ObjectInfo> Commit(uint64_t size, std::span<const char> tail) override {
+      if (commit_gate_ != nullptr) commit_gate_->Pass();
+      return ObjectWriterWrapper::Commit(size, tail);
+    }
     Status WritePart(uint32_t index, std::span<const char> data) override {
       int now = ++owner_->parts_now_;
       int seen = owner_->max_parts_.load();
@@ -64,10 +76,12 @@ class GatedUnderStorage : public ufs::UnderStorageWrapper {
    private:
     GatedUnderStorage* const owner_;
     const std::shared_ptr<Gate> gate_;
+    const std::shared_ptr<Gate> commit_gate_;
   };
 
   std::shared_ptr<Gate> gate_;
   std::shared_ptr<Gate> write_gate_;
+  std::shared_ptr<Gate> commit_gate_;
   std::atomic<int> parts_now_{0};
   std::atomic<int> max_parts_{0};
 };

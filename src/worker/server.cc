@@ -405,7 +405,7 @@ class WorkerServer::Connection : public std::enable_shared_from_this<Connection>
     }
     if (header.type == MessageType::kWritePage || header.type == MessageType::kTruncateWrite ||
         header.type == MessageType::kReadWritten || header.type == MessageType::kKeepWrite) {
-      return Write(WriteReplyWith(id, writes->Serve(principal, *request)));
+      return ServeSpoolRequest(id, writes, principal, *request, received);
     }
     WriteService::RecheckFn recheck;
     if (options_.authorizer != nullptr) {
@@ -434,6 +434,69 @@ class WorkerServer::Connection : public std::enable_shared_from_this<Connection>
       self->Enqueue(WriteReplyWith(id, writes->Serve(principal, req, recheck)));
     });
     return Status::Ok();
+  }
+
+  // A request answered from a file's spool: here, unless the file is in a long operation (a
+  // commit uploading it: seconds to minutes), which would stop this reader and every request
+  // of the connection behind it; then on a pool thread once the operation ends.
+  Status ServeSpoolRequest(uint64_t id, WriteService* writes, const std::string& principal,
+                           const protocol::WriteRequest& request, int64_t received) {
+    {
+      MutexLock l(&mu_);
+      ++outstanding_;  // Answered by the writer if it is resumed later.
+    }
+    std::optional<StatusOr<protocol::WriteReply>> now =
+        writes->ServeNow(principal, request, [&]() -> std::function<void()> {
+          // A copy that owns its data: a WritePage's points into the frame buffer, which the
+          // next frame reuses.
+          auto parked = std::make_shared<ParkedWrite>();
+          parked->request = request;
+          if (auto* page = std::get_if<protocol::WritePageRequest>(&parked->request)) {
+            parked->data.assign(page->data.begin(), page->data.end());
+            page->data = std::span<const char>(parked->data.data(), parked->data.size());
+          }
+          return [self = shared_from_this(), id, writes, principal, parked, received]() {
+            self->Resume(id, writes, principal, parked, received);
+          };
+        });
+    if (!now) return Status::Ok();
+    {
+      MutexLock l(&mu_);
+      --outstanding_;
+    }
+    cv_.NotifyAll();
+    return Write(WriteReplyWith(id, std::move(*now)));
+  }
+
+  struct ParkedWrite {
+    std::string data;
+    protocol::WriteRequest request;
+  };
+
+  // ServeSpoolRequest's request, once its file's long operation ended (on that thread: hands
+  // it to a pool). Under mu_, so a connection being shut down (and its server stopping) is
+  // never handed a task after it closed.
+  void Resume(uint64_t id, WriteService* writes, const std::string& principal,
+              std::shared_ptr<const ParkedWrite> parked, int64_t received) EXCLUDES(mu_) {
+    MutexLock l(&mu_);
+    if (closed_) {
+      --outstanding_;
+      return;
+    }
+    server_->miss_pool_->Submit(id_, [self = shared_from_this(), id, writes, principal,
+                                      parked = std::move(parked), received] {
+      if (self->closed()) {
+        self->Enqueue(Reply{});
+        return;
+      }
+      const uint32_t deadline_ms = protocol::DeadlineOf(parked->request);
+      if (deadline_ms > 0 && self->clock().NowMicros() - received > int64_t{deadline_ms} * 1000) {
+        self->Enqueue(
+            WriteReplyWith(id, DeadlineExceededError("request expired in the worker queue")));
+        return;
+      }
+      self->Enqueue(WriteReplyWith(id, writes->Serve(principal, parked->request)));
+    });
   }
 
   static Reply WriteReplyWith(uint64_t id, StatusOr<protocol::WriteReply> answer) {

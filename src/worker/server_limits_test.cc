@@ -17,6 +17,7 @@
 #include "transport/remote_channel.h"
 #include "ufs/memory_ufs.h"
 #include "worker/server.h"
+#include "worker/write_service.h"
 
 namespace cairn::worker {
 namespace {
@@ -47,7 +48,13 @@ class ServerLimitsTest : public ::testing::Test {
     MountSpec spec;
     spec.path = "/lake";
     spec.uri = "mem://lake";
-    auto mounts = mount::MountTable::CreateWith({spec}, {gated_});
+    out_ = std::make_shared<testing::GatedUnderStorage>(
+        std::make_shared<ufs::MemoryUnderStorage>("mem://out"));
+    MountSpec out;
+    out.path = "/out";
+    out.uri = "mem://out";
+    out.read_only = false;
+    auto mounts = mount::MountTable::CreateWith({spec, out}, {gated_, out_});
     ASSERT_TRUE(mounts.ok());
     pagestore::PageStoreOptions so;
     so.dirs.push_back({dir_.str(), 256ull << 20});
@@ -64,8 +71,49 @@ class ServerLimitsTest : public ::testing::Test {
   }
   void TearDown() override {
     if (gate_) gate_->Open();
+    if (commit_gate_) commit_gate_->Open();
     server_.reset();
+    writes_.reset();
     service_.reset();
+  }
+
+  // Takes writes to /out from here on (before StartServer).
+  void TakeWrites() {
+    WriteServiceOptions wo;
+    wo.spool_dirs = {(dir_.path() / "spool").string()};
+    auto writes = WriteService::Create(service_.get(), wo);
+    ASSERT_TRUE(writes.ok()) << writes.status().ToString();
+    writes_ = std::move(writes).value();
+    options_.writes = writes_.get();
+  }
+
+  static Status SendWrite(net::Stream* s, uint64_t id, const protocol::WriteRequest& request) {
+    std::string payload = protocol::EncodeWriteRequest(request);
+    if (const auto* page = std::get_if<protocol::WritePageRequest>(&request)) {
+      payload.append(page->data.data(), page->data.size());
+    }
+    return SendFrame(s, protocol::TypeOf(request), id, payload);
+  }
+  static protocol::WritePageRequest WritePage(uint64_t handle, uint64_t offset,
+                                              std::string_view data) {
+    protocol::WritePageRequest r;
+    r.handle = handle;
+    r.offset = offset;
+    r.data = std::span<const char>(data.data(), data.size());
+    r.checksums = ChunkChecksums(r.data);
+    return r;
+  }
+  // The next reply on `s`, whatever its kind: its id and status.
+  static StatusOr<std::pair<uint64_t, StatusCode>> NextReply(net::Stream* s) {
+    CAIRN_ASSIGN_OR_RETURN(auto frame, testing::ReadFrame(s));
+    if (frame.first.type == protocol::MessageType::kWriteReply) {
+      CAIRN_ASSIGN_OR_RETURN(protocol::WriteReply reply, protocol::DecodeWriteReply(frame.second));
+      return std::pair(frame.first.request_id, reply.status);
+    }
+    std::span<const char> data;
+    CAIRN_ASSIGN_OR_RETURN(protocol::PageReplyMeta meta,
+                           protocol::DecodePageReply(frame.second, &data));
+    return std::pair(frame.first.request_id, meta.status);
   }
 
   void StartServer() {
@@ -148,11 +196,14 @@ class ServerLimitsTest : public ::testing::Test {
   testing::TempDir dir_{"srv-limits"};
   std::shared_ptr<ufs::MemoryUnderStorage> memory_;
   std::shared_ptr<testing::GatedUnderStorage> gated_;
+  std::shared_ptr<testing::GatedUnderStorage> out_;  // The writable mount /out.
   std::shared_ptr<testing::Gate> gate_;
+  std::shared_ptr<testing::Gate> commit_gate_;  // Set by a test that holds commits in /out.
   std::string data_;
   std::unique_ptr<pagestore::PageStore> store_;
   metrics::Registry registry_;
   std::unique_ptr<PageService> service_;
+  std::unique_ptr<WriteService> writes_;
   ServerOptions options_;
   std::unique_ptr<WorkerServer> server_;
 };
@@ -431,6 +482,66 @@ TEST_F(ServerLimitsTest, PipelinedRequestsNamingOtherSizesGetOnlyBytesThatExist)
       EXPECT_EQ(ChunkChecksums(reply->data), reply->meta.checksums);
     }
   }
+}
+
+}  // namespace
+}  // namespace cairn::worker
+
+namespace cairn::worker {
+namespace {
+
+// Regression: a write of a file whose commit was uploading (a sync held in the source) was
+// served on the connection's reader, which waited for the commit: every request behind it on
+// the connection (reads of other files too) got no answer until the upload ended, and timed
+// out. Now it waits for the commit off the reader.
+TEST_F(ServerLimitsTest, AWriteOfAFileBeingCommittedDoesNotStopItsConnection) {
+  TakeWrites();
+  StartServer();
+  auto s = Connect();
+  s->SetReadTimeout(seconds(5));
+  commit_gate_ = std::make_shared<testing::Gate>();
+  std::shared_ptr<testing::Gate> commits = commit_gate_;
+  out_->set_commit_gate(commits);  // The writers of files opened from here on.
+  protocol::OpenWriteRequest open;
+  open.path = "/out/ckpt";
+  open.create = true;
+  open.truncate = true;
+  ASSERT_TRUE(SendWrite(s.get(), 1, open).ok());
+  auto opened = testing::ReadFrame(s.get());
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  auto handle = protocol::DecodeWriteReply(opened->second);
+  ASSERT_TRUE(handle.ok() && handle->status == StatusCode::kOk);
+  ASSERT_TRUE(SendWrite(s.get(), 2, WritePage(handle->handle, 0, "abc")).ok());
+  auto wrote = NextReply(s.get());
+  ASSERT_TRUE(wrote.ok() && wrote->second == StatusCode::kOk);
+
+  ASSERT_TRUE(SendWrite(s.get(), 3, protocol::SyncWriteRequest{0, handle->handle}).ok());
+  ASSERT_TRUE(commits->WaitForArrivals(1));
+  // While the commit is held: a write and a read-back of the same file, a keep-alive, and a
+  // read of another file, all on the same connection.
+  ASSERT_TRUE(SendWrite(s.get(), 4, WritePage(handle->handle, 3, "def")).ok());
+  ASSERT_TRUE(SendWrite(s.get(), 5, protocol::ReadWrittenRequest{0, handle->handle, 0, 6}).ok());
+  ASSERT_TRUE(SendWrite(s.get(), 6, protocol::KeepWriteRequest{0, handle->handle}).ok());
+  ASSERT_TRUE(testing::SendRequest(s.get(), 7, Request("other", 0, kPage)).ok());
+  std::map<uint64_t, StatusCode> answered;
+  for (int i = 0; i < 2; ++i) {
+    auto reply = NextReply(s.get());
+    ASSERT_TRUE(reply.ok()) << "no answer while the commit is held: " << reply.status().ToString();
+    answered[reply->first] = reply->second;
+  }
+  EXPECT_EQ(answered, (std::map<uint64_t, StatusCode>{{6, StatusCode::kOk}, {7, StatusCode::kOk}}));
+
+  commits->Open();
+  for (int i = 0; i < 3; ++i) {
+    auto reply = NextReply(s.get());
+    ASSERT_TRUE(reply.ok()) << reply.status().ToString();
+    answered[reply->first] = reply->second;
+  }
+  for (uint64_t id : {3, 4, 5}) EXPECT_EQ(answered[id], StatusCode::kOk) << "request " << id;
+  ASSERT_TRUE(SendWrite(s.get(), 8, protocol::CloseWriteRequest{0, handle->handle}).ok());
+  auto closed = NextReply(s.get());
+  ASSERT_TRUE(closed.ok() && closed->second == StatusCode::kOk);
+  EXPECT_EQ(testing::ObjectContent(*out_, "ckpt"), "abcdef");
 }
 
 }  // namespace

@@ -585,8 +585,9 @@ Status WriteBack::Sync(const std::string& prefix, std::chrono::milliseconds time
 
 bool WriteBack::HasPending(const std::string& path) const {
   MutexLock l(&mu_);
-  return std::any_of(items_.begin(), items_.end(),
-                     [&](const auto& e) { return e.second.write.record.path == path; });
+  return std::any_of(items_.begin(), items_.end(), [&](const auto& e) {
+    return e.second.write.record.path == path && !e.second.cancelled;
+  });
 }
 
 bool WriteBack::IsPending(const std::string& path, uint64_t id) const {

@@ -178,6 +178,8 @@ class WriteBack {
   // Waits until no file under `prefix` (a namespace path; "/" for all) waits. DeadlineExceeded
   // (naming how many still wait, and the last error) at `timeout`.
   Status Sync(const std::string& prefix, std::chrono::milliseconds timeout) EXCLUDES(mu_);
+  // Whether files of `path` wait here (not one removed or renamed away whose upload thread
+  // has yet to notice: CancelPath).
   bool HasPending(const std::string& path) const EXCLUDES(mu_);
   // Whether closed file `id` still waits under `path` (not removed, renamed or uploaded since).
   bool IsPending(const std::string& path, uint64_t id) const EXCLUDES(mu_);

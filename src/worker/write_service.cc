@@ -41,6 +41,11 @@ struct WriteService::OpenFile {
   std::atomic<int64_t> last_used_us{0};
   std::atomic<int> busy{0};  // Requests being served now (the reaper leaves the file alone).
 
+  // Long operations of the file (LongOp) and the requests ServeNow left for their end.
+  Mutex park_mu;
+  int long_ops GUARDED_BY(park_mu) = 0;
+  std::vector<std::function<void()>> parked GUARDED_BY(park_mu);
+
   Mutex mu;
   std::unique_ptr<write::WriteSession> session GUARDED_BY(mu);
   // Set by a commit; cleared by the next write (which starts a new session seeded from it).
@@ -75,6 +80,35 @@ struct WriteService::OpenFile {
     if (room != nullptr) room->Unreserve(reserved);
   }
 };
+
+namespace {
+
+// Marks a long operation of an open file (one that holds its mu while it talks to the source
+// or syncs a disk) for its lifetime: ServeNow leaves the file's requests for its end instead
+// of waiting on a connection's reader, and the end resumes them.
+template <typename File>
+class LongOp {
+ public:
+  explicit LongOp(File& file) EXCLUDES(file.park_mu) : file_(file) {
+    MutexLock l(&file_.park_mu);
+    ++file_.long_ops;
+  }
+  ~LongOp() {
+    std::vector<std::function<void()>> resume;
+    {
+      MutexLock l(&file_.park_mu);
+      if (--file_.long_ops == 0) resume.swap(file_.parked);
+    }
+    for (auto& r : resume) r();
+  }
+  LongOp(const LongOp&) = delete;
+  LongOp& operator=(const LongOp&) = delete;
+
+ private:
+  File& file_;
+};
+
+}  // namespace
 
 struct WriteService::Metrics {
   explicit Metrics(metrics::Registry* r)
@@ -389,6 +423,7 @@ StatusOr<WriteReply> WriteService::Serve(const std::string& principal,
     std::shared_ptr<OpenFile> file = Take(handle);
     if (file != nullptr) {
       metrics_->aborts->Increment();
+      LongOp op(*file);  // The abort of a multipart upload is a source request.
       MutexLock l(&file->mu);
       if (file->session != nullptr && !file->committed) {
         Status aborted = file->session->Abort();
@@ -398,26 +433,64 @@ StatusOr<WriteReply> WriteService::Serve(const std::string& principal,
     return Reply(handle, 0);
   }
   CAIRN_ASSIGN_OR_RETURN(std::shared_ptr<OpenFile> file, Find(principal, handle));
-  file->busy.fetch_add(1);
-  file->last_used_us = clock().NowMicros();
+  return ServeFile(*file, request, recheck);
+}
+
+std::optional<StatusOr<WriteReply>> WriteService::ServeNow(const std::string& principal,
+                                                           const protocol::WriteRequest& request,
+                                                           const ParkFn& park) {
+  const bool changes = std::holds_alternative<protocol::WritePageRequest>(request) ||
+                       std::holds_alternative<protocol::TruncateWriteRequest>(request);
+  if (!changes && !std::holds_alternative<protocol::ReadWrittenRequest>(request) &&
+      !std::holds_alternative<protocol::KeepWriteRequest>(request)) {
+    return InvalidArgumentError("not a request answered from the spool");
+  }
+  StatusOr<std::shared_ptr<OpenFile>> file = Find(principal, protocol::HandleOf(request));
+  if (!file.ok()) return StatusOr<WriteReply>(file.status());
+  OpenFile& f = **file;
+  {
+    // Held while the request is served: no long operation of the file starts meanwhile.
+    MutexLock parking(&f.park_mu);
+    // A keep-alive touches nothing the long operations hold (and a commit uploading for
+    // minutes must not make its keeper time out).
+    bool now = f.long_ops == 0 || std::holds_alternative<protocol::KeepWriteRequest>(request);
+    if (now && changes) {
+      MutexLock l(&f.mu);
+      now = !f.committed;  // Else the request copies the committed file first.
+    }
+    if (now) return ServeFile(f, request, nullptr);
+    if (f.long_ops > 0) {
+      f.parked.push_back(park());
+      return std::nullopt;
+    }
+  }
+  park()();
+  return std::nullopt;
+}
+
+StatusOr<WriteReply> WriteService::ServeFile(OpenFile& file, const protocol::WriteRequest& request,
+                                             const RecheckFn& recheck) {
+  const uint64_t handle = file.handle;
+  file.busy.fetch_add(1);
+  file.last_used_us = clock().NowMicros();
   StatusOr<WriteReply> reply = InternalError("unhandled write request");
   if (const auto* write = std::get_if<protocol::WritePageRequest>(&request)) {
-    reply = Write(*file, *write);
+    reply = Write(file, *write);
   } else if (const auto* truncate = std::get_if<protocol::TruncateWriteRequest>(&request)) {
-    reply = Truncate(*file, truncate->size);
+    reply = Truncate(file, truncate->size);
   } else if (const auto* read = std::get_if<protocol::ReadWrittenRequest>(&request)) {
-    reply = ReadWritten(*file, *read);
+    reply = ReadWritten(file, *read);
   } else if (std::holds_alternative<protocol::KeepWriteRequest>(request)) {
     reply = Reply(handle, 0);  // Finding the file was the point: it is used now.
   } else {
-    reply = Commit(*file, recheck);
+    reply = Commit(file, recheck);
     if (reply.ok() && std::holds_alternative<protocol::CloseWriteRequest>(request)) {
-      CacheClosed(*file);
+      CacheClosed(file);
       Take(handle);
     }
   }
-  file->last_used_us = clock().NowMicros();
-  file->busy.fetch_sub(1);
+  file.last_used_us = clock().NowMicros();
+  file.busy.fetch_sub(1);
   return reply;
 }
 
@@ -802,6 +875,7 @@ StatusOr<WriteReply> WriteService::ReadWritten(OpenFile& file,
 
 StatusOr<WriteReply> WriteService::Commit(OpenFile& file, const RecheckFn& recheck) {
   if (file.write_back) return CommitBack(file, recheck);
+  LongOp op(file);  // It uploads what is left of the file.
   // The path's commit lock first (see the lock order in the header).
   MutexLock commit(&CommitLockOf(file.path));
   MutexLock l(&file.mu);
@@ -836,8 +910,11 @@ StatusOr<WriteReply> WriteService::CommitBack(OpenFile& file, const RecheckFn& r
     uint64_t size = 0;
     uint64_t reserved = 0;
     Status no_room;
-    StatusOr<std::optional<WriteReply>> added =
-        AddClosed(file, recheck, &size, &reserved, &no_room);
+    StatusOr<std::optional<WriteReply>> added = InternalError("not added");
+    {
+      LongOp op(file);  // A seal syncs the spool file to disk; not the wait for room below.
+      added = AddClosed(file, recheck, &size, &reserved, &no_room);
+    }
     if (added.ok() && *added) return std::move(**added);
     if (!added.ok() || std::chrono::steady_clock::now() >= deadline) {
       metrics_->commit_failures->Increment();

@@ -32,9 +32,10 @@
 //
 // Thread-safety: thread-safe. Serve may block on the source (OpenWrite without truncate,
 // SyncWrite, CloseWrite, RemovePath): run those on a pool thread; WritePage and TruncateWrite
-// only touch the local spool file. Lock order: a path's commit lock (commit_locks_), then the
-// committing file's mu, then the other open files' mu (AdoptCommit) one at a time; open_mu_
-// is taken alone.
+// only touch the local spool file, and ServeNow answers them without waiting for a commit.
+// Lock order: a path's commit lock (commit_locks_), then the committing file's mu, then the
+// other open files' mu (AdoptCommit) one at a time; a file's park_mu before its mu (ServeNow),
+// or alone; open_mu_ alone.
 #ifndef CAIRN_WORKER_WRITE_SERVICE_H_
 #define CAIRN_WORKER_WRITE_SERVICE_H_
 
@@ -45,6 +46,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -118,6 +120,21 @@ class WriteService final : public PendingFiles {
   StatusOr<protocol::WriteReply> Serve(const std::string& principal,
                                        const protocol::WriteRequest& request,
                                        const RecheckFn& recheck = nullptr);
+  // For the requests that touch only the file's spool (WritePage, TruncateWrite, ReadWritten,
+  // KeepWrite), served on a thread that must not wait long (a connection's reader): answers
+  // now, as Serve, unless that would wait for a long operation of the file (a commit
+  // uploading it, a write-back seal, an abort) or be one (the first write or truncate after a
+  // commit copies the committed file into a new session). Then it returns nullopt and calls
+  // `resume` once, with no lock held: from here (the request is itself long), or from
+  // the thread that ends the file's long operation; the caller then answers the request with
+  // Serve on a thread that may block (the client never has two overlapping requests of one
+  // file in flight, so their order does not matter). `park` runs first, on this thread, while
+  // `request` is valid (a WritePage's data points into the caller's buffer), and returns
+  // `resume`: it keeps a copy of what the request needs.
+  using ParkFn = std::function<std::function<void()>()>;
+  std::optional<StatusOr<protocol::WriteReply>> ServeNow(const std::string& principal,
+                                                         const protocol::WriteRequest& request,
+                                                         const ParkFn& park);
   // The path of `principal`'s open file `handle` (the server checks the read grant on it before
   // a ReadWritten); NotFound as Serve.
   StatusOr<std::string> PathOf(const std::string& principal, uint64_t handle) EXCLUDES(open_mu_);
@@ -155,6 +172,9 @@ class WriteService final : public PendingFiles {
   // write-back file's parts wait for its commit (WriteSessionOptions::upload_early).
   write::WriteSessionOptions SessionOptions(const std::string& path, bool write_back);
 
+  // Serve's part for an open file's request (not AbortWrite).
+  StatusOr<protocol::WriteReply> ServeFile(OpenFile& file, const protocol::WriteRequest& request,
+                                           const RecheckFn& recheck);
   StatusOr<protocol::WriteReply> Open(const std::string& principal,
                                       const protocol::OpenWriteRequest& request);
   StatusOr<protocol::WriteReply> Write(OpenFile& file, const protocol::WritePageRequest& request);

@@ -8,6 +8,8 @@
 #include <utility>
 
 #include "common/checksum.h"
+#include "testing/gate.h"
+#include "testing/gated_ufs.h"
 #include "testing/test_util.h"
 #include "ufs/counting_ufs.h"
 #include "ufs/memory_ufs.h"
@@ -35,7 +37,8 @@ class WriteServiceTest : public ::testing::Test {
     scratch.path = "/scratch";
     scratch.uri = "mem://scratch";
     scratch.read_only = false;
-    lake_ = std::make_shared<ufs::CountingUnderStorage>(memory_);
+    gated_ = std::make_shared<testing::GatedUnderStorage>(memory_);
+    lake_ = std::make_shared<ufs::CountingUnderStorage>(gated_);
     mounts_ = *mount::MountTable::CreateWith({lake, frozen, scratch}, {lake_, other, scratch_});
     pagestore::PageStoreOptions so;
     so.dirs.push_back({(dir_.path() / "cache").string(), 64ull << 20});
@@ -119,7 +122,8 @@ class WriteServiceTest : public ::testing::Test {
   FakeClock clock_;
   metrics::Registry registry_;
   std::shared_ptr<ufs::MemoryUnderStorage> memory_;
-  std::shared_ptr<ufs::CountingUnderStorage> lake_;  // The /lake mount's source: memory_, counted.
+  std::shared_ptr<testing::GatedUnderStorage> gated_;  // memory_, its commits held on demand.
+  std::shared_ptr<ufs::CountingUnderStorage> lake_;    // The /lake mount's source: gated_, counted.
   std::shared_ptr<ufs::MemoryUnderStorage> scratch_;
   std::shared_ptr<const mount::MountTable> mounts_;
   std::unique_ptr<pagestore::PageStore> store_;
@@ -148,6 +152,61 @@ TEST_F(WriteServiceTest, AFileAppearsWholeAtCloseAndItsHandleIsGone) {
   EXPECT_EQ(SpoolFiles(), 0u);
   EXPECT_EQ(Write(h, 0, "x").status().code(), StatusCode::kNotFound);
   EXPECT_EQ(Close(h).status().code(), StatusCode::kNotFound);
+}
+
+// ServeNow is for a connection's reader: a request of a file whose commit is uploading waits
+// for it elsewhere (resumed when it ends), and so does the first write after a commit (it
+// copies the committed file).
+TEST_F(WriteServiceTest, ServeNowLeavesForLaterWhatWouldWaitForACommitOrCopyTheFile) {
+  auto commits = std::make_shared<testing::Gate>();
+  gated_->set_commit_gate(commits);
+  auto opened = Open("/lake/log");
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  const uint64_t h = opened->handle;
+  std::atomic<int> parked{0};
+  std::atomic<int> resumed{0};
+  const WriteService::ParkFn park = [&]() -> std::function<void()> {
+    ++parked;
+    return [&] { ++resumed; };
+  };
+  auto write = [&](uint64_t offset, std::string_view data) {
+    protocol::WritePageRequest r;
+    r.handle = h;
+    r.offset = offset;
+    r.data = std::span<const char>(data.data(), data.size());
+    r.checksums = ChunkChecksums(r.data);
+    return writes_->ServeNow("team-a", r, park);
+  };
+  auto now = write(0, "abc");
+  ASSERT_TRUE(now.has_value() && now->ok());
+  EXPECT_EQ(now->value().size, 3u);
+
+  StatusOr<protocol::WriteReply> synced = InternalError("not yet");
+  std::thread sync([&] { synced = Sync(h); });
+  ASSERT_TRUE(commits->WaitForArrivals(1));
+  EXPECT_FALSE(write(3, "def").has_value());
+  EXPECT_FALSE(writes_->ServeNow("team-a", protocol::ReadWrittenRequest{0, h, 0, 3}, park));
+  auto keep = writes_->ServeNow("team-a", protocol::KeepWriteRequest{0, h}, park);
+  EXPECT_TRUE(keep.has_value() && keep->ok());  // A keep-alive never waits.
+  auto foreign = writes_->ServeNow("team-b", protocol::KeepWriteRequest{0, h}, park);
+  ASSERT_TRUE(foreign.has_value());
+  EXPECT_EQ(foreign->status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(parked.load(), 2);
+  EXPECT_EQ(resumed.load(), 0);
+  commits->Open();
+  sync.join();
+  ASSERT_TRUE(synced.ok()) << synced.status().ToString();
+  EXPECT_EQ(resumed.load(), 2);
+
+  // Committed: the next write starts a new session from the committed file.
+  EXPECT_FALSE(write(3, "def").has_value());
+  EXPECT_EQ(resumed.load(), 3);
+  ASSERT_TRUE(Write(h, 3, "def").ok());
+  auto more = write(6, "ghi");  // The new session takes writes at once.
+  ASSERT_TRUE(more.has_value() && more->ok());
+  ASSERT_TRUE(Close(h).ok());
+  EXPECT_EQ(Content("log"), "abcdefghi");
+  EXPECT_EQ(resumed.load(), 3);
 }
 
 TEST_F(WriteServiceTest, WhereNoFileCanBeWrittenTheOpenSaysWhy) {
