@@ -336,6 +336,19 @@ def test_a_listing_shows_write_back_files_pending_at_every_worker(cluster, tmp_p
             assert f.read() == data, name
     assert sorted(os.listdir(mount_path(reader, "", mount="/wb"))) == ["ckpt"]
 
+    # A folder whose files wait is not empty, whichever worker they wait at (each of these
+    # holds one file, which waits at the owner of its own path, mostly not the folder's): an
+    # rmdir answered OK would let the uploads bring the folder back.
+    lone = [os.path.join(folder, f"sub-{i}") for i in range(6)]
+    for sub in lone:
+        os.mkdir(sub)
+        with open(os.path.join(sub, "x.pt"), "wb") as f:
+            f.write(b"w" * 100)
+    for sub in lone:
+        with pytest.raises(OSError) as refused:
+            os.rmdir(sub)
+        assert refused.value.errno == errno.ENOTEMPTY, sub
+
 
 def test_a_checkpoint_renamed_across_owners_waits_for_no_upload(cluster, tmp_path):
     """The checkpoint idiom on a write-back mount in a cluster: each file saved under a

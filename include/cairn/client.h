@@ -271,6 +271,8 @@ struct FreeResult {
   uint64_t failures = 0;       // Workers that did not answer (their copies may remain).
 };
 
+// The readers and writers a client returns use it: destroy them before it (as leveldb's
+// iterators before their DB). The Python SDK keeps the client alive while any of its files is.
 class Client {
  public:
   virtual ~Client() = default;

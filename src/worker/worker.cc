@@ -286,6 +286,12 @@ Status Worker::Init(WorkerOptions options) {
   wo.written_pages = written_pages_.get();
   if (peers_ != nullptr) {
     wo.owner_of = [peers = peers_.get()](const std::string& path) { return peers->OwnerOf(path); };
+    peer_pending_ = std::make_unique<PeerPending>(
+        peers_.get(), std::min<std::chrono::milliseconds>(po.peer_timeout, std::chrono::seconds(1)),
+        po.clock);
+    wo.pending_at_peers = [at = peer_pending_.get()](const std::string& dir) {
+      return at->ChildrenUnder(dir);
+    };
   }
   CAIRN_ASSIGN_OR_RETURN(writes_, WriteService::Create(service_.get(), std::move(wo)));
   local_channel_ =

@@ -21,6 +21,7 @@
 #include "worker/page_rules.h"
 #include "worker/local_channel.h"
 #include "worker/page_service.h"
+#include "worker/peer_pending.h"
 #include "worker/peer_set.h"
 #include "worker/request_authorizer.h"
 #include "worker/server.h"
@@ -97,6 +98,9 @@ class Worker {
   std::unique_ptr<pagestore::PageStore> store_;
   // Cluster mode only: the other workers, for peer fills. Outlives the service that reads it.
   std::unique_ptr<PeerSet> peers_;
+  // The other workers' files not yet uploaded, for the write service's rmdir and rename checks
+  // (null without peers). Before writes_: it outlives the service that asks it.
+  std::unique_ptr<PeerPending> peer_pending_;
   std::unique_ptr<PageService> service_;
   std::unique_ptr<WrittenPages> written_pages_;  // Outlives the write service that uses it.
   std::unique_ptr<WriteService> writes_;         // Outlives the server and channel that use it.

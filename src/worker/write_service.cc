@@ -567,9 +567,11 @@ StatusOr<WriteReply> WriteService::Open(const std::string& principal,
   // A directory is no file to write: the name would become both. (A client that saw the name
   // absent moments ago says so, take_clients_word: FUSE's lookup, which rules a directory out
   // in the kernel, or a library client's cached "absent" of the last seconds, which a
-  // directory made meanwhile by another client can outdate.)
+  // directory made meanwhile by another client can outdate. Not the other workers' waiting
+  // files: a question to each per create costs more than that rare case is worth.)
   if ((current.ok() && current->is_dir) || (!exists && !take_clients_word && !unreachable &&
-                                            IsDirectory(*file->ufs, file->key, request.path))) {
+                                            IsDirectory(*file->ufs, file->key, request.path,
+                                                        /*ask_peers=*/false))) {
     return InvalidArgumentError(request.path + " is a directory");
   }
 
@@ -818,9 +820,14 @@ StatusOr<std::unique_ptr<write::WriteSession>> WriteService::Continue(
                        ConditionAfterSync(file, committed.version));
 }
 
+bool WriteService::PendingInFolder(const std::string& dir, bool ask_peers) const {
+  if (write_back_ != nullptr && !write_back_->PendingUnder(dir).empty()) return true;
+  return ask_peers && options_.pending_at_peers && !options_.pending_at_peers(dir).empty();
+}
+
 bool WriteService::IsDirectory(ufs::UnderStorage& ufs, const std::string& key,
-                               const std::string& path) const {
-  if (write_back_ != nullptr && !write_back_->PendingUnder(path).empty()) return true;
+                               const std::string& path, bool ask_peers) const {
+  if (PendingInFolder(path, /*ask_peers=*/false)) return true;
   ufs::ListOptions probe;
   probe.prefix = key + "/";
   probe.max_keys = 1;
@@ -828,8 +835,12 @@ bool WriteService::IsDirectory(ufs::UnderStorage& ufs, const std::string& key,
   // cannot answer is taken to hold no directory there (the caller does not ask one whose stat
   // just failed: write-back creates go on through an outage without a second wait).
   StatusOr<ufs::ListResult> listed = ufs.List(probe);
-  return listed.ok() &&
-         (!listed->objects.empty() || !listed->common_prefixes.empty() || listed->directory_exists);
+  if (listed.ok() &&
+      (!listed->objects.empty() || !listed->common_prefixes.empty() || listed->directory_exists)) {
+    return true;
+  }
+  // Last: the other workers' files (one question to each).
+  return ask_peers && PendingInFolder(path, /*ask_peers=*/true);
 }
 
 ufs::WriteCondition WriteService::ConditionAfterSync(const OpenFile& file,
@@ -1226,9 +1237,9 @@ StatusOr<WriteReply> WriteService::Remove(const protocol::RemovePathRequest& req
   CAIRN_ASSIGN_OR_RETURN(PageService::PathAt at, ChangeablePath(request.path));
   MutexLock commit(&CommitLockOf(request.path));
   if (request.directory) {
-    // Files waiting here under it are in it, as the listings show: their uploads would bring
-    // it back.
-    if (write_back_ != nullptr && !write_back_->PendingUnder(request.path).empty()) {
+    // Files waiting under it, here or at other workers, are in it, as the listings show: their
+    // uploads would bring it back.
+    if (PendingInFolder(request.path, /*ask_peers=*/true)) {
       return FailedPreconditionError(request.path + " is not empty (files not yet uploaded)");
     }
     CAIRN_RETURN_IF_ERROR(at.resolved.mount->ufs->RemoveDir(at.resolved.key));
@@ -1379,7 +1390,7 @@ StatusOr<WriteBack::PendingFile> WriteService::MovePending(
   };
   // Never a file over a directory (the source's own rename refuses it): its upload would find
   // the name taken and set the file aside after the rename was answered.
-  if (IsDirectory(ufs, to.resolved.key, request.to)) {
+  if (IsDirectory(ufs, to.resolved.key, request.to, /*ask_peers=*/true)) {
     return give_up(InvalidArgumentError("rename of " + request.from + " onto " + request.to +
                                         ", which is a directory"));
   }

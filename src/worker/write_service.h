@@ -96,6 +96,11 @@ struct WriteServiceOptions {
   // this worker owns the path, an error when no owner is known. Unset (a single worker, or a
   // static worker list: the workers know no peers): a HandOver uploads the file instead.
   std::function<StatusOr<std::shared_ptr<protocol::PageChannel>>(const std::string& path)> owner_of;
+  // The children of folder `dir` that hold files other workers of the cluster have closed and
+  // not yet uploaded (PeerPending::ChildrenUnder: a worker that does not answer in time is left
+  // out). An rmdir and a rename onto a folder ask it: a write-back file waits at the owner of
+  // its own path, not at the folder's. Unset: no other workers.
+  std::function<std::vector<protocol::DirEntry>(const std::string& dir)> pending_at_peers;
 };
 
 class WriteService final : public PendingFiles {
@@ -202,8 +207,13 @@ class WriteService final : public PendingFiles {
   // Moves a conflicting spool file to `<its folder>/conflicts/`; returns where. IoError when
   // it cannot (the caller retries later: the file stays pending, nothing is dropped).
   StatusOr<std::string> SetAside(const PendingWrite& write);
-  // Whether `path` (`key` in `ufs`) is a directory in its source, or holds files waiting here.
-  bool IsDirectory(ufs::UnderStorage& ufs, const std::string& key, const std::string& path) const;
+  // Whether `path` (`key` in `ufs`) is a directory in its source, or holds files waiting here
+  // or (`ask_peers`) at other workers.
+  bool IsDirectory(ufs::UnderStorage& ufs, const std::string& key, const std::string& path,
+                   bool ask_peers) const;
+  // Whether files closed and not yet uploaded wait under folder `dir`: here, or (`ask_peers`)
+  // at other workers (options_.pending_at_peers).
+  bool PendingInFolder(const std::string& dir, bool ask_peers) const;
   // The condition of a write-back write that continues a file after a sync (its content is the
   // synced one); `adopted`: the version a commit of the path made since (AdoptCommit), if any.
   ufs::WriteCondition ConditionAfterSync(const OpenFile& file, const std::string& adopted);
