@@ -852,8 +852,13 @@ std::vector<PageService::RunPage> PageService::ClaimFollowingPages(const pagesto
   MutexLock l(&mu_);
   // Sequential: the page before is cached or being read (pages before the last are whole).
   if (!before_cached && !in_flight_.contains({before.Id(), page.page_size})) return {};
+  // Each page is asked of the store again here: a fetch of it may have stored it and retired
+  // since the look above (a fetch stores before it retires, and none starts while mu_ is
+  // held), and would be read from the source twice.
   size_t claimed = 0;
-  for (; claimed < run.size() && !in_flight_.contains(run[claimed].id); ++claimed) {
+  for (; claimed < run.size() && !in_flight_.contains(run[claimed].id) &&
+         !store_->Contains(run[claimed].key);
+       ++claimed) {
     run[claimed].fetch = std::make_shared<Fetch>();
     in_flight_.emplace(run[claimed].id, run[claimed].fetch);
   }

@@ -716,6 +716,54 @@ TEST_F(PageServiceReadAheadTest, ASequentialMissReadsTheFollowingPagesInOneSourc
   EXPECT_EQ(service_->Stats().read_ahead_pages, 6u);
 }
 
+// A store in which `key` appears (stored by another request's fetch, which retired) right
+// after the first time it is looked up.
+class StoredAfterTheFirstContains : public pagestore::PageStoreWrapper {
+ public:
+  StoredAfterTheFirstContains(pagestore::PageStore* target, pagestore::PageKey key,
+                              std::string data)
+      : PageStoreWrapper(target), key_(std::move(key)), data_(std::move(data)) {}
+  bool Contains(const pagestore::PageKey& key) override {
+    if (key.Id() == key_.Id() && !stored_.exchange(true)) {
+      EXPECT_TRUE(target()->Put(key_, data_).ok());
+      return false;
+    }
+    return PageStoreWrapper::Contains(key);
+  }
+
+ private:
+  const pagestore::PageKey key_;
+  const std::string data_;
+  std::atomic<bool> stored_{false};
+};
+
+// Regression (the read-ahead twin of AMissThatFindsThePageStoredJustAfterItsLookup...): a page
+// of the run stored by another fetch between the run's look in the store and its claim was
+// read from the source again.
+TEST_F(PageServiceReadAheadTest, APageStoredJustAfterTheRunLookedForItIsNotReadAgain) {
+  std::string data = RandomBytes(8 * kPage, 25);
+  memory_->Put("race", data);
+  ExpectPage("race", data, 0, protocol::PageSource::kUnderStorage);
+  WaitIdle();
+  StoredAfterTheFirstContains store(store_.get(), Key("race", 3), data.substr(3 * kPage, kPage));
+  metrics::Registry registry;
+  PageServiceOptions po;
+  po.page_size = kPage;
+  po.source_read_bytes = kRunPages * kPage;
+  PageService service(mounts_, &store, &registry, po);
+  protocol::PageSource source;
+  EXPECT_EQ(ReadOn(&service, Request("race", 1, 0, kPage), &source), data.substr(kPage, kPage));
+  for (int i = 0; i < 1000 && service.FetchesInFlight() != 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  // Pages 1 and 2 from the source; page 3 was stored meanwhile: the run ends before it.
+  EXPECT_EQ(service.Stats().bytes_from_ufs, 2u * kPage);
+  EXPECT_EQ(service.Stats().read_ahead_pages, 1u);
+  protocol::PageSource third;
+  EXPECT_EQ(ReadOn(&service, Request("race", 3, 0, kPage), &third), data.substr(3 * kPage, kPage));
+  EXPECT_EQ(third, protocol::PageSource::kCache);
+}
+
 TEST_F(PageServiceReadAheadTest, ARandomMissReadsOnlyItsOwnPage) {
   std::string data = RandomBytes(20 * kPage, 22);
   memory_->Put("rnd", data);
