@@ -202,7 +202,10 @@ void RemoteFileWriter::ResendFailed() {
                      [this]() REQUIRES(mu_) { return !error_.ok() || aborted_; });
     return;
   }
-  for (auto& chunk : again) in_flight_.push_back(chunk);
+  for (auto& chunk : again) {
+    if (chunk->room_wait) chunk->room_wait->Resending(now);
+    in_flight_.push_back(chunk);
+  }
   mu_.Unlock();
   for (auto& chunk : again) Dispatch(chunk);
   mu_.Lock();

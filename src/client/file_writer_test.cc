@@ -88,5 +88,28 @@ TEST_F(FileWriterRoomTest, AWriteWithNoRoomFailsAfterRoomWaitAndKeepsNothing) {
   EXPECT_EQ(Content("one.bin"), chunk);
 }
 
+// Regression: a write refused for room is resent by the writer's next call that waits, and
+// its room wait was timed from the refusal: a job that wrote, computed for longer than the
+// wait, then closed got ENOSPC at the close's first resend, though nothing had waited.
+TEST_F(FileWriterRoomTest, TheRoomWaitOfAnIdleWritersWriteStartsWhenACallWaits) {
+  const std::string chunk = testing::RandomBytes(80 << 10, 9);
+  ASSERT_NO_FATAL_FAILURE(FillTheBudget(chunk));
+  auto writer = OpenWriter("/lake/two.bin", std::chrono::seconds(3));
+  ASSERT_NE(writer, nullptr);
+  ASSERT_TRUE(writer->Write(0, chunk).ok());  // Refused: kept, to be sent again.
+  EXPECT_EQ(Metric("cairn_worker_write_back_write_refusals_total"), 1);
+  std::this_thread::sleep_for(std::chrono::milliseconds(3500));  // The job computes.
+  std::thread lake([&] {
+    (void)testing::WaitUntil(
+        [&] { return Metric("cairn_worker_write_back_write_refusals_total") >= 3; });
+    SourceDown(false);
+  });
+  StatusOr<FileInfo> closed = writer->Close();
+  lake.join();
+  ASSERT_TRUE(closed.ok()) << closed.status().ToString();
+  ASSERT_TRUE(SyncAll().ok());
+  EXPECT_EQ(Content("two.bin"), chunk);
+}
+
 }  // namespace
 }  // namespace cairn::client

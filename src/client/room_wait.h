@@ -1,9 +1,11 @@
 // RoomWait: the schedule of a request its worker refused for room (ResourceExhausted: the
 // write-back budget is full of files still uploading, or the spool disk is). Uploads make room
 // without the client doing anything, so the request is sent again with backoff (20 ms,
-// doubling, at most 1 s apart) until `limit` has passed since the first refusal; then the
-// refusal stands (ENOSPC through FUSE). Used by a file's writes and growing truncates
-// (RemoteFileWriter) and by an open that keeps the content (ClientImpl::OpenOnOwner).
+// doubling, at most 1 s apart) until `limit` has passed since the first refusal, not counting
+// the time a resend came late (a file's write is resent by the writer's next call that waits:
+// an idle writer's minutes are no wait); then the refusal stands (ENOSPC through FUSE). Used by a
+// file's writes and growing truncates (RemoteFileWriter) and by an open that keeps the content
+// (ClientImpl::OpenOnOwner).
 //
 // Pure: the caller passes the time (from its injected clock).
 // Thread-safety: none (one per request, used by one thread at a time).
@@ -24,6 +26,8 @@ class RoomWait {
   // A refusal at `now_us`: when to send the request again, or nullopt when `limit` has passed
   // since the first refusal (give up).
   std::optional<int64_t> Refused(int64_t now_us);
+  // The request is sent again at `now_us`: the time since Refused's answer is not waited.
+  void Resending(int64_t now_us);
   // Whether the request was refused before (the caller logs the first wait only).
   bool waited() const { return refusals_ > 0; }
   // The context a final refusal gets: "no room came in 60 s".
@@ -34,6 +38,8 @@ class RoomWait {
  private:
   std::chrono::milliseconds limit_;
   int64_t first_refusal_us_ = 0;
+  int64_t due_us_ = 0;         // What Refused answered last.
+  int64_t not_waited_us_ = 0;  // Resends' lateness, summed.
   int refusals_ = 0;
 };
 

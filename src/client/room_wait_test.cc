@@ -35,6 +35,22 @@ TEST(RoomWaitTest, GivesUpOnceTheLimitHasPassedSinceTheFirstRefusal) {
   EXPECT_FALSE(none.Refused(7).has_value());
 }
 
+// A write refused for room is resent by the writer's next call that waits: a writer idle for
+// minutes after the refusal had its chunk fail at the first resend, with ENOSPC, though no
+// call had waited at all.
+TEST(RoomWaitTest, TimeNoResendWasMadeIsNotWaited) {
+  RoomWait wait(milliseconds(300));
+  std::optional<int64_t> due = wait.Refused(1'000'000);
+  ASSERT_TRUE(due.has_value());
+  wait.Resending(*due + 120'000'000);  // Two minutes late: nobody was waiting.
+  due = wait.Refused(*due + 120'000'000);
+  ASSERT_TRUE(due.has_value());
+  wait.Resending(*due);
+  ASSERT_TRUE(wait.Refused(*due + 200'000).has_value());  // 260 ms waited.
+  wait.Resending(1'000'000 + 120'000'000 + 300'000);      // On time (early, even).
+  EXPECT_FALSE(wait.Refused(1'000'000 + 120'000'000 + 300'000).has_value());
+}
+
 TEST(RoomWaitTest, DescribesWholeSecondsInSeconds) {
   EXPECT_EQ(RoomWait::Describe(milliseconds(60'000)), "60 s");
   EXPECT_EQ(RoomWait::Describe(milliseconds(1'500)), "1500 ms");
