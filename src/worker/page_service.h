@@ -412,7 +412,9 @@ class PageService {
   PageServiceOptions options_;
   std::unique_ptr<Metrics> metrics_;
 
-  // May be held while the store is asked (Contains): the store never calls into the service.
+  // May be held while the store is asked whether it holds a page (Contains, for a read-ahead
+  // run's pages: an index lookup; while a start's scan runs, a probe of the page's file; the
+  // removal of an expired page). The store never calls into the service.
   Mutex mu_;
   // Pages being fetched or written, by page id and length. The length is part of the key
   // because it comes from the request: a request naming another object size than a fetch in

@@ -446,7 +446,7 @@ class WorkerServer::Connection : public std::enable_shared_from_this<Connection>
       ++outstanding_;  // Answered by the writer if it is resumed later.
     }
     std::optional<StatusOr<protocol::WriteReply>> now =
-        writes->ServeNow(principal, request, [&]() -> std::function<void()> {
+        writes->ServeNow(principal, request, [&]() -> WriteService::ResumeFn {
           // A copy that owns its data: a WritePage's points into the frame buffer, which the
           // next frame reuses.
           auto parked = std::make_shared<ParkedWrite>();
@@ -455,8 +455,9 @@ class WorkerServer::Connection : public std::enable_shared_from_this<Connection>
             parked->data.assign(page->data.begin(), page->data.end());
             page->data = std::span<const char>(parked->data.data(), parked->data.size());
           }
-          return [self = shared_from_this(), id, writes, principal, parked, received]() {
-            self->Resume(id, writes, principal, parked, received);
+          return [self = shared_from_this(), id, writes, principal, parked,
+                  received](std::shared_ptr<void> hold) {
+            self->Resume(id, writes, principal, parked, received, std::move(hold));
           };
         });
     if (!now) return Status::Ok();
@@ -473,18 +474,29 @@ class WorkerServer::Connection : public std::enable_shared_from_this<Connection>
     protocol::WriteRequest request;
   };
 
-  // ServeSpoolRequest's request, once its file's long operation ended (on that thread: hands
-  // it to a pool). Under mu_, so a connection being shut down (and its server stopping) is
-  // never handed a task after it closed.
+  // ServeSpoolRequest's request, once what it waited for ended (on that thread: hands it to a
+  // pool, with `hold`, which the task drops once it has answered). Under mu_, so a connection
+  // being shut down (and its server stopping) is never handed a task after it closed.
   void Resume(uint64_t id, WriteService* writes, const std::string& principal,
-              std::shared_ptr<const ParkedWrite> parked, int64_t received) EXCLUDES(mu_) {
-    MutexLock l(&mu_);
-    if (closed_) {
+              std::shared_ptr<const ParkedWrite> parked, int64_t received,
+              std::shared_ptr<void> hold) EXCLUDES(mu_) {
+    {
+      MutexLock l(&mu_);
+      if (!closed_) {
+        SubmitResumed(id, writes, principal, std::move(parked), received, std::move(hold));
+        return;
+      }
       --outstanding_;
-      return;
     }
+    hold.reset();  // Not under mu_: its release may hand off this connection's next requests.
+  }
+
+  void SubmitResumed(uint64_t id, WriteService* writes, const std::string& principal,
+                     std::shared_ptr<const ParkedWrite> parked, int64_t received,
+                     std::shared_ptr<void> hold) REQUIRES(mu_) {
     server_->miss_pool_->Submit(id_, [self = shared_from_this(), id, writes, principal,
-                                      parked = std::move(parked), received] {
+                                      parked = std::move(parked), received,
+                                      hold = std::move(hold)] {
       if (self->closed()) {
         self->Enqueue(Reply{});
         return;

@@ -27,7 +27,7 @@ namespace cairn::worker {
 using protocol::WriteReply;
 
 // One file open for writing.
-struct WriteService::OpenFile {
+struct WriteService::OpenFile : std::enable_shared_from_this<WriteService::OpenFile> {
   uint64_t handle = 0;
   std::string principal;
   std::string path;
@@ -41,10 +41,27 @@ struct WriteService::OpenFile {
   std::atomic<int64_t> last_used_us{0};
   std::atomic<int> busy{0};  // Requests being served now (the reaper leaves the file alone).
 
-  // Long operations of the file (LongOp) and the requests ServeNow left for their end.
+  // ServeNow's requests that would wait for a long operation of the file (LongOp), or that
+  // came after requests handed off the reader and not yet served (each holds a ResumeHold
+  // until then): they wait in `parked` and are handed off, all together, once neither is left,
+  // so a request is never applied after one the client sent later (a write it sent again after
+  // a timeout, then a newer write of the same bytes).
   Mutex park_mu;
   int long_ops GUARDED_BY(park_mu) = 0;
-  std::vector<std::function<void()>> parked GUARDED_BY(park_mu);
+  int handed_off GUARDED_BY(park_mu) = 0;  // ResumeHolds alive.
+  std::vector<ResumeFn> parked GUARDED_BY(park_mu);
+
+  bool MustParkLocked() const REQUIRES(park_mu) { return long_ops > 0 || handed_off > 0; }
+  // After a count went down: the parked requests to hand off now (counted in handed_off).
+  std::vector<ResumeFn> TakeParkedLocked() REQUIRES(park_mu) {
+    std::vector<ResumeFn> taken;
+    if (MustParkLocked()) return taken;
+    taken.swap(parked);
+    handed_off += static_cast<int>(taken.size());
+    return taken;
+  }
+  // Hands off `taken` (no lock held), each with a ResumeHold.
+  void HandOff(std::vector<ResumeFn> taken) EXCLUDES(park_mu);
 
   Mutex mu;
   std::unique_ptr<write::WriteSession> session GUARDED_BY(mu);
@@ -85,7 +102,7 @@ namespace {
 
 // Marks a long operation of an open file (one that holds its mu while it talks to the source
 // or syncs a disk) for its lifetime: ServeNow leaves the file's requests for its end instead
-// of waiting on a connection's reader, and the end resumes them.
+// of waiting on a connection's reader, and the end hands them off.
 template <typename File>
 class LongOp {
  public:
@@ -94,12 +111,13 @@ class LongOp {
     ++file_.long_ops;
   }
   ~LongOp() {
-    std::vector<std::function<void()>> resume;
+    std::vector<WriteService::ResumeFn> taken;
     {
       MutexLock l(&file_.park_mu);
-      if (--file_.long_ops == 0) resume.swap(file_.parked);
+      --file_.long_ops;
+      taken = file_.TakeParkedLocked();
     }
-    for (auto& r : resume) r();
+    file_.HandOff(std::move(taken));
   }
   LongOp(const LongOp&) = delete;
   LongOp& operator=(const LongOp&) = delete;
@@ -108,7 +126,33 @@ class LongOp {
   File& file_;
 };
 
+// Kept by a request handed off the reader until it is served, or dropped: the file's later
+// requests wait for it. Counted in handed_off by whoever hands it off.
+template <typename File>
+class ResumeHold {
+ public:
+  explicit ResumeHold(std::shared_ptr<File> file) : file_(std::move(file)) {}
+  ~ResumeHold() {
+    std::vector<WriteService::ResumeFn> taken;
+    {
+      MutexLock l(&file_->park_mu);
+      --file_->handed_off;
+      taken = file_->TakeParkedLocked();
+    }
+    file_->HandOff(std::move(taken));
+  }
+  ResumeHold(const ResumeHold&) = delete;
+  ResumeHold& operator=(const ResumeHold&) = delete;
+
+ private:
+  const std::shared_ptr<File> file_;
+};
+
 }  // namespace
+
+void WriteService::OpenFile::HandOff(std::vector<ResumeFn> taken) {
+  for (ResumeFn& resume : taken) resume(std::make_shared<ResumeHold<OpenFile>>(shared_from_this()));
+}
 
 struct WriteService::Metrics {
   explicit Metrics(metrics::Registry* r)
@@ -448,24 +492,37 @@ std::optional<StatusOr<WriteReply>> WriteService::ServeNow(const std::string& pr
   StatusOr<std::shared_ptr<OpenFile>> file = Find(principal, protocol::HandleOf(request));
   if (!file.ok()) return StatusOr<WriteReply>(file.status());
   OpenFile& f = **file;
+  // A keep-alive touches nothing the long operations hold (and a commit uploading for minutes
+  // must not make its keeper time out).
+  if (std::holds_alternative<protocol::KeepWriteRequest>(request)) {
+    return ServeFile(f, request, nullptr);
+  }
+  std::optional<StatusOr<WriteReply>> answer;
+  std::vector<ResumeFn> copying;
   {
     // Held while the request is served: no long operation of the file starts meanwhile.
     MutexLock parking(&f.park_mu);
-    // A keep-alive touches nothing the long operations hold (and a commit uploading for
-    // minutes must not make its keeper time out).
-    bool now = f.long_ops == 0 || std::holds_alternative<protocol::KeepWriteRequest>(request);
-    if (now && changes) {
-      MutexLock l(&f.mu);
-      now = !f.committed;  // Else the request copies the committed file first.
-    }
-    if (now) return ServeFile(f, request, nullptr);
-    if (f.long_ops > 0) {
+    if (f.MustParkLocked()) {
       f.parked.push_back(park());
       return std::nullopt;
     }
+    bool copies = false;
+    if (changes) {
+      MutexLock l(&f.mu);
+      copies = f.committed.has_value();  // It copies the committed file into a new session.
+    }
+    if (copies) {
+      f.parked.push_back(park());
+      copying = f.TakeParkedLocked();  // Handed off at once; later requests wait for it.
+    } else {
+      answer = ServeFile(f, request, nullptr);
+    }
   }
-  park()();
-  return std::nullopt;
+  f.HandOff(std::move(copying));
+  // The last reference (the file was aborted or closed meanwhile) would destroy its session
+  // here, which may ask the source to abort an upload: not on the caller's thread.
+  if (file->use_count() == 1) cleanup_->Submit([gone = std::move(*file)] {});
+  return answer;
 }
 
 StatusOr<WriteReply> WriteService::ServeFile(OpenFile& file, const protocol::WriteRequest& request,
@@ -570,8 +627,7 @@ StatusOr<WriteReply> WriteService::Open(const std::string& principal,
   // directory made meanwhile by another client can outdate. Not the other workers' waiting
   // files: a question to each per create costs more than that rare case is worth.)
   if ((current.ok() && current->is_dir) || (!exists && !take_clients_word && !unreachable &&
-                                            IsDirectory(*file->ufs, file->key, request.path,
-                                                        /*ask_peers=*/false))) {
+                                            IsDirectory(*file->ufs, file->key, request.path))) {
     return InvalidArgumentError(request.path + " is a directory");
   }
 
@@ -826,7 +882,7 @@ bool WriteService::PendingInFolder(const std::string& dir, bool ask_peers) const
 }
 
 bool WriteService::IsDirectory(ufs::UnderStorage& ufs, const std::string& key,
-                               const std::string& path, bool ask_peers) const {
+                               const std::string& path) const {
   if (PendingInFolder(path, /*ask_peers=*/false)) return true;
   ufs::ListOptions probe;
   probe.prefix = key + "/";
@@ -835,12 +891,8 @@ bool WriteService::IsDirectory(ufs::UnderStorage& ufs, const std::string& key,
   // cannot answer is taken to hold no directory there (the caller does not ask one whose stat
   // just failed: write-back creates go on through an outage without a second wait).
   StatusOr<ufs::ListResult> listed = ufs.List(probe);
-  if (listed.ok() &&
-      (!listed->objects.empty() || !listed->common_prefixes.empty() || listed->directory_exists)) {
-    return true;
-  }
-  // Last: the other workers' files (one question to each).
-  return ask_peers && PendingInFolder(path, /*ask_peers=*/true);
+  return listed.ok() &&
+         (!listed->objects.empty() || !listed->common_prefixes.empty() || listed->directory_exists);
 }
 
 ufs::WriteCondition WriteService::ConditionAfterSync(const OpenFile& file,
@@ -1239,7 +1291,7 @@ StatusOr<WriteReply> WriteService::Remove(const protocol::RemovePathRequest& req
   if (request.directory) {
     // Files waiting under it, here or at other workers, are in it, as the listings show: their
     // uploads would bring it back.
-    if (PendingInFolder(request.path, /*ask_peers=*/true)) {
+    if (PendingInFolder(request.path, /*ask_peers=*/at.resolved.mount->spec.write_back)) {
       return FailedPreconditionError(request.path + " is not empty (files not yet uploaded)");
     }
     CAIRN_RETURN_IF_ERROR(at.resolved.mount->ufs->RemoveDir(at.resolved.key));
@@ -1390,7 +1442,9 @@ StatusOr<WriteBack::PendingFile> WriteService::MovePending(
   };
   // Never a file over a directory (the source's own rename refuses it): its upload would find
   // the name taken and set the file aside after the rename was answered.
-  if (IsDirectory(ufs, to.resolved.key, request.to, /*ask_peers=*/true)) {
+  // (Not the other workers' waiting files: this is every checkpoint's rename, under two commit
+  // locks, and a folder of nothing but other workers' waiting files is rare.)
+  if (IsDirectory(ufs, to.resolved.key, request.to)) {
     return give_up(InvalidArgumentError("rename of " + request.from + " onto " + request.to +
                                         ", which is a directory"));
   }

@@ -32,7 +32,9 @@
 //
 // Thread-safety: thread-safe. Serve may block on the source (OpenWrite without truncate,
 // SyncWrite, CloseWrite, RemovePath): run those on a pool thread; WritePage and TruncateWrite
-// only touch the local spool file, and ServeNow answers them without waiting for a commit.
+// touch the local spool file (the first after a commit copies the file, and after a
+// write-back sync may stat the source), and ServeNow answers them without waiting for any of
+// that.
 // Lock order: a path's commit lock (commit_locks_), then the committing file's mu, then the
 // other open files' mu (AdoptCommit) one at a time; a file's park_mu before its mu (ServeNow),
 // or alone; open_mu_ alone.
@@ -98,8 +100,8 @@ struct WriteServiceOptions {
   std::function<StatusOr<std::shared_ptr<protocol::PageChannel>>(const std::string& path)> owner_of;
   // The children of folder `dir` that hold files other workers of the cluster have closed and
   // not yet uploaded (PeerPending::ChildrenUnder: a worker that does not answer in time is left
-  // out). An rmdir and a rename onto a folder ask it: a write-back file waits at the owner of
-  // its own path, not at the folder's. Unset: no other workers.
+  // out). An rmdir on a write-back mount asks it: a write-back file waits at the owner of its
+  // own path, not at the folder's. Unset: no other workers.
   std::function<std::vector<protocol::DirEntry>(const std::string& dir)> pending_at_peers;
 };
 
@@ -129,14 +131,19 @@ class WriteService final : public PendingFiles {
   // KeepWrite), served on a thread that must not wait long (a connection's reader): answers
   // now, as Serve, unless that would wait for a long operation of the file (a commit
   // uploading it, a write-back seal, an abort) or be one (the first write or truncate after a
-  // commit copies the committed file into a new session). Then it returns nullopt and calls
-  // `resume` once, with no lock held: from here (the request is itself long), or from
-  // the thread that ends the file's long operation; the caller then answers the request with
+  // commit copies the committed file into a new session), or come after requests of the file
+  // it handed off and that are not served yet. Then it returns nullopt and calls `resume`
+  // once, with no lock held: from here (the request is itself long), or from the thread that
+  // ends what it waits for; the caller then answers the request with
   // Serve on a thread that may block (the client never has two overlapping requests of one
-  // file in flight, so their order does not matter). `park` runs first, on this thread, while
-  // `request` is valid (a WritePage's data points into the caller's buffer), and returns
-  // `resume`: it keeps a copy of what the request needs.
-  using ParkFn = std::function<std::function<void()>()>;
+  // file in flight; requests handed off are all served before any later one of the file is,
+  // so a write sent again after a timeout never lands after a newer one). `park` runs first,
+  // on this thread, while `request` is valid (a WritePage's data points into the caller's
+  // buffer), and returns `resume`: it keeps a copy of what the request needs, and `hold` until
+  // the request is served or dropped (the file's later requests wait until then; release it
+  // with no lock held that a resume takes: it may hand off those requests).
+  using ResumeFn = std::function<void(std::shared_ptr<void> hold)>;
+  using ParkFn = std::function<ResumeFn()>;
   std::optional<StatusOr<protocol::WriteReply>> ServeNow(const std::string& principal,
                                                          const protocol::WriteRequest& request,
                                                          const ParkFn& park);
@@ -207,10 +214,8 @@ class WriteService final : public PendingFiles {
   // Moves a conflicting spool file to `<its folder>/conflicts/`; returns where. IoError when
   // it cannot (the caller retries later: the file stays pending, nothing is dropped).
   StatusOr<std::string> SetAside(const PendingWrite& write);
-  // Whether `path` (`key` in `ufs`) is a directory in its source, or holds files waiting here
-  // or (`ask_peers`) at other workers.
-  bool IsDirectory(ufs::UnderStorage& ufs, const std::string& key, const std::string& path,
-                   bool ask_peers) const;
+  // Whether `path` (`key` in `ufs`) is a directory in its source, or holds files waiting here.
+  bool IsDirectory(ufs::UnderStorage& ufs, const std::string& key, const std::string& path) const;
   // Whether files closed and not yet uploaded wait under folder `dir`: here, or (`ask_peers`)
   // at other workers (options_.pending_at_peers).
   bool PendingInFolder(const std::string& dir, bool ask_peers) const;

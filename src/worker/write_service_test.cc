@@ -155,8 +155,9 @@ TEST_F(WriteServiceTest, AFileAppearsWholeAtCloseAndItsHandleIsGone) {
 }
 
 // ServeNow is for a connection's reader: a request of a file whose commit is uploading waits
-// for it elsewhere (resumed when it ends), and so does the first write after a commit (it
-// copies the committed file).
+// for it elsewhere (handed off when it ends), and so does the first write after a commit (it
+// copies the committed file); a request that comes while requests handed off are not served
+// yet waits for them (none lands after a later one).
 TEST_F(WriteServiceTest, ServeNowLeavesForLaterWhatWouldWaitForACommitOrCopyTheFile) {
   auto commits = std::make_shared<testing::Gate>();
   gated_->set_commit_gate(commits);
@@ -164,10 +165,26 @@ TEST_F(WriteServiceTest, ServeNowLeavesForLaterWhatWouldWaitForACommitOrCopyTheF
   ASSERT_TRUE(opened.ok()) << opened.status().ToString();
   const uint64_t h = opened->handle;
   std::atomic<int> parked{0};
-  std::atomic<int> resumed{0};
-  const WriteService::ParkFn park = [&]() -> std::function<void()> {
+  Mutex mu;
+  std::vector<std::shared_ptr<void>> holds;  // Of the requests handed off, not yet served.
+  const WriteService::ParkFn park = [&]() -> WriteService::ResumeFn {
     ++parked;
-    return [&] { ++resumed; };
+    return [&](std::shared_ptr<void> hold) {
+      MutexLock l(&mu);
+      holds.push_back(std::move(hold));
+    };
+  };
+  auto handed_off = [&] {
+    MutexLock l(&mu);
+    return holds.size();
+  };
+  auto serve_handed_off = [&] {  // As the server's pool does: serve, then drop the hold.
+    std::vector<std::shared_ptr<void>> served;
+    {
+      MutexLock l(&mu);
+      served.swap(holds);
+    }
+    served.clear();  // No lock held: the release may hand off more.
   };
   auto write = [&](uint64_t offset, std::string_view data) {
     protocol::WritePageRequest r;
@@ -192,21 +209,38 @@ TEST_F(WriteServiceTest, ServeNowLeavesForLaterWhatWouldWaitForACommitOrCopyTheF
   ASSERT_TRUE(foreign.has_value());
   EXPECT_EQ(foreign->status().code(), StatusCode::kNotFound);
   EXPECT_EQ(parked.load(), 2);
-  EXPECT_EQ(resumed.load(), 0);
+  EXPECT_EQ(handed_off(), 0u);
   commits->Open();
   sync.join();
   ASSERT_TRUE(synced.ok()) << synced.status().ToString();
-  EXPECT_EQ(resumed.load(), 2);
-
-  // Committed: the next write starts a new session from the committed file.
+  EXPECT_EQ(handed_off(), 2u);
+  // While those two are not served, a later request waits for them.
   EXPECT_FALSE(write(3, "def").has_value());
-  EXPECT_EQ(resumed.load(), 3);
+  EXPECT_EQ(parked.load(), 3);
+  EXPECT_EQ(handed_off(), 2u);
+  ASSERT_TRUE(Write(h, 3, "def").ok());  // Serves the first (the new session's copy).
+  serve_handed_off();
+  EXPECT_EQ(handed_off(), 1u);  // The third, handed off once the first two were served.
   ASSERT_TRUE(Write(h, 3, "def").ok());
-  auto more = write(6, "ghi");  // The new session takes writes at once.
+  serve_handed_off();
+
+  // Committed again: the next write copies the file, handed off at once; the one after it
+  // waits until it is served.
+  ASSERT_TRUE(Sync(h).ok());
+  EXPECT_FALSE(write(6, "ghi").has_value());
+  EXPECT_EQ(handed_off(), 1u);
+  EXPECT_FALSE(write(9, "jkl").has_value());
+  EXPECT_EQ(handed_off(), 1u);
+  ASSERT_TRUE(Write(h, 6, "ghi").ok());
+  serve_handed_off();
+  ASSERT_EQ(handed_off(), 1u);
+  ASSERT_TRUE(Write(h, 9, "jkl").ok());
+  serve_handed_off();
+  auto more = write(12, "mn");  // Nothing waits any more: answered at once.
   ASSERT_TRUE(more.has_value() && more->ok());
   ASSERT_TRUE(Close(h).ok());
-  EXPECT_EQ(Content("log"), "abcdefghi");
-  EXPECT_EQ(resumed.load(), 3);
+  EXPECT_EQ(Content("log"), "abcdefghijklmn");
+  EXPECT_EQ(parked.load(), 5);
 }
 
 TEST_F(WriteServiceTest, WhereNoFileCanBeWrittenTheOpenSaysWhy) {
