@@ -6,9 +6,7 @@ namespace cairn::client {
 
 std::optional<int64_t> RoomWait::Refused(int64_t now_us) {
   if (refusals_ == 0) first_refusal_us_ = now_us;
-  if (now_us - first_refusal_us_ - not_waited_us_ >= int64_t{limit_.count()} * 1000) {
-    return std::nullopt;
-  }
+  if (now_us - first_refusal_us_ >= int64_t{limit_.count()} * 1000) return std::nullopt;
   const int64_t backoff_us =
       std::min<int64_t>(1'000'000, int64_t{20'000} << std::min(refusals_, 6));
   ++refusals_;
@@ -17,7 +15,8 @@ std::optional<int64_t> RoomWait::Refused(int64_t now_us) {
 }
 
 void RoomWait::Resending(int64_t now_us) {
-  if (refusals_ > 0 && now_us > due_us_) not_waited_us_ += now_us - due_us_;
+  const int64_t gap = std::min<int64_t>(kIdleGapUs, int64_t{limit_.count()} * 1000);
+  if (refusals_ > 0 && now_us - due_us_ > gap) refusals_ = 0;  // A new wait.
 }
 
 std::string RoomWait::GaveUp() const { return "no room came in " + Describe(limit_); }

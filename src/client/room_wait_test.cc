@@ -37,18 +37,28 @@ TEST(RoomWaitTest, GivesUpOnceTheLimitHasPassedSinceTheFirstRefusal) {
 
 // A write refused for room is resent by the writer's next call that waits: a writer idle for
 // minutes after the refusal had its chunk fail at the first resend, with ENOSPC, though no
-// call had waited at all.
-TEST(RoomWaitTest, TimeNoResendWasMadeIsNotWaited) {
+// call had waited at all. A resend that late starts a new wait; one a waiting call makes late
+// (after a timeout and a backoff) does not.
+TEST(RoomWaitTest, AResendFarPastItsTimeStartsANewWait) {
   RoomWait wait(milliseconds(300));
   std::optional<int64_t> due = wait.Refused(1'000'000);
   ASSERT_TRUE(due.has_value());
-  wait.Resending(*due + 120'000'000);  // Two minutes late: nobody was waiting.
-  due = wait.Refused(*due + 120'000'000);
+  const int64_t later = *due + 120'000'000;  // Two minutes late: nobody was waiting.
+  wait.Resending(later);
+  due = wait.Refused(later);
   ASSERT_TRUE(due.has_value());
-  wait.Resending(*due);
-  ASSERT_TRUE(wait.Refused(*due + 200'000).has_value());  // 260 ms waited.
-  wait.Resending(1'000'000 + 120'000'000 + 300'000);      // On time (early, even).
-  EXPECT_FALSE(wait.Refused(1'000'000 + 120'000'000 + 300'000).has_value());
+  EXPECT_EQ(*due - later, 20'000);  // The backoff starts over too.
+  wait.Resending(*due + 300'000);   // Late, but within the gap (the limit): the same wait.
+  EXPECT_FALSE(wait.Refused(*due + 300'000).has_value());
+  // The gap is 10 s at most.
+  RoomWait minute(milliseconds(60'000));
+  due = minute.Refused(1'000'000);
+  minute.Resending(*due + 9'000'000);
+  EXPECT_FALSE(minute.Refused(*due + 60'000'000).has_value());
+  RoomWait again(milliseconds(60'000));
+  due = again.Refused(1'000'000);
+  again.Resending(*due + 11'000'000);
+  EXPECT_TRUE(again.Refused(*due + 60'000'000).has_value());
 }
 
 TEST(RoomWaitTest, DescribesWholeSecondsInSeconds) {
