@@ -441,8 +441,17 @@ class WorkerServer::Connection : public std::enable_shared_from_this<Connection>
   // of the connection behind it; then on a pool thread once the operation ends.
   Status ServeSpoolRequest(uint64_t id, WriteService* writes, const std::string& principal,
                            const protocol::WriteRequest& request, int64_t received) {
+    const auto* page = std::get_if<protocol::WritePageRequest>(&request);
+    const uint64_t bytes = page != nullptr ? page->data.size() : 0;
     {
       MutexLock l(&mu_);
+      // The copies of writes waiting off the reader are bounded: past kMaxParkedWriteBytes the
+      // reader waits for them to be answered (TCP pushes back on the client), as it waited for
+      // the long operation itself before.
+      cv_.Wait(&mu_, [&]() REQUIRES(mu_) {
+        return closed_ || parked_bytes_ == 0 || parked_bytes_ + bytes <= kMaxParkedWriteBytes;
+      });
+      if (closed_) return UnavailableError("connection closed");
       ++outstanding_;  // Answered by the writer if it is resumed later.
     }
     std::optional<StatusOr<protocol::WriteReply>> now =
@@ -451,9 +460,11 @@ class WorkerServer::Connection : public std::enable_shared_from_this<Connection>
           // next frame reuses.
           auto parked = std::make_shared<ParkedWrite>();
           parked->request = request;
-          if (auto* page = std::get_if<protocol::WritePageRequest>(&parked->request)) {
-            parked->data.assign(page->data.begin(), page->data.end());
-            page->data = std::span<const char>(parked->data.data(), parked->data.size());
+          if (auto* copy = std::get_if<protocol::WritePageRequest>(&parked->request)) {
+            parked->data.assign(copy->data.begin(), copy->data.end());
+            copy->data = std::span<const char>(parked->data.data(), parked->data.size());
+            MutexLock l(&mu_);
+            parked_bytes_ += parked->data.size();
           }
           return [self = shared_from_this(), id, writes, principal, parked,
                   received](std::shared_ptr<void> hold) {
@@ -487,8 +498,20 @@ class WorkerServer::Connection : public std::enable_shared_from_this<Connection>
         return;
       }
       --outstanding_;
+      parked_bytes_ -= parked->data.size();
     }
+    cv_.NotifyAll();
     hold.reset();  // Not under mu_: its release may hand off this connection's next requests.
+  }
+
+  // A parked write's copy is gone (answered, or dropped).
+  void Unpark(const ParkedWrite& parked) EXCLUDES(mu_) {
+    if (parked.data.empty()) return;
+    {
+      MutexLock l(&mu_);
+      parked_bytes_ -= parked.data.size();
+    }
+    cv_.NotifyAll();
   }
 
   void SubmitResumed(uint64_t id, WriteService* writes, const std::string& principal,
@@ -497,17 +520,18 @@ class WorkerServer::Connection : public std::enable_shared_from_this<Connection>
     server_->miss_pool_->Submit(id_, [self = shared_from_this(), id, writes, principal,
                                       parked = std::move(parked), received,
                                       hold = std::move(hold)] {
-      if (self->closed()) {
-        self->Enqueue(Reply{});
-        return;
-      }
+      Reply reply;
       const uint32_t deadline_ms = protocol::DeadlineOf(parked->request);
-      if (deadline_ms > 0 && self->clock().NowMicros() - received > int64_t{deadline_ms} * 1000) {
-        self->Enqueue(
-            WriteReplyWith(id, DeadlineExceededError("request expired in the worker queue")));
-        return;
+      if (self->closed()) {
+        // Dropped: an empty reply balances the count.
+      } else if (deadline_ms > 0 &&
+                 self->clock().NowMicros() - received > int64_t{deadline_ms} * 1000) {
+        reply = WriteReplyWith(id, DeadlineExceededError("request expired in the worker queue"));
+      } else {
+        reply = WriteReplyWith(id, writes->Serve(principal, parked->request));
       }
-      self->Enqueue(WriteReplyWith(id, writes->Serve(principal, parked->request)));
+      self->Unpark(*parked);
+      self->Enqueue(std::move(reply));
     });
   }
 
@@ -703,6 +727,9 @@ class WorkerServer::Connection : public std::enable_shared_from_this<Connection>
   CondVar cv_;  // outstanding_, outbox_ or closed_ changed.
   // Requests handed to a pool whose reply has not been written (or dropped) yet.
   int outstanding_ GUARDED_BY(mu_) = 0;
+  // Bytes of WritePage copies waiting off the reader for their file (ServeSpoolRequest).
+  static constexpr uint64_t kMaxParkedWriteBytes = 32 << 20;
+  uint64_t parked_bytes_ GUARDED_BY(mu_) = 0;
   std::deque<Reply> outbox_ GUARDED_BY(mu_);
   bool closed_ GUARDED_BY(mu_) = false;
   std::atomic<bool> greeted_{false};

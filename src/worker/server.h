@@ -21,9 +21,11 @@
 // - a request naming a mount this worker does not know yet (it may wait for the mount table)
 //   waits on its own small pool, never on a miss thread;
 // - a WritePage frame may carry up to protocol::kMaxWriteData bytes (other requests 64 KiB); it
-//   is checked and written to the spool file by the reader (local disk only), so a connection
-//   holds at most one such buffer. Requests that talk to the source (open, sync, close, abort,
-//   remove) run on the miss threads.
+//   is checked and written to the spool file by the reader (local disk only), unless its file
+//   is in a long operation (a commit uploading it): then a copy waits off the reader
+//   (WriteService::ServeNow), at most 32 MiB of copies per connection, past which the reader
+//   waits. Requests that talk to the source (open, sync, close, abort, remove) run on the miss
+//   threads.
 // A malformed or truncated frame closes its connection with a logged reason; nothing else is
 // affected.
 //

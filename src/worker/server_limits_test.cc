@@ -544,5 +544,52 @@ TEST_F(ServerLimitsTest, AWriteOfAFileBeingCommittedDoesNotStopItsConnection) {
   EXPECT_EQ(testing::ObjectContent(*out_, "ckpt"), "abcdef");
 }
 
+// The copies of writes waiting for their file's commit are bounded per connection (32 MiB):
+// past that the reader waits, as it did for the commit itself before.
+TEST_F(ServerLimitsTest, WritesWaitingForTheirFilesCommitAreBounded) {
+  TakeWrites();
+  StartServer();
+  auto s = Connect();
+  s->SetReadTimeout(seconds(10));
+  commit_gate_ = std::make_shared<testing::Gate>();
+  out_->set_commit_gate(commit_gate_);
+  protocol::OpenWriteRequest open;
+  open.path = "/out/big";
+  open.create = true;
+  open.truncate = true;
+  ASSERT_TRUE(SendWrite(s.get(), 1, open).ok());
+  auto opened = testing::ReadFrame(s.get());
+  ASSERT_TRUE(opened.ok());
+  auto handle = protocol::DecodeWriteReply(opened->second);
+  ASSERT_TRUE(handle.ok() && handle->status == StatusCode::kOk);
+  ASSERT_TRUE(SendWrite(s.get(), 2, protocol::SyncWriteRequest{0, handle->handle}).ok());
+  ASSERT_TRUE(commit_gate_->WaitForArrivals(1));
+  constexpr int kWrites = 40;  // 1 MiB each: more than the bound.
+  const std::string block = testing::RandomBytes(1 << 20, 5);
+  std::thread sender([&] {
+    for (int i = 0; i < kWrites; ++i) {
+      if (!SendWrite(s.get(), 10 + i, WritePage(handle->handle, uint64_t{block.size()} * i, block))
+               .ok()) {
+        return;
+      }
+    }
+    (void)testing::SendRequest(s.get(), 100, Request("other", 0, kPage));
+  });
+  // The reader stops at the bound: the read behind the writes is not answered meanwhile.
+  s->SetReadTimeout(milliseconds(1500));
+  EXPECT_FALSE(NextReply(s.get()).ok());
+  commit_gate_->Open();
+  s->SetReadTimeout(seconds(10));
+  std::map<uint64_t, StatusCode> answered;
+  for (int i = 0; i < kWrites + 2; ++i) {
+    auto reply = NextReply(s.get());
+    ASSERT_TRUE(reply.ok()) << reply.status().ToString();
+    answered[reply->first] = reply->second;
+  }
+  sender.join();
+  EXPECT_EQ(answered.size(), size_t{kWrites + 2});
+  for (const auto& [id, code] : answered) EXPECT_EQ(code, StatusCode::kOk) << "request " << id;
+}
+
 }  // namespace
 }  // namespace cairn::worker
