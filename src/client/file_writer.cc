@@ -105,11 +105,22 @@ bool RemoteFileWriter::Overlaps(const Chunk& chunk) const {
   });
 }
 
+Status RemoteFileWriter::WaitForCommits() {
+  MutexLock l(&mu_);
+  changed_.Wait(&mu_, [this]() REQUIRES(mu_) { return committing_ == 0 || !CheckOpen().ok(); });
+  return CheckOpen();
+}
+
 Status RemoteFileWriter::Send(std::shared_ptr<Chunk> chunk) {
   {
     MutexLock l(&mu_);
     while (true) {
       CAIRN_RETURN_IF_ERROR(CheckOpen());
+      if (committing_ > 0) {
+        changed_.Wait(&mu_,
+                      [this]() REQUIRES(mu_) { return committing_ == 0 || !CheckOpen().ok(); });
+        continue;
+      }
       if (!failed_.empty()) {
         ResendFailed();
         continue;
@@ -250,6 +261,7 @@ Status RemoteFileWriter::Truncate(uint64_t size) {
   if (size > protocol::kMaxWriteOffset) {
     return InvalidArgumentError("a size past " + std::to_string(protocol::kMaxWriteOffset));
   }
+  CAIRN_RETURN_IF_ERROR(WaitForCommits());
   CAIRN_RETURN_IF_ERROR(Drain());  // Writes issued before must land before.
   {
     MutexLock l(&mu_);
@@ -283,6 +295,7 @@ Status RemoteFileWriter::Truncate(uint64_t size) {
 }
 
 StatusOr<size_t> RemoteFileWriter::ReadAt(uint64_t offset, std::span<char> out) {
+  CAIRN_RETURN_IF_ERROR(WaitForCommits());
   CAIRN_RETURN_IF_ERROR(Drain());  // Writes issued before must be read back.
   {
     MutexLock l(&mu_);
@@ -314,12 +327,14 @@ StatusOr<FileInfo> RemoteFileWriter::Commit(bool close) {
     MutexLock l(&mu_);
     CAIRN_RETURN_IF_ERROR(CheckOpen());
     if (close) closing_ = true;  // No write joins from here on: none can land after the close.
+    ++committing_;
   }
   StatusOr<FileInfo> committed = CommitDrained(close);
-  if (close && !committed.ok()) {
-    MutexLock l(&mu_);
+  MutexLock l(&mu_);
+  if (close && !committed.ok())
     closing_ = false;  // Not closed: writes, and another close, may follow.
-  }
+  --committing_;
+  changed_.NotifyAll();  // Under mu_: see Finished.
   return committed;
 }
 

@@ -16,6 +16,8 @@
 // worker's NotFound for the handle (it restarted, or aborted the file after its idle timeout)
 // is an I/O error of the open file (EIO through FUSE), not "no such file".
 //
+// A Write, Truncate or ReadAt issued while a Sync of this writer is in progress waits for it
+// (the worker would hold it behind the upload, seconds to minutes, past the channel's timeout).
 // Close stops the file taking writes before it drains the ones in flight and asks the worker
 // to commit: a Write from another thread meanwhile fails (FailedPrecondition), and none can
 // land after the close. A commit (Sync, and the sync a Close with changes sends before it lets
@@ -94,6 +96,8 @@ class RemoteFileWriter : public FileWriter {
 
   // Sends `chunk` once room and no overlap allow (and resends failed chunks meanwhile).
   Status Send(std::shared_ptr<Chunk> chunk) EXCLUDES(mu_);
+  // Waits until no Sync or Close of this writer is in progress; then CheckOpen.
+  Status WaitForCommits() EXCLUDES(mu_);
   void Dispatch(std::shared_ptr<Chunk> chunk) EXCLUDES(mu_);
   void Finished(const std::shared_ptr<Chunk>& chunk, const Status& status) EXCLUDES(mu_);
   // Waits until nothing is in flight (resending retryable failures); the first error. Sets
@@ -140,6 +144,8 @@ class RemoteFileWriter : public FileWriter {
   uint64_t changes_ GUARDED_BY(mu_) = 0;
   std::optional<uint64_t> committed_changes_ GUARDED_BY(mu_);
   bool closing_ GUARDED_BY(mu_) = false;  // A Close is draining or waits for its reply.
+  // Syncs and Closes in progress: writes, truncates and reads issued meanwhile wait for them.
+  int committing_ GUARDED_BY(mu_) = 0;
   bool closed_ GUARDED_BY(mu_) = false;
   bool aborted_ GUARDED_BY(mu_) = false;
 };

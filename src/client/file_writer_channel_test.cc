@@ -3,6 +3,7 @@
 // I/O error, a growing truncate that waits for room.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -32,11 +33,16 @@ class ScriptedChannel : public protocol::PageChannel {
     MutexLock l(&mu_);
     hold_closes_ = true;
   }
+  void HoldSyncs() {
+    MutexLock l(&mu_);
+    hold_syncs_ = true;
+  }
   void ReleaseCloses() {
     std::vector<WriteCallback> held;
     {
       MutexLock l(&mu_);
       hold_closes_ = false;
+      hold_syncs_ = false;
       held.swap(held_);
     }
     for (auto& done : held) done(protocol::WriteReply{});
@@ -60,7 +66,8 @@ class ScriptedChannel : public protocol::PageChannel {
     {
       MutexLock l(&mu_);
       sent_[type].push_back(Steady::now());
-      if (type == MessageType::kCloseWrite && hold_closes_) {
+      if ((type == MessageType::kCloseWrite && hold_closes_) ||
+          (type == MessageType::kSyncWrite && hold_syncs_)) {
         held_.push_back(std::move(done));
         return;
       }
@@ -85,6 +92,7 @@ class ScriptedChannel : public protocol::PageChannel {
   std::map<MessageType, std::deque<Status>> scripts_ GUARDED_BY(mu_);
   std::map<MessageType, std::vector<Steady::time_point>> sent_ GUARDED_BY(mu_);
   bool hold_closes_ GUARDED_BY(mu_) = false;
+  bool hold_syncs_ GUARDED_BY(mu_) = false;
   std::vector<WriteCallback> held_ GUARDED_BY(mu_);
 };
 
@@ -95,6 +103,32 @@ class FileWriterChannelTest : public ::testing::Test {
   }
   std::shared_ptr<ScriptedChannel> channel_ = std::make_shared<ScriptedChannel>();
 };
+
+// A write issued while a sync of the same writer waits for its answer is not sent until the
+// sync is answered: the worker would hold it behind the upload (seconds to minutes) and the
+// channel would time it out after its 5 s, closing the connection.
+TEST_F(FileWriterChannelTest, AWriteIssuedDuringASyncWaitsForIt) {
+  auto writer = Writer();
+  ASSERT_TRUE(writer->Write(0, "abc").ok());
+  channel_->HoldSyncs();
+  std::thread sync([&] { EXPECT_TRUE(writer->Sync().ok()); });
+  while (!channel_->CloseHeld()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  std::atomic<bool> wrote{false};
+  std::thread write([&] {
+    EXPECT_TRUE(writer->Write(3, "def").ok());
+    wrote = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_FALSE(wrote.load());
+  EXPECT_EQ(channel_->Sent(MessageType::kWritePage).size(), 1u);
+  channel_->ReleaseCloses();
+  sync.join();
+  write.join();
+  const auto writes = channel_->Sent(MessageType::kWritePage);
+  ASSERT_EQ(writes.size(), 2u);
+  EXPECT_GE(writes[1], channel_->Sent(MessageType::kSyncWrite).at(0));
+  ASSERT_TRUE(writer->Close().ok());
+}
 
 // A dropped connection fails the requests sent at once for a second (the channel's suspect
 // time): a write sent again at once would spend its attempts without reaching the worker.
