@@ -202,7 +202,8 @@ class FileWriter {
   // that read back a file they are still writing need (`git index-pack`, zip and HDF5 writers).
   // FailedPrecondition once the writer is closed or aborted.
   virtual StatusOr<size_t> ReadAt(uint64_t offset, std::span<char> out) = 0;
-  // Makes everything written so far durable in the source (fsync); writing may go on.
+  // Makes everything written so far durable in the source (fsync); writing may go on (a Write,
+  // Truncate or ReadAt from another thread meanwhile waits until it returns).
   virtual StatusOr<FileInfo> Sync() = 0;
   // Sync, then the file is closed (further calls fail). On an error the file stays open: the
   // caller may Close again or Abort.
