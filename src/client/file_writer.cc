@@ -105,10 +105,18 @@ bool RemoteFileWriter::Overlaps(const Chunk& chunk) const {
   });
 }
 
-Status RemoteFileWriter::WaitForCommits() {
+Status RemoteFileWriter::BeginCall() {
   MutexLock l(&mu_);
   changed_.Wait(&mu_, [this]() REQUIRES(mu_) { return committing_ == 0 || !CheckOpen().ok(); });
-  return CheckOpen();
+  CAIRN_RETURN_IF_ERROR(CheckOpen());
+  ++calls_;
+  return Status::Ok();
+}
+
+void RemoteFileWriter::EndCall() {
+  MutexLock l(&mu_);
+  --calls_;
+  changed_.NotifyAll();  // Under mu_: see Finished.
 }
 
 Status RemoteFileWriter::Send(std::shared_ptr<Chunk> chunk) {
@@ -261,7 +269,13 @@ Status RemoteFileWriter::Truncate(uint64_t size) {
   if (size > protocol::kMaxWriteOffset) {
     return InvalidArgumentError("a size past " + std::to_string(protocol::kMaxWriteOffset));
   }
-  CAIRN_RETURN_IF_ERROR(WaitForCommits());
+  CAIRN_RETURN_IF_ERROR(BeginCall());
+  const Status truncated = TruncateCalled(size);
+  EndCall();
+  return truncated;
+}
+
+Status RemoteFileWriter::TruncateCalled(uint64_t size) {
   CAIRN_RETURN_IF_ERROR(Drain());  // Writes issued before must land before.
   {
     MutexLock l(&mu_);
@@ -295,7 +309,13 @@ Status RemoteFileWriter::Truncate(uint64_t size) {
 }
 
 StatusOr<size_t> RemoteFileWriter::ReadAt(uint64_t offset, std::span<char> out) {
-  CAIRN_RETURN_IF_ERROR(WaitForCommits());
+  CAIRN_RETURN_IF_ERROR(BeginCall());
+  StatusOr<size_t> read = ReadAtCalled(offset, out);
+  EndCall();
+  return read;
+}
+
+StatusOr<size_t> RemoteFileWriter::ReadAtCalled(uint64_t offset, std::span<char> out) {
   CAIRN_RETURN_IF_ERROR(Drain());  // Writes issued before must be read back.
   {
     MutexLock l(&mu_);
@@ -344,6 +364,9 @@ StatusOr<FileInfo> RemoteFileWriter::CommitDrained(bool close) {
   bool changes = true;
   {
     MutexLock l(&mu_);
+    // A truncate or read-back begun before the commit ends first (none begins meanwhile).
+    changed_.Wait(&mu_, [this]() REQUIRES(mu_) { return calls_ == 0; });
+    seen = changes_;
     // Aborted or closed by another thread meanwhile (or, for a sync, being closed).
     if (closed_ || aborted_ || (!close && closing_)) return CheckOpen();
     changes = committed_changes_ != seen;
@@ -367,8 +390,7 @@ StatusOr<FileInfo> RemoteFileWriter::CommitDrained(bool close) {
   {
     MutexLock l(&mu_);
     if (close) closed_ = true;
-    // The size the commit saw; a write or truncate sent since (another descriptor, during a
-    // sync) has set size_ already and lands after it.
+    // The size the commit saw (nothing is sent during a commit, but be safe).
     if (changes_ == seen) size_ = reply->size;
     committed_changes_ = seen;
   }

@@ -96,8 +96,12 @@ class RemoteFileWriter : public FileWriter {
 
   // Sends `chunk` once room and no overlap allow (and resends failed chunks meanwhile).
   Status Send(std::shared_ptr<Chunk> chunk) EXCLUDES(mu_);
-  // Waits until no Sync or Close of this writer is in progress; then CheckOpen.
-  Status WaitForCommits() EXCLUDES(mu_);
+  // Truncate and ReadAt: BeginCall waits until no Sync or Close of this writer is in progress,
+  // then counts the call (a commit waits for it); EndCall ends it.
+  Status BeginCall() EXCLUDES(mu_);
+  void EndCall() EXCLUDES(mu_);
+  Status TruncateCalled(uint64_t size) EXCLUDES(mu_);
+  StatusOr<size_t> ReadAtCalled(uint64_t offset, std::span<char> out) EXCLUDES(mu_);
   void Dispatch(std::shared_ptr<Chunk> chunk) EXCLUDES(mu_);
   void Finished(const std::shared_ptr<Chunk>& chunk, const Status& status) EXCLUDES(mu_);
   // Waits until nothing is in flight (resending retryable failures); the first error. Sets
@@ -146,6 +150,7 @@ class RemoteFileWriter : public FileWriter {
   bool closing_ GUARDED_BY(mu_) = false;  // A Close is draining or waits for its reply.
   // Syncs and Closes in progress: writes, truncates and reads issued meanwhile wait for them.
   int committing_ GUARDED_BY(mu_) = 0;
+  int calls_ GUARDED_BY(mu_) = 0;  // Truncates and read-backs in progress (BeginCall).
   bool closed_ GUARDED_BY(mu_) = false;
   bool aborted_ GUARDED_BY(mu_) = false;
 };

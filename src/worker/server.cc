@@ -454,6 +454,19 @@ class WorkerServer::Connection : public std::enable_shared_from_this<Connection>
       if (closed_) return UnavailableError("connection closed");
       ++outstanding_;  // Answered by the writer if it is resumed later.
     }
+    // A write that waited here longer than a client waits for its answer may have been sent
+    // again since (on another connection, as the client gave up on this one) and overwritten
+    // by a newer one: it is refused, not applied (the client sends it again if it still waits).
+    if (page != nullptr && clock().NowMicros() - received > kMaxReaderWaitUs) {
+      {
+        MutexLock l(&mu_);
+        --outstanding_;
+      }
+      cv_.NotifyAll();
+      return Write(WriteReplyWith(
+          id, DeadlineExceededError("the write waited too long for room for writes held off the "
+                                    "reader; send it again")));
+    }
     std::optional<StatusOr<protocol::WriteReply>> now =
         writes->ServeNow(principal, request, [&]() -> WriteService::ResumeFn {
           // A copy that owns its data: a WritePage's points into the frame buffer, which the
@@ -729,6 +742,8 @@ class WorkerServer::Connection : public std::enable_shared_from_this<Connection>
   int outstanding_ GUARDED_BY(mu_) = 0;
   // Bytes of WritePage copies waiting off the reader for their file (ServeSpoolRequest).
   static constexpr uint64_t kMaxParkedWriteBytes = 32 << 20;
+  // Past this wait for parked room a WritePage is refused (well under the clients' 5 s).
+  static constexpr int64_t kMaxReaderWaitUs = 1'000'000;
   uint64_t parked_bytes_ GUARDED_BY(mu_) = 0;
   std::deque<Reply> outbox_ GUARDED_BY(mu_);
   bool closed_ GUARDED_BY(mu_) = false;
