@@ -93,6 +93,10 @@ class WorkerServer::Connection : public std::enable_shared_from_this<Connection>
     if (writer_.joinable()) writer_.join();
   }
   bool finished() const { return reader_done_.load() && writer_done_.load(); }
+  uint64_t parked_bytes() EXCLUDES(mu_) {
+    MutexLock l(&mu_);
+    return parked_bytes_;
+  }
   bool closed() EXCLUDES(mu_) {
     MutexLock l(&mu_);
     return closed_;
@@ -863,7 +867,10 @@ ServerStats WorkerServer::Stats() {
   ServerStats s;
   {
     MutexLock l(&mu_);
-    for (const auto& c : connections_) s.connections += c->closed() ? 0 : 1;
+    for (const auto& c : connections_) {
+      s.connections += c->closed() ? 0 : 1;
+      s.parked_write_bytes += c->parked_bytes();
+    }
   }
   s.accepted = counters_->accepted->value();
   s.refused = counters_->refused->value();

@@ -86,6 +86,8 @@ struct ServerStats {
   uint64_t timed_out = 0;        // Closed for a send, handshake or idle timeout.
   uint64_t tls_refused = 0;      // Closed for a failed TLS handshake or a plaintext client.
   uint64_t queued_requests = 0;  // Waiting for a miss or mount-wait thread now.
+  // Bytes of writes waiting off the connections' readers for their file's commit now.
+  uint64_t parked_write_bytes = 0;
 };
 
 class WorkerServer {

@@ -567,17 +567,19 @@ TEST_F(ServerLimitsTest, WritesWaitingForTheirFilesCommitAreBounded) {
   ASSERT_TRUE(commit_gate_->WaitForArrivals(1));
   constexpr int kWrites = 40;  // 1 MiB each: more than the bound.
   const std::string block = testing::RandomBytes(1 << 20, 5);
+  protocol::WritePageRequest write = WritePage(handle->handle, 0, block);  // Checksummed once.
   std::thread sender([&] {
     for (int i = 0; i < kWrites; ++i) {
-      if (!SendWrite(s.get(), 10 + i, WritePage(handle->handle, uint64_t{block.size()} * i, block))
-               .ok()) {
-        return;
-      }
+      write.offset = uint64_t{block.size()} * i;
+      if (!SendWrite(s.get(), 10 + i, write).ok()) return;
     }
     (void)testing::SendRequest(s.get(), 100, Request("other", 0, kPage));
   });
-  // The reader stops at the bound: the read behind the writes is not answered meanwhile.
-  s->SetReadTimeout(milliseconds(1500));
+  // The reader stops at the bound, holding the next write: the read behind it is not answered.
+  ASSERT_TRUE(testing::WaitUntil([&] { return server_->Stats().parked_write_bytes >= 32u << 20; }));
+  std::this_thread::sleep_for(milliseconds(1200));  // Past the 1 s a held write may wait.
+  EXPECT_EQ(server_->Stats().parked_write_bytes, 32u << 20);
+  s->SetReadTimeout(milliseconds(200));
   EXPECT_FALSE(NextReply(s.get()).ok());
   commit_gate_->Open();
   s->SetReadTimeout(seconds(10));
