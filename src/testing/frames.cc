@@ -1,5 +1,7 @@
 #include "testing/frames.h"
 
+#include "common/checksum.h"
+
 #include <array>
 #include <span>
 
@@ -25,6 +27,15 @@ StatusOr<std::pair<protocol::FrameHeader, std::string>> ReadFrame(net::Stream* s
 
 Status SendRequest(net::Stream* stream, uint64_t id, const protocol::Request& request) {
   return SendFrame(stream, protocol::TypeOf(request), id, protocol::EncodeRequest(request));
+}
+
+protocol::WritePageRequest WritePageOf(uint64_t handle, uint64_t offset, std::string_view data) {
+  protocol::WritePageRequest r;
+  r.handle = handle;
+  r.offset = offset;
+  r.data = std::span<const char>(data.data(), data.size());
+  r.checksums = ChunkChecksums(r.data);
+  return r;
 }
 
 }  // namespace cairn::testing

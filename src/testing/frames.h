@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include "common/status.h"
@@ -23,6 +24,10 @@ StatusOr<std::pair<protocol::FrameHeader, std::string>> ReadFrame(net::Stream* s
 
 // Sends `request` as one frame of its type.
 Status SendRequest(net::Stream* stream, uint64_t id, const protocol::Request& request);
+
+// A WritePage of `data` (not copied: it must outlive the request) at `offset` of `handle`,
+// with its checksums.
+protocol::WritePageRequest WritePageOf(uint64_t handle, uint64_t offset, std::string_view data);
 
 }  // namespace cairn::testing
 

@@ -94,14 +94,19 @@ class ServerLimitsTest : public ::testing::Test {
     }
     return SendFrame(s, protocol::TypeOf(request), id, payload);
   }
-  static protocol::WritePageRequest WritePage(uint64_t handle, uint64_t offset,
-                                              std::string_view data) {
-    protocol::WritePageRequest r;
-    r.handle = handle;
-    r.offset = offset;
-    r.data = std::span<const char>(data.data(), data.size());
-    r.checksums = ChunkChecksums(r.data);
-    return r;
+  // Opens `path` (create, truncate) on `s` as request 1; its handle, or 0 after a failure.
+  static uint64_t OpenOn(net::Stream* s, const std::string& path) {
+    protocol::OpenWriteRequest open;
+    open.path = path;
+    open.create = true;
+    open.truncate = true;
+    EXPECT_TRUE(SendWrite(s, 1, open).ok());
+    auto opened = testing::ReadFrame(s);
+    EXPECT_TRUE(opened.ok()) << opened.status().ToString();
+    if (!opened.ok()) return 0;
+    auto reply = protocol::DecodeWriteReply(opened->second);
+    EXPECT_TRUE(reply.ok() && reply->status == StatusCode::kOk);
+    return reply.ok() && reply->status == StatusCode::kOk ? reply->handle : 0;
   }
   // The next reply on `s`, whatever its kind: its id and status.
   static StatusOr<std::pair<uint64_t, StatusCode>> NextReply(net::Stream* s) {
@@ -502,26 +507,19 @@ TEST_F(ServerLimitsTest, AWriteOfAFileBeingCommittedDoesNotStopItsConnection) {
   commit_gate_ = std::make_shared<testing::Gate>();
   std::shared_ptr<testing::Gate> commits = commit_gate_;
   out_->set_commit_gate(commits);  // The writers of files opened from here on.
-  protocol::OpenWriteRequest open;
-  open.path = "/out/ckpt";
-  open.create = true;
-  open.truncate = true;
-  ASSERT_TRUE(SendWrite(s.get(), 1, open).ok());
-  auto opened = testing::ReadFrame(s.get());
-  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
-  auto handle = protocol::DecodeWriteReply(opened->second);
-  ASSERT_TRUE(handle.ok() && handle->status == StatusCode::kOk);
-  ASSERT_TRUE(SendWrite(s.get(), 2, WritePage(handle->handle, 0, "abc")).ok());
+  const uint64_t handle = OpenOn(s.get(), "/out/ckpt");
+  ASSERT_NE(handle, 0u);
+  ASSERT_TRUE(SendWrite(s.get(), 2, testing::WritePageOf(handle, 0, "abc")).ok());
   auto wrote = NextReply(s.get());
   ASSERT_TRUE(wrote.ok() && wrote->second == StatusCode::kOk);
 
-  ASSERT_TRUE(SendWrite(s.get(), 3, protocol::SyncWriteRequest{0, handle->handle}).ok());
+  ASSERT_TRUE(SendWrite(s.get(), 3, protocol::SyncWriteRequest{0, handle}).ok());
   ASSERT_TRUE(commits->WaitForArrivals(1));
   // While the commit is held: a write and a read-back of the same file, a keep-alive, and a
   // read of another file, all on the same connection.
-  ASSERT_TRUE(SendWrite(s.get(), 4, WritePage(handle->handle, 3, "def")).ok());
-  ASSERT_TRUE(SendWrite(s.get(), 5, protocol::ReadWrittenRequest{0, handle->handle, 0, 6}).ok());
-  ASSERT_TRUE(SendWrite(s.get(), 6, protocol::KeepWriteRequest{0, handle->handle}).ok());
+  ASSERT_TRUE(SendWrite(s.get(), 4, testing::WritePageOf(handle, 3, "def")).ok());
+  ASSERT_TRUE(SendWrite(s.get(), 5, protocol::ReadWrittenRequest{0, handle, 0, 6}).ok());
+  ASSERT_TRUE(SendWrite(s.get(), 6, protocol::KeepWriteRequest{0, handle}).ok());
   ASSERT_TRUE(testing::SendRequest(s.get(), 7, Request("other", 0, kPage)).ok());
   std::map<uint64_t, StatusCode> answered;
   for (int i = 0; i < 2; ++i) {
@@ -538,7 +536,7 @@ TEST_F(ServerLimitsTest, AWriteOfAFileBeingCommittedDoesNotStopItsConnection) {
     answered[reply->first] = reply->second;
   }
   for (uint64_t id : {3, 4, 5}) EXPECT_EQ(answered[id], StatusCode::kOk) << "request " << id;
-  ASSERT_TRUE(SendWrite(s.get(), 8, protocol::CloseWriteRequest{0, handle->handle}).ok());
+  ASSERT_TRUE(SendWrite(s.get(), 8, protocol::CloseWriteRequest{0, handle}).ok());
   auto closed = NextReply(s.get());
   ASSERT_TRUE(closed.ok() && closed->second == StatusCode::kOk);
   EXPECT_EQ(testing::ObjectContent(*out_, "ckpt"), "abcdef");
@@ -554,20 +552,13 @@ TEST_F(ServerLimitsTest, WritesWaitingForTheirFilesCommitAreBounded) {
   s->SetReadTimeout(seconds(10));
   commit_gate_ = std::make_shared<testing::Gate>();
   out_->set_commit_gate(commit_gate_);
-  protocol::OpenWriteRequest open;
-  open.path = "/out/big";
-  open.create = true;
-  open.truncate = true;
-  ASSERT_TRUE(SendWrite(s.get(), 1, open).ok());
-  auto opened = testing::ReadFrame(s.get());
-  ASSERT_TRUE(opened.ok());
-  auto handle = protocol::DecodeWriteReply(opened->second);
-  ASSERT_TRUE(handle.ok() && handle->status == StatusCode::kOk);
-  ASSERT_TRUE(SendWrite(s.get(), 2, protocol::SyncWriteRequest{0, handle->handle}).ok());
+  const uint64_t handle = OpenOn(s.get(), "/out/big");
+  ASSERT_NE(handle, 0u);
+  ASSERT_TRUE(SendWrite(s.get(), 2, protocol::SyncWriteRequest{0, handle}).ok());
   ASSERT_TRUE(commit_gate_->WaitForArrivals(1));
   constexpr int kWrites = 40;  // 1 MiB each: more than the bound.
   const std::string block = testing::RandomBytes(1 << 20, 5);
-  protocol::WritePageRequest write = WritePage(handle->handle, 0, block);  // Checksummed once.
+  protocol::WritePageRequest write = testing::WritePageOf(handle, 0, block);  // Checksummed once.
   std::thread sender([&] {
     for (int i = 0; i < kWrites; ++i) {
       write.offset = uint64_t{block.size()} * i;

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "common/checksum.h"
+#include "testing/frames.h"
 #include "testing/gate.h"
 #include "testing/gated_ufs.h"
 #include "testing/test_util.h"
@@ -81,12 +82,7 @@ class WriteServiceTest : public ::testing::Test {
   }
   StatusOr<protocol::WriteReply> Write(uint64_t handle, uint64_t offset, std::string_view data,
                                        const std::string& who = "team-a") {
-    protocol::WritePageRequest r;
-    r.handle = handle;
-    r.offset = offset;
-    r.data = std::span<const char>(data.data(), data.size());
-    r.checksums = ChunkChecksums(r.data);
-    return writes_->Serve(who, r);
+    return writes_->Serve(who, testing::WritePageOf(handle, offset, data));
   }
   StatusOr<protocol::WriteReply> Close(uint64_t handle, const std::string& who = "team-a") {
     return writes_->Serve(who, protocol::CloseWriteRequest{0, handle});
@@ -187,12 +183,7 @@ TEST_F(WriteServiceTest, ServeNowLeavesForLaterWhatWouldWaitForACommitOrCopyTheF
     served.clear();  // No lock held: the release may hand off more.
   };
   auto write = [&](uint64_t offset, std::string_view data) {
-    protocol::WritePageRequest r;
-    r.handle = h;
-    r.offset = offset;
-    r.data = std::span<const char>(data.data(), data.size());
-    r.checksums = ChunkChecksums(r.data);
-    return writes_->ServeNow("team-a", r, park);
+    return writes_->ServeNow("team-a", testing::WritePageOf(h, offset, data), park);
   };
   auto now = write(0, "abc");
   ASSERT_TRUE(now.has_value() && now->ok());
@@ -388,12 +379,7 @@ TEST_F(WriteServiceTest, AnOpenCatchesUpWithACommitMadeWhileItReadTheContent) {
   };
   auto write = [&](const std::string& who, uint64_t handle, uint64_t offset,
                    std::string_view data) {
-    protocol::WritePageRequest r;
-    r.handle = handle;
-    r.offset = offset;
-    r.data = std::span<const char>(data.data(), data.size());
-    r.checksums = ChunkChecksums(r.data);
-    return writes->Serve(who, r).status();
+    return writes->Serve(who, testing::WritePageOf(handle, offset, data)).status();
   };
   ASSERT_TRUE(memory_->Write("log", std::span<const char>("line 1\n", 7)).ok());
   hooked->after_read = [&] {
