@@ -509,7 +509,7 @@ std::optional<StatusOr<WriteReply>> WriteService::ServeNow(const std::string& pr
     bool copies = false;
     if (changes) {
       MutexLock l(&f.mu);
-      copies = f.committed.has_value();  // It copies the committed file into a new session.
+      copies = f.committed.has_value();  // It starts a new session (write-back: a copy).
     }
     if (copies) {
       f.parked.push_back(park());
@@ -744,8 +744,7 @@ StatusOr<WriteReply> WriteService::Write(OpenFile& file,
   MutexLock l(&file.mu);
   if (file.committed) {
     CAIRN_ASSIGN_OR_RETURN(file.session,
-                           Continue(file, file.session == nullptr ? "" : file.session->spool_path(),
-                                    file.sealed_fd, *file.committed));
+                           Continue(file, file.session.get(), file.sealed_fd, *file.committed));
     file.committed.reset();
   }
   CAIRN_RETURN_IF_ERROR(file.ReserveRoom(
@@ -760,8 +759,7 @@ StatusOr<WriteReply> WriteService::Truncate(OpenFile& file, uint64_t size) {
   if (file.committed) {
     if (file.committed->size == size) return Reply(file.handle, size);
     CAIRN_ASSIGN_OR_RETURN(file.session,
-                           Continue(file, file.session == nullptr ? "" : file.session->spool_path(),
-                                    file.sealed_fd, *file.committed));
+                           Continue(file, file.session.get(), file.sealed_fd, *file.committed));
     file.committed.reset();
   }
   CAIRN_RETURN_IF_ERROR(file.ReserveRoom(size));
@@ -824,56 +822,35 @@ size_t WriteService::AbortLeftoverUploads() {
   return ended;
 }
 
-StatusOr<std::unique_ptr<write::WriteSession>> WriteService::SessionFor(
-    const OpenFile& file, const std::string& from_spool, uint64_t size,
-    ufs::WriteCondition condition) {
-  write::WriteSessionOptions session_options = SessionOptions(file.path, file.write_back);
-  session_options.condition = std::move(condition);
-  const int fd = ::open(from_spool.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return ErrnoToStatus(errno, "reopen spool file of " + file.path);
-  StatusOr<std::unique_ptr<write::WriteSession>> next =
-      SessionFromFd(file, fd, size, session_options.condition);
-  ::close(fd);
-  return next;
-}
-
 StatusOr<std::unique_ptr<write::WriteSession>> WriteService::SessionFromFd(
     const OpenFile& file, int fd, uint64_t size, ufs::WriteCondition condition) {
   write::WriteSessionOptions session_options = SessionOptions(file.path, file.write_back);
   session_options.condition = std::move(condition);
-  CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<write::WriteSession> next,
-                         write::WriteSession::Create(file.ufs, file.key, file.spool_dir,
-                                                     session_options, uploads_.get()));
-  std::vector<char> chunk(std::min<uint64_t>(kCopyChunk, std::max<uint64_t>(size, 1)));
-  Status copied;
-  for (uint64_t done = 0; done < size && copied.ok();) {
-    const size_t want = static_cast<size_t>(std::min<uint64_t>(chunk.size(), size - done));
-    const ssize_t n = ::pread(fd, chunk.data(), want, static_cast<off_t>(done));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      copied = ErrnoToStatus(errno, "read spool file of " + file.path);
-    } else if (n == 0) {
-      copied = next->Truncate(size);  // A hole at the end: zeros.
-      done = size;
-    } else {
-      copied = next->Write(done, std::span<const char>(chunk.data(), static_cast<size_t>(n)));
-      done += static_cast<uint64_t>(n);
-    }
-  }
-  CAIRN_RETURN_IF_ERROR(copied);
-  if (next->size() != size) CAIRN_RETURN_IF_ERROR(next->Truncate(size));
+  CAIRN_ASSIGN_OR_RETURN(std::string copy, write::CopySpoolFile(fd, size, file.spool_dir));
+  StatusOr<std::unique_ptr<write::WriteSession>> next = write::WriteSession::Reopen(
+      file.ufs, file.key, copy, size, std::move(session_options), uploads_.get());
+  if (!next.ok()) ::unlink(copy.c_str());
   return next;
 }
 
 StatusOr<std::unique_ptr<write::WriteSession>> WriteService::Continue(
-    const OpenFile& file, const std::string& committed_spool, int sealed_fd,
+    const OpenFile& file, write::WriteSession* committed_session, int sealed_fd,
     const ufs::ObjectInfo& committed) {
-  if (!file.write_back) {
-    return SessionFor(file, committed_spool, committed.size,
-                      ufs::WriteCondition::Version(committed.version));
+  if (file.write_back) {
+    return SessionFromFd(file, sealed_fd, committed.size,
+                         ConditionAfterSync(file, committed.version));
   }
-  return SessionFromFd(file, sealed_fd, committed.size,
-                       ConditionAfterSync(file, committed.version));
+  if (committed_session == nullptr) {
+    return InternalError("no committed session of " + file.path + " to continue");
+  }
+  write::WriteSessionOptions session_options = SessionOptions(file.path, file.write_back);
+  session_options.condition = ufs::WriteCondition::Version(committed.version);
+  CAIRN_ASSIGN_OR_RETURN(
+      std::unique_ptr<write::WriteSession> next,
+      write::WriteSession::Reopen(file.ufs, file.key, committed_session->spool_path(),
+                                  committed.size, std::move(session_options), uploads_.get()));
+  committed_session->KeepSpoolFile();  // Now the next session's.
+  return next;
 }
 
 bool WriteService::PendingInFolder(const std::string& dir, bool ask_peers) const {

@@ -131,17 +131,17 @@ class WriteService final : public PendingFiles {
   // KeepWrite), served on a thread that must not wait long (a connection's reader): answers
   // now, as Serve, unless that would wait for a long operation of the file (a commit
   // uploading it, a write-back seal, an abort) or be one (the first write or truncate after a
-  // commit copies the committed file into a new session), or come after requests of the file
-  // it handed off and that are not served yet. Then it returns nullopt and calls `resume`
-  // once, with no lock held: from here (the request is itself long), or from the thread that
-  // ends what it waits for; the caller then answers the request with
-  // Serve on a thread that may block (the client never has two overlapping requests of one
-  // file in flight; requests handed off are all served before any later one of the file is,
-  // so a write sent again after a timeout never lands after a newer one). `park` runs first,
-  // on this thread, while `request` is valid (a WritePage's data points into the caller's
-  // buffer), and returns `resume`: it keeps a copy of what the request needs, and `hold` until
-  // the request is served or dropped (the file's later requests wait until then; release it
-  // with no lock held that a resume takes: it may hand off those requests).
+  // commit starts a new session from the committed file: write-back copies it), or come
+  // after requests of the file it handed off and that are not served yet. Then it returns
+  // nullopt and calls `resume` once, with no lock held: from here (the request is itself
+  // long), or from the thread that ends what it waits for; the caller then answers the
+  // request with Serve on a thread that may block (the client never has two overlapping requests of
+  // one file in flight; requests handed off are all served before any later one of the file is, so
+  // a write sent again after a timeout never lands after a newer one). `park` runs first, on this
+  // thread, while `request` is valid (a WritePage's data points into the caller's buffer), and
+  // returns `resume`: it keeps a copy of what the request needs, and `hold` until the request is
+  // served or dropped (the file's later requests wait until then; release it with no lock held that
+  // a resume takes: it may hand off those requests).
   using ResumeFn = std::function<void(std::shared_ptr<void> hold)>;
   using ParkFn = std::function<ResumeFn()>;
   std::optional<StatusOr<protocol::WriteReply>> ServeNow(const std::string& principal,
@@ -271,19 +271,16 @@ class WriteService final : public PendingFiles {
   // (Unavailable while stopping).
   Status CheckRoom(const std::string& principal) EXCLUDES(open_mu_);
   Status CheckRoomLocked(const std::string& principal) const REQUIRES(open_mu_);
-  // A new session for `file` seeded with the first `size` bytes of the spool file `from_spool`.
-  StatusOr<std::unique_ptr<write::WriteSession>> SessionFor(const OpenFile& file,
-                                                            const std::string& from_spool,
-                                                            uint64_t size,
-                                                            ufs::WriteCondition condition);
-  // The session a write after a commit continues in, seeded from the committed content: the
-  // spool file of `committed_spool` (write-through) or the descriptor `sealed_fd` (write-back).
-  // The caller holds file.mu and passes what it guards.
+  // The session a write after a commit continues in, holding the committed content. Write-
+  // through: the committed session's own spool file, taken over (no copy; `committed_session`
+  // gives it up once the new session has it). Write-back: a copy of the sealed spool file
+  // `sealed_fd`, which waits in the queue. The caller holds file.mu and passes what it guards.
   StatusOr<std::unique_ptr<write::WriteSession>> Continue(const OpenFile& file,
-                                                          const std::string& committed_spool,
+                                                          write::WriteSession* committed_session,
                                                           int sealed_fd,
                                                           const ufs::ObjectInfo& committed);
-  // The same from an open descriptor (not closed here).
+  // A new session holding a copy of the first `size` bytes of the open descriptor `fd` (not
+  // closed here).
   StatusOr<std::unique_ptr<write::WriteSession>> SessionFromFd(const OpenFile& file, int fd,
                                                                uint64_t size,
                                                                ufs::WriteCondition condition);

@@ -21,12 +21,62 @@ namespace {
 constexpr uint64_t kHashPiece = kPartHashPiece;
 // What HashSpool reads at a time (fits in a core's L2 cache).
 constexpr size_t kHashReadBytes = 256 << 10;
+// CopySpoolFile's buffer where the kernel cannot copy.
+constexpr uint64_t kCopyBytes = 4 << 20;
 
 void AppendLe64(std::string* out, uint64_t v) {
   for (int i = 0; i < 8; ++i) out->push_back(static_cast<char>((v >> (8 * i)) & 0xff));
 }
 
 }  // namespace
+
+StatusOr<std::string> CopySpoolFile(int from_fd, uint64_t size, const std::string& spool_dir) {
+  std::string path = spool_dir + "/write-XXXXXX";
+  const int to = ::mkostemp(path.data(), O_CLOEXEC);
+  if (to < 0) return ErrnoToStatus(errno, "create spool file in " + spool_dir);
+  Status copied = Status::Ok();
+  loff_t in = 0;
+  loff_t out = 0;
+  bool by_kernel = true;
+  std::vector<char> chunk;
+  while (static_cast<uint64_t>(out) < size && copied.ok()) {
+    const uint64_t left = size - static_cast<uint64_t>(out);
+    ssize_t n = -1;
+    if (by_kernel) {
+      n = ::copy_file_range(from_fd, &in, to, &out,
+                            static_cast<size_t>(std::min<uint64_t>(left, 1ULL << 30)), 0);
+      if (n < 0 && (errno == EXDEV || errno == EINVAL || errno == ENOSYS || errno == EOPNOTSUPP)) {
+        by_kernel = false;  // Not here (an old kernel, another file system): the loop below.
+        continue;
+      }
+    } else {
+      if (chunk.empty()) chunk.resize(std::min<uint64_t>(left, kCopyBytes));
+      n = ::pread(from_fd, chunk.data(), std::min<uint64_t>(left, chunk.size()), in);
+      if (n > 0) {
+        for (ssize_t done = 0; done < n && copied.ok();) {
+          const ssize_t w =
+              ::pwrite(to, chunk.data() + done, static_cast<size_t>(n - done), out + done);
+          if (w < 0 && errno != EINTR) copied = ErrnoToStatus(errno, "write spool file " + path);
+          if (w > 0) done += w;
+        }
+        in += n;
+        out += n;
+      }
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && copied.ok()) copied = ErrnoToStatus(errno, "copy into spool file " + path);
+    if (n == 0) break;  // The source ends here: the rest is a hole of zeros.
+  }
+  if (copied.ok() && ::ftruncate(to, static_cast<off_t>(size)) != 0) {
+    copied = ErrnoToStatus(errno, "size spool file " + path);
+  }
+  ::close(to);
+  if (!copied.ok()) {
+    ::unlink(path.c_str());
+    return copied;
+  }
+  return path;
+}
 
 Status PartHasher::Update(std::span<const char> piece) {
   if (ended_) return InvalidArgumentError("a part hashed in pieces went on after a short one");
@@ -79,11 +129,9 @@ StatusOr<std::unique_ptr<WriteSession>> WriteSession::Create(std::shared_ptr<ufs
                        std::move(options), uploads, std::move(writer)));
 }
 
-StatusOr<std::unique_ptr<WriteSession>> WriteSession::Adopt(std::shared_ptr<ufs::UnderStorage> ufs,
-                                                            std::string key, std::string spool_path,
-                                                            uint64_t size,
-                                                            WriteSessionOptions options,
-                                                            ThreadPool* uploads) {
+StatusOr<std::unique_ptr<WriteSession>> WriteSession::OpenSpool(
+    std::shared_ptr<ufs::UnderStorage> ufs, std::string key, std::string spool_path, uint64_t size,
+    WriteSessionOptions options, ThreadPool* uploads) {
   if (options.max_uploads_in_flight < 1) {
     return InvalidArgumentError("max_uploads_in_flight must be at least 1");
   }
@@ -102,7 +150,7 @@ StatusOr<std::unique_ptr<WriteSession>> WriteSession::Adopt(std::shared_ptr<ufs:
   if (::fstat(fd, &st) != 0 || static_cast<uint64_t>(st.st_size) < size) {
     ::close(fd);
     return CorruptionError("spool file " + spool_path + " is shorter than the " +
-                           std::to_string(size) + " bytes made durable");
+                           std::to_string(size) + " bytes it holds");
   }
   ufs::WriterOptions writer_options;
   writer_options.part_size = options.part_size;
@@ -112,14 +160,55 @@ StatusOr<std::unique_ptr<WriteSession>> WriteSession::Adopt(std::shared_ptr<ufs:
     ::close(fd);
     return writer.status();
   }
-  std::unique_ptr<WriteSession> session(
+  return std::unique_ptr<WriteSession>(
       new WriteSession(std::move(ufs), std::move(key), std::move(spool_path), fd, layout,
                        std::move(options), uploads, std::move(*writer)));
+}
+
+StatusOr<std::unique_ptr<WriteSession>> WriteSession::Adopt(std::shared_ptr<ufs::UnderStorage> ufs,
+                                                            std::string key, std::string spool_path,
+                                                            uint64_t size,
+                                                            WriteSessionOptions options,
+                                                            ThreadPool* uploads) {
+  CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<WriteSession> session,
+                         OpenSpool(std::move(ufs), std::move(key), std::move(spool_path), size,
+                                   std::move(options), uploads));
   MutexLock lock(&session->mu_);
   if (size > 0) CAIRN_RETURN_IF_ERROR(session->written_.Add(0, size));
   session->size_ = size;
   session->closing_ = true;  // Sealed: the bytes are what was made durable.
   session->digest_ = session->options_.expected_digest;
+  return session;
+}
+
+StatusOr<std::unique_ptr<WriteSession>> WriteSession::Reopen(std::shared_ptr<ufs::UnderStorage> ufs,
+                                                             std::string key,
+                                                             std::string spool_path, uint64_t size,
+                                                             WriteSessionOptions options,
+                                                             ThreadPool* uploads) {
+  CAIRN_ASSIGN_OR_RETURN(std::unique_ptr<WriteSession> session,
+                         OpenSpool(std::move(ufs), std::move(key), std::move(spool_path), size,
+                                   std::move(options), uploads));
+  Status ready = Status::Ok();
+  if (::ftruncate(session->spool_fd_, static_cast<off_t>(size)) != 0) {
+    ready = ErrnoToStatus(errno, "cut spool file " + session->spool_path_);
+  }
+  if (ready.ok() && size > 0) {
+    MutexLock lock(&session->mu_);
+    ready = session->written_.Add(0, size);
+    if (ready.ok()) {
+      session->size_ = size;
+      session->TouchParts(0, *session->layout_.PartOf(size - 1));
+      session->Pump();
+    }
+  }
+  if (!ready.ok()) {
+    session->KeepSpoolFile();  // Still the caller's.
+    return ready;
+  }
+  // A copied file's pages are not on disk yet: start their write now, as writes would have
+  // (write_behind_bytes), so that a Seal finds little left.
+  session->StartWriteBehind(size);
   return session;
 }
 

@@ -128,6 +128,13 @@ class PartHasher {
   bool ended_ = false;  // A short piece came: it was the last.
 };
 
+// Copies the first `size` bytes of `from_fd` (readable; bytes past its end read as zeros) into
+// a new spool file in `spool_dir` and returns its path, for WriteSession::Reopen (the caller
+// owns the file until then). The kernel copies (copy_file_range(2): no pass through user
+// memory, and on file systems with reflinks such as XFS and btrfs the blocks are shared, not
+// copied); where it cannot, a read-write loop. IoError (the new file is removed).
+StatusOr<std::string> CopySpoolFile(int from_fd, uint64_t size, const std::string& spool_dir);
+
 class WriteSession {
  public:
   // Starts writing `key` of `ufs` with a new spool file in `spool_dir` (which must exist, on the
@@ -148,6 +155,17 @@ class WriteSession {
                                                        std::string key, std::string spool_path,
                                                        uint64_t size, WriteSessionOptions options,
                                                        ThreadPool* uploads);
+  // Continues a file whose first `size` bytes are in `spool_path`: the spool file of a committed
+  // session that gives it up (KeepSpoolFile, then destroyed), or a CopySpoolFile. Every byte
+  // counts as written and none as sent: the next Commit sends the whole file again (a source
+  // has no append), and with options.upload_early its full parts start going up now. Unlike
+  // Adopt, the session takes writes. Once it is returned, it owns the file and has cut it to
+  // `size` (a shorter file is Corruption, as for Adopt); O(parts), no byte is copied. Errors as
+  // Adopt; on an error the file stays the caller's.
+  static StatusOr<std::unique_ptr<WriteSession>> Reopen(std::shared_ptr<ufs::UnderStorage> ufs,
+                                                        std::string key, std::string spool_path,
+                                                        uint64_t size, WriteSessionOptions options,
+                                                        ThreadPool* uploads);
   ~WriteSession();
   WriteSession(const WriteSession&) = delete;
   WriteSession& operator=(const WriteSession&) = delete;
@@ -218,6 +236,13 @@ class WriteSession {
   WriteSession(std::shared_ptr<ufs::UnderStorage> ufs, std::string key, std::string spool_path,
                int spool_fd, ufs::PartLayout layout, WriteSessionOptions options,
                ThreadPool* uploads, std::unique_ptr<ufs::ObjectWriter> writer);
+  // Adopt and Reopen: a session over the existing `spool_path`, at least `size` bytes long,
+  // with nothing recorded as written yet.
+  static StatusOr<std::unique_ptr<WriteSession>> OpenSpool(std::shared_ptr<ufs::UnderStorage> ufs,
+                                                           std::string key, std::string spool_path,
+                                                           uint64_t size,
+                                                           WriteSessionOptions options,
+                                                           ThreadPool* uploads);
 
   // Bumps the generation of the parts [first, last] and queues those now wholly written (once
   // the file may send parts early).

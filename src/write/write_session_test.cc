@@ -7,6 +7,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <thread>
 
 #include "testing/gate.h"
@@ -27,6 +30,15 @@ using cairn::testing::WaitUntil;
 constexpr uint64_t kPart = 64 << 10;
 
 std::span<const char> Span(const std::string& s) { return {s.data(), s.size()}; }
+
+void PutFile(const std::string& path, const std::string& content) {
+  std::ofstream(path, std::ios::binary) << content;
+}
+
+std::string FileContent(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
 
 std::string Pattern(uint64_t n, int seed) {
   std::string out(n, '\0');
@@ -485,6 +497,91 @@ TEST_F(WriteSessionTest, ADroppedSessionLeavesNoObjectAndNoSpoolFile) {
   struct stat st;
   EXPECT_NE(::stat(spool.c_str(), &st), 0) << spool << " is still there";
   EXPECT_FALSE(memory_->Get("dropped.bin").has_value());
+}
+
+// A write after a commit (a write-through fsync, then more writes) continues in a session that
+// takes over the committed spool file instead of copying it: the whole file, old bytes and new,
+// goes up again at the next commit, its full parts early.
+TEST_F(WriteSessionTest, AReopenedSpoolFileTakesWritesAndCommitsTheWholeFileAgain) {
+  const std::string first = Pattern(3 * kPart + 100, 10);
+  std::string spool;
+  std::string version;
+  {
+    auto s = Open("log.txt");
+    ASSERT_NE(s, nullptr);
+    WriteSequentially(*s, first, 7000);
+    auto info = s->Commit();
+    ASSERT_TRUE(info.ok()) << info.status().ToString();
+    version = info->version;
+    spool = s->spool_path();
+    s->KeepSpoolFile();
+  }
+  struct stat st;
+  ASSERT_EQ(::stat(spool.c_str(), &st), 0) << "a kept spool file was removed";
+  WriteSessionOptions options;
+  options.part_size = kPart;
+  options.condition = ufs::WriteCondition::Version(version);
+  auto reopened = WriteSession::Reopen(gated_, "log.txt", spool, first.size(), options, &pool_);
+  ASSERT_TRUE(reopened.ok()) << reopened.status().ToString();
+  WriteSession& s = **reopened;
+  EXPECT_EQ(s.size(), first.size());
+  // The three full parts go up before any write, as they would while being written.
+  ASSERT_TRUE(WaitUntil([&] { return s.stats().parts_sent_early == 3; }))
+      << "sent early: " << s.stats().parts_sent_early;
+  const std::string more = Pattern(kPart, 11);
+  ASSERT_TRUE(s.Write(first.size(), Span(more)).ok());
+  ASSERT_TRUE(s.Write(5, Span(std::string("patched"))).ok());  // Into a part already sent.
+  std::string expected = first + more;
+  expected.replace(5, 7, "patched");
+  std::string back(expected.size(), '\0');
+  auto n = s.ReadAt(0, std::span<char>(back.data(), back.size()));
+  ASSERT_TRUE(n.ok());
+  EXPECT_EQ(back, expected);
+  auto info = s.Commit();
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  EXPECT_EQ(info->size, expected.size());
+  EXPECT_EQ(Stored("log.txt"), expected);
+  EXPECT_GE(s.stats().parts_resent, 1U);  // The patched part went up again.
+  reopened->reset();
+  EXPECT_NE(::stat(spool.c_str(), &st), 0) << "the reopened session did not remove " << spool;
+}
+
+TEST_F(WriteSessionTest, AReopenedFileIsCutToItsSizeAndOneTooShortIsRefusedAndKept) {
+  const std::string path = spool_.str() + "/given";
+  PutFile(path, Pattern(5000, 12));
+  WriteSessionOptions options;
+  options.part_size = kPart;
+  // Shorter than it claims: refused, and the file is still the caller's.
+  auto refused = WriteSession::Reopen(gated_, "short.bin", path, 6000, options, &pool_);
+  EXPECT_EQ(refused.status().code(), StatusCode::kCorruption);
+  struct stat st;
+  ASSERT_EQ(::stat(path.c_str(), &st), 0);
+  // Longer than its size: the rest is cut.
+  auto reopened = WriteSession::Reopen(gated_, "cut.bin", path, 3000, options, &pool_);
+  ASSERT_TRUE(reopened.ok()) << reopened.status().ToString();
+  ASSERT_EQ(::stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_size, 3000);
+  ASSERT_TRUE((*reopened)->Commit().ok());
+  EXPECT_EQ(Stored("cut.bin"), Pattern(5000, 12).substr(0, 3000));
+}
+
+TEST_F(WriteSessionTest, ACopiedSpoolFileHoldsTheBytesAndZerosPastTheSourcesEnd) {
+  const std::string source = spool_.str() + "/sealed";
+  const std::string content = Pattern(3 * kPart + 17, 13);
+  PutFile(source, content);
+  const int fd = ::open(source.c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  auto copy = CopySpoolFile(fd, content.size() + 500, spool_.str());
+  ::close(fd);
+  ASSERT_TRUE(copy.ok()) << copy.status().ToString();
+  EXPECT_NE(*copy, source);
+  EXPECT_EQ(FileContent(*copy), content + std::string(500, '\0'));
+  // A descriptor that cannot be read: an error, and no file is left behind.
+  auto none = CopySpoolFile(-1, 10, spool_.str());
+  EXPECT_FALSE(none.ok());
+  const auto files = std::distance(std::filesystem::directory_iterator(spool_.str()),
+                                   std::filesystem::directory_iterator());
+  EXPECT_EQ(files, 2);  // "sealed" and the copy.
 }
 
 }  // namespace

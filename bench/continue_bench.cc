@@ -1,0 +1,211 @@
+// continue_bench: what the first write after a sync costs on the worker. A file of --size-mib is
+// written through a WriteSession and committed (a write-through fsync); then a write at its end
+// continues it in a new session that must hold the committed bytes. Three ways, each run once
+// per --runs, in an order that rotates:
+//   copy    a new session and a read-write loop through user memory, 4 MiB at a time (what the
+//           worker did for every write after a sync until 12-07);
+//   kernel  write::CopySpoolFile (copy_file_range: copied in the kernel, or blocks shared on
+//           XFS/btrfs) then WriteSession::Reopen (write-back now: its sealed file waits in the
+//           queue, so it is copied);
+//   reopen  WriteSession::Reopen of the committed spool file itself (write-through now).
+// Reports continue_s (from the sync's return to the first write accepted: the wait a client's
+// write sees, against its 5 s timeout) and commit_s (the next sync: the whole file goes up
+// again either way, as a source has no append). Every object is read back and compared byte
+// for byte (exit 1 on a mismatch). One JSON object per run on stdout, then a summary with
+// medians and ratios against `copy`.
+//
+//   continue_bench --uri file:///DIR --spool-dir DIR [--size-mib 1024] [--runs 5]
+//                  [--modes copy,kernel,reopen]
+//
+// docs/benchmarks.md, "A write after a sync".
+#include <CLI/CLI.hpp>
+#include <fcntl.h>
+#include <fmt/core.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "common/thread_pool.h"
+#include "ufs/ufs.h"
+#include "write/write_session.h"
+
+namespace {
+
+using cairn::Status;
+using cairn::StatusOr;
+using cairn::write::WriteSession;
+using cairn::write::WriteSessionOptions;
+using Clock = std::chrono::steady_clock;
+
+constexpr uint64_t kChunk = 4 << 20;
+
+struct Flags {
+  std::string uri, spool_dir;
+  std::vector<std::string> modes = {"copy", "kernel", "reopen"};
+  uint64_t size_mib = 1024;
+  int runs = 5;
+};
+
+double Seconds(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+char ByteAt(uint64_t i, int run) {
+  return static_cast<char>((i * 2654435761u >> 13) + static_cast<uint64_t>(run) * 7 + i / 4099);
+}
+
+std::vector<char> Bytes(uint64_t offset, uint64_t n, int run) {
+  std::vector<char> out(n);
+  for (uint64_t i = 0; i < n; ++i) out[i] = ByteAt(offset + i, run);
+  return out;
+}
+
+Status Verify(cairn::ufs::UnderStorage& ufs, const std::string& key, uint64_t size, int run) {
+  CAIRN_ASSIGN_OR_RETURN(cairn::ufs::ObjectInfo info, ufs.Stat(key));
+  if (info.size != size) return cairn::CorruptionError("size " + std::to_string(info.size));
+  std::vector<char> got(kChunk);
+  for (uint64_t off = 0; off < size; off += got.size()) {
+    got.resize(std::min<uint64_t>(got.size(), size - off));
+    CAIRN_ASSIGN_OR_RETURN(size_t n, ufs.Read(key, info.version, off, got));
+    if (n != got.size() || got != Bytes(off, got.size(), run)) {
+      return cairn::CorruptionError(key + ": wrong bytes near offset " + std::to_string(off));
+    }
+  }
+  return Status::Ok();
+}
+
+// The old worker's continuation: a new session fed from the committed spool through a buffer.
+StatusOr<std::unique_ptr<WriteSession>> ContinueByCopy(
+    std::shared_ptr<cairn::ufs::UnderStorage> ufs, const std::string& key,
+    const std::string& spool_dir, const WriteSessionOptions& options, cairn::ThreadPool* pool,
+    const std::string& from, uint64_t size) {
+  CAIRN_ASSIGN_OR_RETURN(auto next, WriteSession::Create(ufs, key, spool_dir, options, pool));
+  const int fd = ::open(from.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return cairn::ErrnoToStatus(errno, "open " + from);
+  std::vector<char> chunk(kChunk);
+  Status copied;
+  for (uint64_t done = 0; done < size && copied.ok();) {
+    const ssize_t n = ::pread(fd, chunk.data(), std::min<uint64_t>(kChunk, size - done),
+                              static_cast<off_t>(done));
+    if (n <= 0) {
+      copied = cairn::ErrnoToStatus(n < 0 ? errno : EIO, "read " + from);
+      break;
+    }
+    copied = next->Write(done, std::span<const char>(chunk.data(), static_cast<size_t>(n)));
+    done += static_cast<uint64_t>(n);
+  }
+  ::close(fd);
+  CAIRN_RETURN_IF_ERROR(copied);
+  return next;
+}
+
+struct Result {
+  double continue_s = 0, commit_s = 0;
+  cairn::write::WriteSessionStats stats;
+};
+
+StatusOr<Result> Run(const Flags& f, std::shared_ptr<cairn::ufs::UnderStorage> ufs,
+                     cairn::ThreadPool& pool, const std::string& mode, const std::string& key,
+                     int run) {
+  const uint64_t size = f.size_mib << 20;
+  WriteSessionOptions options;
+  CAIRN_ASSIGN_OR_RETURN(auto first, WriteSession::Create(ufs, key, f.spool_dir, options, &pool));
+  for (uint64_t off = 0; off < size; off += kChunk) {
+    const std::vector<char> data = Bytes(off, std::min(kChunk, size - off), run);
+    CAIRN_RETURN_IF_ERROR(first->Write(off, data));
+  }
+  CAIRN_ASSIGN_OR_RETURN(cairn::ufs::ObjectInfo committed, first->Commit());
+  options.condition = cairn::ufs::WriteCondition::Version(committed.version);
+  const std::vector<char> more = Bytes(size, kChunk, run);
+
+  const auto t0 = Clock::now();
+  std::unique_ptr<WriteSession> next;
+  if (mode == "copy") {
+    CAIRN_ASSIGN_OR_RETURN(
+        next, ContinueByCopy(ufs, key, f.spool_dir, options, &pool, first->spool_path(), size));
+  } else if (mode == "kernel") {
+    const int fd = ::open(first->spool_path().c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return cairn::ErrnoToStatus(errno, "open " + first->spool_path());
+    StatusOr<std::string> copy = cairn::write::CopySpoolFile(fd, size, f.spool_dir);
+    ::close(fd);
+    CAIRN_RETURN_IF_ERROR(copy.status());
+    CAIRN_ASSIGN_OR_RETURN(next, WriteSession::Reopen(ufs, key, *copy, size, options, &pool));
+  } else {
+    CAIRN_ASSIGN_OR_RETURN(
+        next, WriteSession::Reopen(ufs, key, first->spool_path(), size, options, &pool));
+    first->KeepSpoolFile();
+  }
+  first.reset();
+  CAIRN_RETURN_IF_ERROR(next->Write(size, more));
+  const auto t1 = Clock::now();
+  CAIRN_RETURN_IF_ERROR(next->Commit().status());
+  const auto t2 = Clock::now();
+  const cairn::write::WriteSessionStats stats = next->stats();
+  next.reset();
+  CAIRN_RETURN_IF_ERROR(Verify(*ufs, key, size + kChunk, run));
+  return Result{Seconds(t0, t1), Seconds(t1, t2), stats};
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Flags f;
+  CLI::App app{"the first write after a sync: copy vs kernel copy vs reopen of the spool file"};
+  app.add_option("--uri", f.uri, "file:///dir (or s3://bucket/prefix)")->required();
+  app.add_option("--spool-dir", f.spool_dir, "local folder for the spool files")->required();
+  app.add_option("--size-mib", f.size_mib)->check(CLI::Range(1, 1 << 16));
+  app.add_option("--runs", f.runs)->check(CLI::Range(1, 100));
+  app.add_option("--modes", f.modes, "which of copy, kernel, reopen (ratios need copy)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"copy", "kernel", "reopen"}));
+  CLI11_PARSE(app, argc, argv);
+
+  auto ufs = cairn::ufs::OpenUnderStorage(f.uri, cairn::ufs::UfsOptions{});
+  if (!ufs.ok()) {
+    fmt::print(stderr, "continue_bench: {}\n", ufs.status().ToString());
+    return 2;
+  }
+  cairn::ThreadPool pool(4, "uploads");
+  const std::vector<std::string>& modes = f.modes;
+  std::map<std::string, std::vector<double>> continue_s, commit_s;
+  for (int run = 0; run < f.runs; ++run) {
+    for (size_t i = 0; i < modes.size(); ++i) {
+      const std::string& mode = modes[(i + static_cast<size_t>(run)) % modes.size()];
+      const std::string key = fmt::format("bench/continue-{}-{}.bin", mode, run);
+      StatusOr<Result> r = Run(f, *ufs, pool, mode, key, run);
+      if (!r.ok()) {
+        fmt::print(stderr, "continue_bench: {} run {}: {}\n", mode, run, r.status().ToString());
+        return 1;
+      }
+      continue_s[mode].push_back(r->continue_s);
+      commit_s[mode].push_back(r->commit_s);
+      fmt::print(
+          "{{\"mode\": \"{}\", \"run\": {}, \"size_mib\": {}, \"continue_s\": {:.4f}, "
+          "\"commit_s\": {:.3f}, \"parts_sent\": {}, \"parts_sent_early\": {}, "
+          "\"upload_failures\": {}, \"writer_restarts\": {}}}\n",
+          mode, run, f.size_mib, r->continue_s, r->commit_s, r->stats.parts_sent,
+          r->stats.parts_sent_early, r->stats.upload_failures, r->stats.writer_restarts);
+      std::fflush(stdout);
+      (void)(*ufs)->Delete(key);
+    }
+  }
+  const double base = continue_s.count("copy") ? Median(continue_s["copy"]) : 0.0;
+  for (const std::string& mode : modes) {
+    fmt::print(
+        "{{\"summary\": \"{}\", \"median_continue_s\": {:.4f}, \"continue_vs_copy\": {:.4f}, "
+        "\"median_commit_s\": {:.3f}}}\n",
+        mode, Median(continue_s[mode]), base > 0 ? Median(continue_s[mode]) / base : 0.0,
+        Median(commit_s[mode]));
+  }
+  return 0;
+}
