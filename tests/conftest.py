@@ -18,6 +18,7 @@ import socket
 import ssl
 import struct
 import subprocess
+import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -51,6 +52,17 @@ def cairn_bin(request):
     if not path.is_file() or not os.access(path, os.X_OK):
         pytest.exit(f"--cairn-bin {path} is not an executable file", returncode=2)
     return str(path)
+
+
+@pytest.fixture(scope="session")
+def cairn(cairn_bin):
+    """The SDK as built next to the binary (build/python)."""
+    sdk = Path(cairn_bin).resolve().parent / "python"
+    assert (sdk / "cairn" / "__init__.py").is_file(), f"the Python SDK is not built in {sdk}"
+    sys.path.insert(0, str(sdk))
+    import cairn as module
+    assert Path(module.__file__).resolve().parent == (sdk / "cairn").resolve()
+    return module
 
 
 @pytest.fixture(scope="session", autouse=True)

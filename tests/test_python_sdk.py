@@ -23,17 +23,6 @@ from conftest import (KiB, MiB, S3_BUCKET, S3_KEY, S3_SECRET, SIZED_FILES, UNICO
                       TRAIN_COUNT, many_name, sha256)
 
 
-@pytest.fixture(scope="session")
-def cairn(cairn_bin):
-    """The SDK as built next to the binary (build/python)."""
-    sdk = Path(cairn_bin).resolve().parent / "python"
-    assert (sdk / "cairn" / "__init__.py").is_file(), f"the Python SDK is not built in {sdk}"
-    sys.path.insert(0, str(sdk))
-    import cairn as module
-    assert Path(module.__file__).resolve().parent == (sdk / "cairn").resolve()
-    return module
-
-
 def _s3_mount(path, prefix, server, write_mode="through"):
     return {"path": path, "uri": f"s3://{S3_BUCKET}/{prefix}", "write_mode": write_mode,
             "options": {"endpoint": server.endpoint, "region": "us-east-1",

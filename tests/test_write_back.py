@@ -327,6 +327,38 @@ def test_kill_9_at_a_named_point_loses_nothing_acknowledged(wb, point, answered,
                "the spool to empty")
 
 
+def test_kill_9_after_a_rename_deleted_the_old_object_loses_nothing_acknowledged(wb, cairn):
+    """A rename of a waiting file that replaces an uploaded one deletes that older object
+    first (it must not outlive the rename), then journals the move. A kill -9 between the two:
+    the rename was never answered, and the file's close was. After the restart the file goes
+    up under its old name. (Before 12-07 it still expected the deleted object there, was set
+    aside as a conflict, and neither name held it.)"""
+    w, s3 = wb
+    # Closed files wait an hour unless a sync asks for them: the second one stays waiting.
+    w.start(crash_at="write-back-rename-deleted", extra=["--write-back-delay", "1h"])
+    older = random.Random(21).randbytes(2 * MiB)
+    newer = random.Random(22).randbytes(3 * MiB + 7)
+    _ok(w.put(older, "/wb/step.pt.tmp"))
+    _ok(w.sync("/wb/step.pt.tmp"))
+    assert s3.object("wb/step.pt.tmp") == older
+    _ok(w.put(newer, "/wb/step.pt.tmp"))  # Acknowledged: in the journal, not in the lake.
+    client = cairn.connect(config=w.config, workers=[f"127.0.0.1:{w.port}"], worker_timeout=5)
+    try:
+        with pytest.raises(OSError):
+            client.rename("/wb/step.pt.tmp", "/wb/step.pt")
+    finally:
+        client.close()
+    w.wait_crashed()
+    assert s3.object("wb/step.pt.tmp") is None  # The crash came after the delete.
+    w.start()
+    _ok(w.sync(timeout="120s"))
+    assert s3.object("wb/step.pt.tmp") == newer
+    assert s3.object("wb/step.pt") is None
+    m = w.proc.metrics()
+    assert m.get("cairn_worker_write_back_conflicts_total", 0) == 0
+    assert m["cairn_worker_write_back_pending_files"] == 0
+
+
 def test_what_a_killed_upload_left_in_a_folder_source_is_removed_at_the_next_start(wb):
     """The parts of a file go to a temp file in the folder while it is written; a kill -9
     before the commit leaves that temp file there. The journal noted it: the next start

@@ -1445,13 +1445,21 @@ StatusOr<WriteBack::PendingFile> WriteService::MovePending(
   // meanwhile). First: if this fails, nothing changed. A new file never uploaded has nothing in
   // the source to delete (whatever is there now is someone else's, which the rename does not
   // own): the source is not asked, so the checkpoint idiom (write a temporary name, rename it)
-  // works while the lake is down.
+  // works while the lake is down. The files of `from` expect its absence before the delete
+  // (journaled), so that a crash after the delete, before the move is journaled, uploads them
+  // under `from` as if the rename had not been asked; before 12-07 they still expected the
+  // deleted object and were set aside as conflicts (a crash between this record and the
+  // delete, one request, finds the old object and sets them aside).
   if (!write_back_->NeverUploaded(request.from)) {
+    const std::optional<ufs::WriteCondition> expected = write_back_->OldestCondition(request.from);
+    write_back_->SetCondition(request.from, ufs::WriteCondition::Absent());
     Status deleted = ufs.Delete(from.resolved.key);
     if (!deleted.ok() && deleted.code() != StatusCode::kNotFound) {
+      if (expected) write_back_->SetCondition(request.from, *expected);
       return give_up(deleted.WithContext("rename of " + request.from));
     }
     deleted_from = true;
+    CrashPoint("write-back-rename-deleted");
   }
   StatusOr<WriteBack::PendingFile> moved =
       write_back_->Retarget(request.from, request.to, condition, released);
