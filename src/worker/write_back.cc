@@ -359,7 +359,17 @@ void WriteBack::CancelPath(const std::string& path, uint64_t through_id) {
   }
 }
 
-WriteBack::HoldResult WriteBack::Hold(const std::string& from, const std::string& to) {
+void WriteBack::ChangeHoldsLocked(const std::string& from, const std::string& to, int by) {
+  for (const std::string* name : {&from, &to}) {
+    if (name == &to && to == from) break;
+    int& holders = holds_[*name];
+    holders += by;
+    if (holders <= 0) holds_.erase(*name);
+  }
+}
+
+WriteBack::HoldResult WriteBack::Hold(const std::string& from, const std::string& to,
+                                      bool* holding) {
   MutexLock l(&mu_);
   bool pending = false;
   bool running = false;
@@ -369,15 +379,15 @@ WriteBack::HoldResult WriteBack::Hold(const std::string& from, const std::string
     pending = pending || (path == from && !item.cancelled);
     running = running || item.running;
   }
-  for (auto& [id, item] : items_) {
-    const std::string& path = item.write.record.path;
-    if (path == from || path == to) item.held = pending;
-  }
   if (!pending) {
+    if (*holding) ChangeHoldsLocked(from, to, -1);
+    *holding = false;
     ++generation_;  // A hold of an earlier round may have ended here.
     changed_.NotifyAll();
     return HoldResult::kNothing;
   }
+  if (!*holding) ChangeHoldsLocked(from, to, +1);
+  *holding = true;
   return running ? HoldResult::kBusy : HoldResult::kHeld;
 }
 
@@ -398,27 +408,27 @@ bool WriteBack::WaitIdle(const std::string& from, const std::string& to,
                           idle);
 }
 
-void WriteBack::Unhold(const std::string& from, const std::string& to) {
+void WriteBack::Unhold(const std::string& from, const std::string& to, bool* holding) {
   MutexLock l(&mu_);
-  for (auto& [id, item] : items_) {
-    const std::string& path = item.write.record.path;
-    if (path == from || path == to) item.held = false;
-  }
+  if (!*holding) return;
+  ChangeHoldsLocked(from, to, -1);
+  *holding = false;
   ++generation_;
   changed_.NotifyAll();
 }
 
 StatusOr<WriteBack::PendingFile> WriteBack::Retarget(
     const std::string& from, const std::string& to, const ufs::WriteCondition& condition,
-    std::vector<std::unique_ptr<write::WriteSession>>* released) {
+    bool* holding, std::vector<std::unique_ptr<write::WriteSession>>* released) {
   MutexLock l(&mu_);
+  if (*holding) ChangeHoldsLocked(from, to, -1);
+  *holding = false;
   Item* moved = nullptr;
   std::vector<uint64_t> replaced;  // Older files of `from`, and the files of `to`.
   bool running = false;
   for (auto& [id, item] : items_) {
     const std::string& path = item.write.record.path;
     if (path != from && path != to) continue;
-    item.held = false;
     running = running || item.running;
     if (item.cancelled) continue;
     if (path == from) {
@@ -718,7 +728,8 @@ WriteBack::Item* WriteBack::NextReady(int64_t now_us, int64_t* wake_us) {
   std::unordered_set<std::string_view> blocked;  // Paths with an earlier file still waiting.
   for (auto& [id, item] : items_) {
     const bool behind = !blocked.insert(item.write.record.path).second;
-    if (behind || item.running || item.held) continue;
+    if (behind || item.running) continue;
+    if (!holds_.empty() && holds_.count(item.write.record.path) != 0) continue;
     if (item.next_try_us > now_us) {
       *wake_us = std::min(*wake_us, item.next_try_us);
       continue;

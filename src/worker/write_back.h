@@ -238,24 +238,30 @@ class WriteBack {
   StatusOr<Opened> OpenPending(const std::string& path, uint64_t id) const EXCLUDES(mu_);
 
   // A rename of a file not yet uploaded (docs/write-path.md, decision 8), in two steps under
-  // both paths' commit locks. Hold: kNothing when `from` has no pending file (nothing held);
-  // else the files of both names are held (the queue starts none of them) and kHeld, or kBusy
-  // when one is being uploaded right now (release the commit locks, WaitIdle, Hold again).
+  // both paths' commit locks. Hold: kNothing when `from` has no pending file (and the caller's
+  // hold, if any, is let go); else the caller holds both names (the queue starts no file of
+  // either, including files closed later, until every hold of the name is let go) and kHeld,
+  // or kBusy when a file of either is being uploaded right now (release the commit locks,
+  // WaitIdle, Hold again: the hold stays meanwhile). `*holding` says whether the caller holds
+  // them (false before its first Hold): calls again take no second hold. Holds are counted
+  // per name, so one rename letting go never frees a name another still holds (a rename onto
+  // `from` that gave up while `from` was being passed to another worker let the queue upload
+  // it there, and both names ended in the source).
   enum class HoldResult { kNothing, kBusy, kHeld };
-  HoldResult Hold(const std::string& from, const std::string& to) EXCLUDES(mu_);
+  HoldResult Hold(const std::string& from, const std::string& to, bool* holding) EXCLUDES(mu_);
   // Waits until no file of either name is being uploaded; false at `deadline`.
   bool WaitIdle(const std::string& from, const std::string& to,
                 std::chrono::steady_clock::time_point deadline) EXCLUDES(mu_);
-  // Lets the queue start the held files again (a rename that gave up).
-  void Unhold(const std::string& from, const std::string& to) EXCLUDES(mu_);
+  // Lets go of the caller's hold (a rename that gave up); nothing when `*holding` is false.
+  void Unhold(const std::string& from, const std::string& to, bool* holding) EXCLUDES(mu_);
   // After kHeld: the newest pending file of `from` is uploaded to `to` under `condition`
   // instead (journaled before this returns); the older files of `from` and the pending files
   // of `to` are dropped (the rename replaces them). Returns the moved file. IoError when the
-  // journal cannot be written (nothing changed). Either way nothing stays held. The sessions
-  // let go of go to `released`: destroy them after this returns (their uploads are aborted;
-  // the moved file's spool file stays).
+  // journal cannot be written (nothing changed). Either way the caller's hold is let go. The
+  // sessions let go of go to `released`: destroy them after this returns (their uploads are
+  // aborted; the moved file's spool file stays).
   StatusOr<PendingFile> Retarget(const std::string& from, const std::string& to,
-                                 const ufs::WriteCondition& condition,
+                                 const ufs::WriteCondition& condition, bool* holding,
                                  std::vector<std::unique_ptr<write::WriteSession>>* released)
       EXCLUDES(mu_);
 
@@ -264,7 +270,6 @@ class WriteBack {
     PendingWrite write;
     bool running = false;
     bool cancelled = false;
-    bool held = false;  // By a rename (Hold): not started until it lets go.
     // It may be in the source under its current path: an upload of it is running, or one
     // ended whose outcome is unknown, or it was replayed (the run before may have uploaded it).
     bool begun = false;
@@ -290,6 +295,8 @@ class WriteBack {
   std::unique_ptr<write::WriteSession> Finish(uint64_t id, write::JournalRecord::Outcome outcome,
                                               const std::string& detail) REQUIRES(mu_);
   void UpdateGauges() REQUIRES(mu_);
+  // Takes (`by` +1) or lets go of (-1) one hold of each of the names `from` and `to`.
+  void ChangeHoldsLocked(const std::string& from, const std::string& to, int by) REQUIRES(mu_);
 
   // Whether a closed file of `size` bytes, `reserved` of them reserved, fits now.
   bool HasRoomLocked(uint64_t size, uint64_t reserved) const REQUIRES(mu_);
@@ -319,6 +326,9 @@ class WriteBack {
   bool closed_ GUARDED_BY(mu_) = false;  // Destroying: upload reports are ignored.
   // Last: destroyed first (the sessions' destructors may still report to the members above).
   std::map<uint64_t, Item> items_ GUARDED_BY(mu_);  // By id: the order of closing.
+  // Names held by renames (Hold), each with its number of holders: no file of a name here
+  // starts its upload.
+  std::map<std::string, int, std::less<>> holds_ GUARDED_BY(mu_);
 };
 
 // Whether `path` is `prefix` or under it ("/" holds everything; "/data" does not hold "/data2").

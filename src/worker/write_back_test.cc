@@ -633,6 +633,29 @@ TEST_F(WriteBackTest, AnOpenFileGivesBackItsRoomWhenTruncatedAbortedOrDropped) {
   EXPECT_FALSE(InSource("c.bin"));
 }
 
+// Holds of a name by renames are counted: one rename letting go leaves the name held by the
+// other (before 12-07 a hold was one flag per file, and a rename onto a file being passed to
+// another worker that gave up let the queue upload it there: both names ended in the source).
+TEST_F(WriteBackTest, ANameHeldByTwoRenamesStaysHeldUntilBothLetGo) {
+  Start(1ull << 30, std::chrono::hours(1));  // Nothing goes up until a sync asks.
+  ASSERT_TRUE(WriteFile("/lake/ckpt.pt", "weights").ok());
+  WriteBack& queue = *writes_->write_back();
+  bool passing = false;   // A hand-over of ckpt.pt to another worker.
+  bool renaming = false;  // A rename of ckpt.pt in this one.
+  ASSERT_EQ(queue.Hold("/lake/ckpt.pt", "/lake/ckpt.pt", &passing), WriteBack::HoldResult::kHeld);
+  ASSERT_EQ(queue.Hold("/lake/ckpt.pt", "/lake/other.pt", &renaming), WriteBack::HoldResult::kHeld);
+  // Asking again takes no second hold.
+  ASSERT_EQ(queue.Hold("/lake/ckpt.pt", "/lake/other.pt", &renaming), WriteBack::HoldResult::kHeld);
+  queue.Unhold("/lake/ckpt.pt", "/lake/other.pt", &renaming);
+  EXPECT_FALSE(renaming);
+  EXPECT_EQ(writes_->SyncPath("/", std::chrono::milliseconds(300)).code(),
+            StatusCode::kDeadlineExceeded);
+  EXPECT_FALSE(InSource("ckpt.pt"));  // Still held by the hand-over.
+  queue.Unhold("/lake/ckpt.pt", "/lake/ckpt.pt", &passing);
+  ASSERT_TRUE(SyncAll().ok());
+  EXPECT_EQ(Content("ckpt.pt"), "weights");
+}
+
 TEST_F(WriteBackTest, ARenameOfAPendingFileMovesItsUploadWithoutWaiting) {
   SourceDown(true);  // No upload can happen: the rename must not need one.
   memory_->Put("ckpt.tmp", "an old upload of the temporary name");

@@ -1353,6 +1353,7 @@ StatusOr<std::optional<WriteReply>> WriteService::RenamePending(
   Mutex* first = &CommitLockOf(request.from);
   Mutex* second = &CommitLockOf(request.to);
   if (std::less<Mutex*>()(second, first)) std::swap(first, second);
+  bool holding = false;  // WriteBack::Hold's.
   for (;;) {
     // Let go of after the locks, on the cleanup thread: destroying a session waits for its
     // part uploads in flight and aborts its upload, which the rename need not wait for.
@@ -1367,13 +1368,14 @@ StatusOr<std::optional<WriteReply>> WriteService::RenamePending(
       MutexLock lock_first(first);
       std::optional<MutexLock> lock_second;
       if (second != first) lock_second.emplace(second);
-      switch (write_back_->Hold(request.from, request.to)) {
+      switch (write_back_->Hold(request.from, request.to, &holding)) {
         case WriteBack::HoldResult::kNothing:
           return std::optional<WriteReply>();  // Uploaded meanwhile: rename in the source.
         case WriteBack::HoldResult::kBusy:
           break;
         case WriteBack::HoldResult::kHeld: {
-          StatusOr<WriteBack::PendingFile> moved = MovePending(request, from, to, &released);
+          StatusOr<WriteBack::PendingFile> moved =
+              MovePending(request, from, to, &holding, &released);
           let_go(&released);
           if (!moved.ok()) return moved.status();
           metrics_->renames->Increment();
@@ -1385,7 +1387,7 @@ StatusOr<std::optional<WriteReply>> WriteService::RenamePending(
     }
     // One of them is being uploaded (maybe waiting for these very locks): let it finish.
     if (!write_back_->WaitIdle(request.from, request.to, deadline)) {
-      write_back_->Unhold(request.from, request.to);
+      write_back_->Unhold(request.from, request.to, &holding);
       return DeadlineExceededError("rename of " + request.from + " waits for its upload");
     }
   }
@@ -1408,13 +1410,14 @@ ufs::WriteCondition WriteService::ReplacedByRename(ufs::UnderStorage& ufs, const
 
 StatusOr<WriteBack::PendingFile> WriteService::MovePending(
     const protocol::RenameRequest& request, const PageService::PathAt& from,
-    const PageService::PathAt& to, std::vector<std::unique_ptr<write::WriteSession>>* released) {
+    const PageService::PathAt& to, bool* holding,
+    std::vector<std::unique_ptr<write::WriteSession>>* released) {
   ufs::UnderStorage& ufs = *from.resolved.mount->ufs;
   bool deleted_from = false;
   auto give_up = [&](Status why) {
     // The name is gone from the source: the files of `from` that stay go up on its absence.
     if (deleted_from) write_back_->SetCondition(request.from, ufs::WriteCondition::Absent());
-    write_back_->Unhold(request.from, request.to);
+    write_back_->Unhold(request.from, request.to, holding);
     return why;
   };
   // Never a file over a directory (the source's own rename refuses it): its upload would find
@@ -1462,7 +1465,7 @@ StatusOr<WriteBack::PendingFile> WriteService::MovePending(
     CrashPoint("write-back-rename-deleted");
   }
   StatusOr<WriteBack::PendingFile> moved =
-      write_back_->Retarget(request.from, request.to, condition, released);
+      write_back_->Retarget(request.from, request.to, condition, holding, released);
   if (!moved.ok() && deleted_from) {
     write_back_->SetCondition(request.from, ufs::WriteCondition::Absent());
   }
@@ -1645,11 +1648,12 @@ StatusOr<std::optional<WriteReply>> WriteService::PassOn(const protocol::HandOve
   *source_failed = false;
   const auto deadline = std::chrono::steady_clock::now() + options_.rename_wait;
   Mutex& lock = CommitLockOf(request.from);
+  bool holding = false;  // WriteBack::Hold's.
   for (;;) {
     std::optional<WriteBack::Latest> latest;
     {
       MutexLock l(&lock);
-      switch (write_back_->Hold(request.from, request.from)) {
+      switch (write_back_->Hold(request.from, request.from, &holding)) {
         case WriteBack::HoldResult::kNothing:
           return std::optional<WriteReply>();
         case WriteBack::HoldResult::kBusy:
@@ -1659,7 +1663,7 @@ StatusOr<std::optional<WriteReply>> WriteService::PassOn(const protocol::HandOve
           // while it is copied comes after the rename, and stays.)
           latest = write_back_->LatestFor(request.from);
           if (!latest) {
-            write_back_->Unhold(request.from, request.from);
+            write_back_->Unhold(request.from, request.from, &holding);
             return IoError("cannot open the spool file of " + request.from);
           }
           break;
@@ -1668,12 +1672,13 @@ StatusOr<std::optional<WriteReply>> WriteService::PassOn(const protocol::HandOve
     if (latest) {
       // Without the commit lock: the copy takes a while, and the owner of `to` may be passing
       // a file the other way, waiting for a lock of this worker.
-      StatusOr<WriteReply> passed = PassHeld(request, from, owner, *latest, source_failed);
+      StatusOr<WriteReply> passed =
+          PassHeld(request, from, owner, *latest, &holding, source_failed);
       if (!passed.ok()) return passed.status();
       return std::optional<WriteReply>(std::move(*passed));
     }
     if (!write_back_->WaitIdle(request.from, request.from, deadline)) {
-      write_back_->Unhold(request.from, request.from);
+      write_back_->Unhold(request.from, request.from, &holding);
       return DeadlineExceededError("rename of " + request.from + " waits for its upload");
     }
   }
@@ -1682,7 +1687,8 @@ StatusOr<std::optional<WriteReply>> WriteService::PassOn(const protocol::HandOve
 StatusOr<WriteReply> WriteService::PassHeld(const protocol::HandOverRequest& request,
                                             const PageService::PathAt& from,
                                             protocol::PageChannel& owner,
-                                            const WriteBack::Latest& latest, bool* source_failed) {
+                                            const WriteBack::Latest& latest, bool* holding,
+                                            bool* source_failed) {
   struct FdCloser {
     int fd;
     ~FdCloser() { ::close(fd); }
@@ -1692,7 +1698,7 @@ StatusOr<WriteReply> WriteService::PassHeld(const protocol::HandOverRequest& req
     // The name is gone from the source: the files of `from` that stay go up on its absence
     // (their condition, the old object, would set them aside).
     if (deleted_from) write_back_->SetCondition(request.from, ufs::WriteCondition::Absent());
-    write_back_->Unhold(request.from, request.from);
+    write_back_->Unhold(request.from, request.from, holding);
     return why.WithContext("rename of " + request.from + " passed to " + owner.Describe());
   };
   protocol::OpenWriteRequest open;
@@ -1744,7 +1750,7 @@ StatusOr<WriteReply> WriteService::PassHeld(const protocol::HandOverRequest& req
   // copy and the delete of a rename on S3 (docs/consistency.md).
   CrashPoint("write-back-handed-over");
   write_back_->CancelPath(request.from, latest.id);
-  write_back_->Unhold(request.from, request.from);
+  write_back_->Unhold(request.from, request.from, holding);
   metrics_->hand_overs->Increment();
   metrics_->renames->Increment();
   return closed;

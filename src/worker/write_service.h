@@ -241,11 +241,12 @@ class WriteService final : public PendingFiles {
   // With `from`'s files held (not its commit lock: the copy takes a while): writes `latest`
   // (closes its fd) to `owner` under `to`, deletes the old name's object in the source if one
   // of the files may be there, then lets the owner close the copy and drops the files of `from`
-  // up to it here. Lets go of the hold either way.
+  // up to it here. Lets go of the hold (`*holding`: WriteBack::Hold's) either way.
   StatusOr<protocol::WriteReply> PassHeld(const protocol::HandOverRequest& request,
                                           const PageService::PathAt& from,
                                           protocol::PageChannel& owner,
-                                          const WriteBack::Latest& latest, bool* source_failed);
+                                          const WriteBack::Latest& latest, bool* holding,
+                                          bool* source_failed);
   // A rename whose `from` has files pending here (write-back): the newest is uploaded to `to`
   // instead, without waiting for anything (decision 8). nullopt when it cannot be done so (a
   // file of either name is being uploaded right now): the caller renames in the source.
@@ -255,10 +256,12 @@ class WriteService final : public PendingFiles {
   // The condition of an upload that replaces, by a rename, what the source holds under `key`:
   // its version, its absence, or (the source cannot say) none.
   static ufs::WriteCondition ReplacedByRename(ufs::UnderStorage& ufs, const std::string& key);
-  // RenamePending's step once the files of both names are held under both commit locks.
+  // RenamePending's step once the files of both names are held (`*holding`: WriteBack::Hold's)
+  // under both commit locks. Lets go of the hold either way.
   StatusOr<WriteBack::PendingFile> MovePending(
       const protocol::RenameRequest& request, const PageService::PathAt& from,
-      const PageService::PathAt& to, std::vector<std::unique_ptr<write::WriteSession>>* released);
+      const PageService::PathAt& to, bool* holding,
+      std::vector<std::unique_ptr<write::WriteSession>>* released);
   // Where `path` (normalised) lives, for a change of the namespace: InvalidArgument for a mount
   // root or a path above the mounts, FailedPrecondition for a read-only mount.
   StatusOr<PageService::PathAt> ChangeablePath(const std::string& path);
