@@ -576,6 +576,23 @@ TEST_F(WriteSessionTest, ACopiedSpoolFileHoldsTheBytesAndZerosPastTheSourcesEnd)
   ASSERT_TRUE(copy.ok()) << copy.status().ToString();
   EXPECT_NE(*copy, source);
   EXPECT_EQ(FileContent(*copy), content + std::string(500, '\0'));
+  // From another file system (tmpfs, where there is one): the kernel refuses a copy across
+  // them (EXDEV), and the read-write loop copies.
+  const std::string elsewhere =
+      "/dev/shm/cairn-copy-source-" + std::to_string(::getpid()) + "-" + std::to_string(fd);
+  std::ofstream probe(elsewhere, std::ios::binary);
+  if (probe) {
+    probe << content;
+    probe.close();
+    const int other = ::open(elsewhere.c_str(), O_RDONLY | O_CLOEXEC);
+    ASSERT_GE(other, 0);
+    auto crossed = CopySpoolFile(other, content.size() + 3, spool_.str());
+    ::close(other);
+    ::unlink(elsewhere.c_str());
+    ASSERT_TRUE(crossed.ok()) << crossed.status().ToString();
+    EXPECT_EQ(FileContent(*crossed), content + std::string(3, '\0'));
+    ::unlink(crossed->c_str());
+  }
   // A descriptor that cannot be read: an error, and no file is left behind.
   auto none = CopySpoolFile(-1, 10, spool_.str());
   EXPECT_FALSE(none.ok());
