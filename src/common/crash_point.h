@@ -11,8 +11,9 @@
 // source as an unfinished multipart upload), write-back-committed (the
 // object is in the source, the journal does not say so yet), write-back-handed-over (a renamed
 // file is journaled at the owner of its new name, not yet dropped at the owner of the old one),
-// write-back-rename-deleted (a rename of a waiting file deleted the old name's older object in
-// the source, and has not journaled the move).
+// write-back-rename-deleting and write-back-rename-deleted (a rename of a waiting file is about
+// to delete, or has deleted, the old name's older object in the source, and has not journaled
+// the move).
 //
 // Thread-safety: thread-safe.
 #ifndef CAIRN_COMMON_CRASH_POINT_H_

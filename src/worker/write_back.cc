@@ -533,31 +533,67 @@ void WriteBack::AdoptCommit(const std::string& path, const std::string& version)
       if (item.running && item.write.record.path == path) item.landed = true;
     }
   }
-  SetCondition(path, ufs::WriteCondition::Version(version));
+  // A journal that does not take it is reported there; the files expect the version here.
+  SetCondition(path, ufs::WriteCondition::Version(version)).IgnoreError();
 }
 
-void WriteBack::SetCondition(const std::string& path, const ufs::WriteCondition& condition) {
+Status WriteBack::SetConditionLocked(uint64_t id, Item& item,
+                                     const ufs::WriteCondition& condition) {
+  if (item.write.record.condition == condition) return Status::Ok();
+  // Journaled (a record of type 3 naming the same path), so that after a crash the file
+  // still expects what it expects now: replayed with the condition it was closed with, its
+  // upload would find that gone and be set aside.
+  JournalRecord changed;
+  changed.type = JournalRecord::Type::kRenamed;
+  changed.id = id;
+  changed.path = item.write.record.path;
+  changed.condition = condition;
+  Status journaled = journal_->Append(changed);
+  if (!journaled.ok()) {
+    spdlog::warn(
+        "write-back: the journal did not take the new condition of {} ({}): after a crash "
+        "before its upload it may be set aside as a conflict",
+        item.write.record.path, journaled.ToString());
+  }
+  item.write.record.condition = condition;
+  if (item.write.session != nullptr) item.write.session->SetCondition(condition);
+  return journaled;
+}
+
+Status WriteBack::SetCondition(const std::string& path, const ufs::WriteCondition& condition) {
   MutexLock l(&mu_);
+  Status first = Status::Ok();
   for (auto& [id, item] : items_) {
     if (item.running || item.cancelled || item.write.record.path != path) continue;
-    if (item.write.record.condition == condition) continue;
-    // Journaled (a record of type 3 naming the same path), so that after a crash the file
-    // still expects what it expects now: replayed with the condition it was closed with, its
-    // upload would find that gone and be set aside.
-    JournalRecord changed;
-    changed.type = JournalRecord::Type::kRenamed;
-    changed.id = id;
-    changed.path = path;
-    changed.condition = condition;
-    if (Status st = journal_->Append(changed); !st.ok()) {
-      spdlog::warn(
-          "write-back: the journal did not take the new condition of {} ({}): after a "
-          "crash before its upload it would be set aside as a conflict",
-          path, st.ToString());
-    }
-    item.write.record.condition = condition;
-    if (item.write.session != nullptr) item.write.session->SetCondition(condition);
+    Status st = SetConditionLocked(id, item, condition);
+    if (first.ok()) first = std::move(st);
   }
+  return first;
+}
+
+std::map<uint64_t, ufs::WriteCondition> WriteBack::ConditionsOf(const std::string& path) const {
+  MutexLock l(&mu_);
+  std::map<uint64_t, ufs::WriteCondition> conditions;
+  for (const auto& [id, item] : items_) {
+    if (item.running || item.cancelled || item.write.record.path != path) continue;
+    conditions.emplace(id, item.write.record.condition);
+  }
+  return conditions;
+}
+
+Status WriteBack::RestoreConditions(const std::string& path,
+                                    const std::map<uint64_t, ufs::WriteCondition>& saved) {
+  MutexLock l(&mu_);
+  Status first = Status::Ok();
+  for (const auto& [id, condition] : saved) {
+    auto it = items_.find(id);
+    if (it == items_.end()) continue;
+    Item& item = it->second;
+    if (item.running || item.cancelled || item.write.record.path != path) continue;
+    Status st = SetConditionLocked(id, item, condition);
+    if (first.ok()) first = std::move(st);
+  }
+  return first;
 }
 
 Status WriteBack::Sync(const std::string& prefix, std::chrono::milliseconds timeout) {

@@ -168,8 +168,17 @@ class WriteBack {
   // After `version` of `path` was committed: later files of the path replace it.
   void AdoptCommit(const std::string& path, const std::string& version) EXCLUDES(mu_);
   // The files of `path` waiting (and not being uploaded) expect `condition` of the source now
-  // (AdoptCommit; Absent after a rename deleted the name and then failed). Journaled.
-  void SetCondition(const std::string& path, const ufs::WriteCondition& condition) EXCLUDES(mu_);
+  // (AdoptCommit; None while a rename deletes the name's older object, Absent once it is gone).
+  // Journaled: IoError when the journal did not take a record (the files expect `condition`
+  // in this process all the same; after a crash, the one recorded before).
+  Status SetCondition(const std::string& path, const ufs::WriteCondition& condition) EXCLUDES(mu_);
+  // What each file of `path` waiting (and not being uploaded) expects, by id, for
+  // RestoreConditions.
+  std::map<uint64_t, ufs::WriteCondition> ConditionsOf(const std::string& path) const EXCLUDES(mu_);
+  // Sets each file of `saved` that still waits under `path` back to its condition there.
+  // Journaled; errors as SetCondition.
+  Status RestoreConditions(const std::string& path,
+                           const std::map<uint64_t, ufs::WriteCondition>& saved) EXCLUDES(mu_);
   // The condition of the oldest file of `path` waiting here: what the source held when the
   // chain of its closes began, which a file that goes on from them (an open of the path, a
   // sync's next session) expects too (commits update it: AdoptCommit). nullopt: none waits.
@@ -295,6 +304,9 @@ class WriteBack {
   std::unique_ptr<write::WriteSession> Finish(uint64_t id, write::JournalRecord::Outcome outcome,
                                               const std::string& detail) REQUIRES(mu_);
   void UpdateGauges() REQUIRES(mu_);
+  // Sets the condition of waiting file `id` (`item`), journaled (SetCondition's errors).
+  Status SetConditionLocked(uint64_t id, Item& item, const ufs::WriteCondition& condition)
+      REQUIRES(mu_);
   // Takes (`by` +1) or lets go of (-1) one hold of each of the names `from` and `to`.
   void ChangeHoldsLocked(const std::string& from, const std::string& to, int by) REQUIRES(mu_);
 

@@ -1416,7 +1416,9 @@ StatusOr<WriteBack::PendingFile> WriteService::MovePending(
   bool deleted_from = false;
   auto give_up = [&](Status why) {
     // The name is gone from the source: the files of `from` that stay go up on its absence.
-    if (deleted_from) write_back_->SetCondition(request.from, ufs::WriteCondition::Absent());
+    if (deleted_from) {
+      write_back_->SetCondition(request.from, ufs::WriteCondition::Absent()).IgnoreError();
+    }
     write_back_->Unhold(request.from, request.to, holding);
     return why;
   };
@@ -1448,28 +1450,52 @@ StatusOr<WriteBack::PendingFile> WriteService::MovePending(
   // meanwhile). First: if this fails, nothing changed. A new file never uploaded has nothing in
   // the source to delete (whatever is there now is someone else's, which the rename does not
   // own): the source is not asked, so the checkpoint idiom (write a temporary name, rename it)
-  // works while the lake is down. The files of `from` expect its absence before the delete
-  // (journaled), so that a crash after the delete, before the move is journaled, uploads them
-  // under `from` as if the rename had not been asked; before 12-07 they still expected the
-  // deleted object and were set aside as conflicts (a crash between this record and the
-  // delete, one request, finds the old object and sets them aside).
+  // works while the lake is down.
   if (!write_back_->NeverUploaded(request.from)) {
-    const std::optional<ufs::WriteCondition> expected = write_back_->OldestCondition(request.from);
-    write_back_->SetCondition(request.from, ufs::WriteCondition::Absent());
-    Status deleted = ufs.Delete(from.resolved.key);
-    if (!deleted.ok() && deleted.code() != StatusCode::kNotFound) {
-      if (expected) write_back_->SetCondition(request.from, *expected);
-      return give_up(deleted.WithContext("rename of " + request.from));
-    }
+    bool source_failed = false;
+    Status deleted = DeleteOldName(ufs, from.resolved.key, request.from, &source_failed);
+    if (!deleted.ok()) return give_up(deleted.WithContext("rename of " + request.from));
     deleted_from = true;
-    CrashPoint("write-back-rename-deleted");
   }
   StatusOr<WriteBack::PendingFile> moved =
       write_back_->Retarget(request.from, request.to, condition, holding, released);
   if (!moved.ok() && deleted_from) {
-    write_back_->SetCondition(request.from, ufs::WriteCondition::Absent());
+    write_back_->SetCondition(request.from, ufs::WriteCondition::Absent()).IgnoreError();
   }
   return moved;
+}
+
+Status WriteService::DeleteOldName(ufs::UnderStorage& ufs, const std::string& key,
+                                   const std::string& path, bool* source_failed) {
+  *source_failed = false;
+  const std::map<uint64_t, ufs::WriteCondition> expected = write_back_->ConditionsOf(path);
+  if (Status journaled = write_back_->SetCondition(path, ufs::WriteCondition::None());
+      !journaled.ok()) {
+    // Not deleted: after a crash the files must still find what the journal says they expect.
+    write_back_->RestoreConditions(path, expected).IgnoreError();
+    return journaled.WithContext("journal the rename");
+  }
+  CrashPoint("write-back-rename-deleting");
+  Status deleted = ufs.Delete(key);
+  CrashPoint("write-back-rename-deleted");
+  if (!deleted.ok() && deleted.code() != StatusCode::kNotFound) {
+    *source_failed = true;
+    // Still there (a delete whose outcome is unknown may have gone through: then the files
+    // stay blind, right either way).
+    if (!deleted.outcome_unknown()) {
+      if (Status restored = write_back_->RestoreConditions(path, expected); !restored.ok()) {
+        spdlog::error(
+            "write-back: {}: the journal did not take the condition back after a failed delete "
+            "({}); after a crash its waiting files replace whatever the source holds there",
+            path, restored.ToString());
+      }
+    }
+    return deleted;
+  }
+  // Gone: files of the name closed later go up on its absence (after a crash before this
+  // record, blind: onto the absence all the same).
+  write_back_->SetCondition(path, ufs::WriteCondition::Absent()).IgnoreError();
+  return Status::Ok();
 }
 
 namespace {
@@ -1697,7 +1723,9 @@ StatusOr<WriteReply> WriteService::PassHeld(const protocol::HandOverRequest& req
   auto give_up = [&](Status why) {
     // The name is gone from the source: the files of `from` that stay go up on its absence
     // (their condition, the old object, would set them aside).
-    if (deleted_from) write_back_->SetCondition(request.from, ufs::WriteCondition::Absent());
+    if (deleted_from) {
+      write_back_->SetCondition(request.from, ufs::WriteCondition::Absent()).IgnoreError();
+    }
     write_back_->Unhold(request.from, request.from, holding);
     return why.WithContext("rename of " + request.from + " passed to " + owner.Describe());
   };
@@ -1727,19 +1755,11 @@ StatusOr<WriteReply> WriteService::PassHeld(const protocol::HandOverRequest& req
     return abort(NotFoundError(request.from + " was removed or renamed during the rename"));
   }
   // As a rename in one worker: an older upload of `from` must not outlive the rename. Deleted
-  // only now, after the copy (a crash during it, seconds or minutes, changes nothing), and the
-  // files of `from` expect its absence first (journaled): a crash from here on uploads them
-  // under `from`, as if the rename had not been asked (a crash between the two records and the
-  // delete, one request, finds the old object and sets them aside).
+  // only now, after the copy (a crash during it, seconds or minutes, changes nothing).
   if (!write_back_->NeverUploaded(request.from)) {
-    const std::optional<ufs::WriteCondition> expected = write_back_->OldestCondition(request.from);
-    write_back_->SetCondition(request.from, ufs::WriteCondition::Absent());
-    Status deleted = from.resolved.mount->ufs->Delete(from.resolved.key);
-    if (!deleted.ok() && deleted.code() != StatusCode::kNotFound) {
-      if (expected) write_back_->SetCondition(request.from, *expected);
-      *source_failed = true;
-      return abort(deleted);
-    }
+    Status deleted =
+        DeleteOldName(*from.resolved.mount->ufs, from.resolved.key, request.from, source_failed);
+    if (!deleted.ok()) return abort(deleted);
     deleted_from = true;
   }
   StatusOr<WriteReply> closed =

@@ -45,8 +45,11 @@ StatusOr<std::string> CopySpoolFile(int from_fd, uint64_t size, const std::strin
     if (by_kernel) {
       n = ::copy_file_range(from_fd, &in, to, &out,
                             static_cast<size_t>(std::min<uint64_t>(left, 1ULL << 30)), 0);
-      if (n < 0 && (errno == EXDEV || errno == EINVAL || errno == ENOSYS || errno == EOPNOTSUPP)) {
-        by_kernel = false;  // Not here (an old kernel, another file system): the loop below.
+      if (n < 0 && (errno == EXDEV || errno == EINVAL || errno == ENOSYS || errno == EOPNOTSUPP ||
+                    errno == EPERM)) {
+        // Not here (an old kernel, another file system, a container's seccomp profile that
+        // refuses the call with EPERM): the loop below.
+        by_kernel = false;
         continue;
       }
     } else {
