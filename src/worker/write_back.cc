@@ -537,26 +537,23 @@ void WriteBack::AdoptCommit(const std::string& path, const std::string& version)
   SetCondition(path, ufs::WriteCondition::Version(version)).IgnoreError();
 }
 
-Status WriteBack::SetConditionLocked(uint64_t id, Item& item,
-                                     const ufs::WriteCondition& condition) {
-  if (item.write.record.condition == condition) return Status::Ok();
-  // Journaled (a record of type 3 naming the same path), so that after a crash the file
-  // still expects what it expects now: replayed with the condition it was closed with, its
-  // upload would find that gone and be set aside.
+Status WriteBack::AppendConditionLocked(uint64_t id, const std::string& path,
+                                        const ufs::WriteCondition& condition) {
+  // A record of type 3 naming the same path: after a crash the file expects `condition`
+  // (replayed with the condition it was closed with, its upload could find that gone and be
+  // set aside).
   JournalRecord changed;
   changed.type = JournalRecord::Type::kRenamed;
   changed.id = id;
-  changed.path = item.write.record.path;
+  changed.path = path;
   changed.condition = condition;
   Status journaled = journal_->Append(changed);
   if (!journaled.ok()) {
     spdlog::warn(
-        "write-back: the journal did not take the new condition of {} ({}): after a crash "
-        "before its upload it may be set aside as a conflict",
-        item.write.record.path, journaled.ToString());
+        "write-back: the journal did not take the condition of {} ({}): after a crash before "
+        "its upload it may be set aside as a conflict",
+        path, journaled.ToString());
   }
-  item.write.record.condition = condition;
-  if (item.write.session != nullptr) item.write.session->SetCondition(condition);
   return journaled;
 }
 
@@ -565,32 +562,32 @@ Status WriteBack::SetCondition(const std::string& path, const ufs::WriteConditio
   Status first = Status::Ok();
   for (auto& [id, item] : items_) {
     if (item.running || item.cancelled || item.write.record.path != path) continue;
-    Status st = SetConditionLocked(id, item, condition);
+    if (item.write.record.condition == condition) continue;
+    Status st = AppendConditionLocked(id, path, condition);
+    if (first.ok()) first = std::move(st);
+    item.write.record.condition = condition;
+    if (item.write.session != nullptr) item.write.session->SetCondition(condition);
+  }
+  return first;
+}
+
+Status WriteBack::JournalCondition(const std::string& path, const ufs::WriteCondition& condition) {
+  MutexLock l(&mu_);
+  Status first = Status::Ok();
+  for (auto& [id, item] : items_) {
+    if (item.running || item.cancelled || item.write.record.path != path) continue;
+    Status st = AppendConditionLocked(id, path, condition);
     if (first.ok()) first = std::move(st);
   }
   return first;
 }
 
-std::map<uint64_t, ufs::WriteCondition> WriteBack::ConditionsOf(const std::string& path) const {
-  MutexLock l(&mu_);
-  std::map<uint64_t, ufs::WriteCondition> conditions;
-  for (const auto& [id, item] : items_) {
-    if (item.running || item.cancelled || item.write.record.path != path) continue;
-    conditions.emplace(id, item.write.record.condition);
-  }
-  return conditions;
-}
-
-Status WriteBack::RestoreConditions(const std::string& path,
-                                    const std::map<uint64_t, ufs::WriteCondition>& saved) {
+Status WriteBack::RejournalConditions(const std::string& path) {
   MutexLock l(&mu_);
   Status first = Status::Ok();
-  for (const auto& [id, condition] : saved) {
-    auto it = items_.find(id);
-    if (it == items_.end()) continue;
-    Item& item = it->second;
+  for (auto& [id, item] : items_) {
     if (item.running || item.cancelled || item.write.record.path != path) continue;
-    Status st = SetConditionLocked(id, item, condition);
+    Status st = AppendConditionLocked(id, path, item.write.record.condition);
     if (first.ok()) first = std::move(st);
   }
   return first;

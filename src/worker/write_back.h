@@ -172,13 +172,14 @@ class WriteBack {
   // Journaled: IoError when the journal did not take a record (the files expect `condition`
   // in this process all the same; after a crash, the one recorded before).
   Status SetCondition(const std::string& path, const ufs::WriteCondition& condition) EXCLUDES(mu_);
-  // What each file of `path` waiting (and not being uploaded) expects, by id, for
-  // RestoreConditions.
-  std::map<uint64_t, ufs::WriteCondition> ConditionsOf(const std::string& path) const EXCLUDES(mu_);
-  // Sets each file of `saved` that still waits under `path` back to its condition there.
-  // Journaled; errors as SetCondition.
-  Status RestoreConditions(const std::string& path,
-                           const std::map<uint64_t, ufs::WriteCondition>& saved) EXCLUDES(mu_);
+  // Journals that the files of `path` waiting (and not being uploaded) expect `condition`,
+  // without changing what they expect in this process: what a replay after a crash from now on
+  // finds (a rename deleting the name's older object: None). Errors as SetCondition.
+  Status JournalCondition(const std::string& path, const ufs::WriteCondition& condition)
+      EXCLUDES(mu_);
+  // Journals again what each file of `path` waiting (and not being uploaded) expects in this
+  // process (after JournalCondition, once that no longer holds). Errors as SetCondition.
+  Status RejournalConditions(const std::string& path) EXCLUDES(mu_);
   // The condition of the oldest file of `path` waiting here: what the source held when the
   // chain of its closes began, which a file that goes on from them (an open of the path, a
   // sync's next session) expects too (commits update it: AdoptCommit). nullopt: none waits.
@@ -304,9 +305,9 @@ class WriteBack {
   std::unique_ptr<write::WriteSession> Finish(uint64_t id, write::JournalRecord::Outcome outcome,
                                               const std::string& detail) REQUIRES(mu_);
   void UpdateGauges() REQUIRES(mu_);
-  // Sets the condition of waiting file `id` (`item`), journaled (SetCondition's errors).
-  Status SetConditionLocked(uint64_t id, Item& item, const ufs::WriteCondition& condition)
-      REQUIRES(mu_);
+  // Journals that waiting file `id` of `path` expects `condition` (a type 3 record).
+  Status AppendConditionLocked(uint64_t id, const std::string& path,
+                               const ufs::WriteCondition& condition) REQUIRES(mu_);
   // Takes (`by` +1) or lets go of (-1) one hold of each of the names `from` and `to`.
   void ChangeHoldsLocked(const std::string& from, const std::string& to, int by) REQUIRES(mu_);
 
@@ -337,10 +338,10 @@ class WriteBack {
   std::vector<write::JournalRecord> leftover_uploads_ GUARDED_BY(mu_);
   bool closed_ GUARDED_BY(mu_) = false;  // Destroying: upload reports are ignored.
   // Last: destroyed first (the sessions' destructors may still report to the members above).
-  std::map<uint64_t, Item> items_ GUARDED_BY(mu_);  // By id: the order of closing.
   // Names held by renames (Hold), each with its number of holders: no file of a name here
   // starts its upload.
   std::map<std::string, int, std::less<>> holds_ GUARDED_BY(mu_);
+  std::map<uint64_t, Item> items_ GUARDED_BY(mu_);  // By id: the order of closing.
 };
 
 // Whether `path` is `prefix` or under it ("/" holds everything; "/data" does not hold "/data2").

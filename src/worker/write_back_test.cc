@@ -633,6 +633,35 @@ TEST_F(WriteBackTest, AnOpenFileGivesBackItsRoomWhenTruncatedAbortedOrDropped) {
   EXPECT_FALSE(InSource("c.bin"));
 }
 
+// A rename's delete of the old name's older object that fails may have gone through all the
+// same (a DELETE whose answer was lost, then retries that failed otherwise): the source's stat
+// decides. Gone: the rename goes on. Still there: it fails, and the waiting file still expects
+// that object (before 12-07 a failed delete always failed the rename and the file expected the
+// object, which was gone: set aside as a conflict).
+TEST_F(WriteBackTest, ARenameWhoseDeleteFailedAsksTheSourceWhetherItHappened) {
+  Start(1ull << 30, std::chrono::hours(1));  // Nothing goes up until a sync asks.
+  memory_->Put("gone.tmp", "an older upload");
+  memory_->Put("kept.tmp", "an older upload");
+  ASSERT_TRUE(WriteFile("/lake/gone.tmp", "newer").ok());
+  ASSERT_TRUE(WriteFile("/lake/kept.tmp", "newer too").ok());
+  ufs::FaultSpec refused;
+  refused.failure_probability = 1.0;
+  refused.status = UnavailableError("injected: the answer to the delete was lost");
+  faults_->SetFault(ufs::UfsOp::kDelete, refused);
+  ASSERT_TRUE(memory_->Delete("gone.tmp").ok());  // What the lost answer hid.
+  EXPECT_TRUE(Rename("/lake/gone.tmp", "/lake/gone.pt").ok());
+  EXPECT_FALSE(Rename("/lake/kept.tmp", "/lake/kept.pt").ok());
+  faults_->SetFault(ufs::UfsOp::kDelete, ufs::FaultSpec{});
+  writes_.reset();  // What the journal says survives a restart.
+  Start();
+  ASSERT_TRUE(SyncAll().ok());
+  EXPECT_EQ(Content("gone.pt"), "newer");
+  EXPECT_FALSE(InSource("gone.tmp"));
+  EXPECT_EQ(Content("kept.tmp"), "newer too");
+  EXPECT_FALSE(InSource("kept.pt"));
+  EXPECT_EQ(Metric("cairn_worker_write_back_conflicts_total"), 0);
+}
+
 // Holds of a name by renames are counted: one rename letting go leaves the name held by the
 // other (before 12-07 a hold was one flag per file, and a rename onto a file being passed to
 // another worker that gave up let the queue upload it there: both names ended in the source).

@@ -1468,32 +1468,48 @@ StatusOr<WriteBack::PendingFile> WriteService::MovePending(
 Status WriteService::DeleteOldName(ufs::UnderStorage& ufs, const std::string& key,
                                    const std::string& path, bool* source_failed) {
   *source_failed = false;
-  const std::map<uint64_t, ufs::WriteCondition> expected = write_back_->ConditionsOf(path);
-  if (Status journaled = write_back_->SetCondition(path, ufs::WriteCondition::None());
+  // In the journal only: here the files keep expecting what they do (they are held, so none
+  // goes up meanwhile, and an open of the name during the delete continues from that).
+  if (Status journaled = write_back_->JournalCondition(path, ufs::WriteCondition::None());
       !journaled.ok()) {
-    // Not deleted: after a crash the files must still find what the journal says they expect.
-    write_back_->RestoreConditions(path, expected).IgnoreError();
+    if (Status back = write_back_->RejournalConditions(path); !back.ok()) {
+      spdlog::error("write-back: {}: the journal did not take its condition back ({})", path,
+                    back.ToString());
+    }
     return journaled.WithContext("journal the rename");
   }
   CrashPoint("write-back-rename-deleting");
   Status deleted = ufs.Delete(key);
   CrashPoint("write-back-rename-deleted");
   if (!deleted.ok() && deleted.code() != StatusCode::kNotFound) {
-    *source_failed = true;
-    // Still there (a delete whose outcome is unknown may have gone through: then the files
-    // stay blind, right either way).
-    if (!deleted.outcome_unknown()) {
-      if (Status restored = write_back_->RestoreConditions(path, expected); !restored.ok()) {
+    // Whatever the error says, the delete may have gone through (a DELETE whose answer was
+    // lost, then retries that failed otherwise): the source says.
+    StatusOr<ufs::ObjectInfo> there = ufs.Stat(key);
+    if (there.ok()) {
+      *source_failed = true;
+      if (Status back = write_back_->RejournalConditions(path); !back.ok()) {
         spdlog::error(
-            "write-back: {}: the journal did not take the condition back after a failed delete "
-            "({}); after a crash its waiting files replace whatever the source holds there",
-            path, restored.ToString());
+            "write-back: {}: the journal did not take its condition back after a failed "
+            "delete ({}); after a crash its waiting files replace whatever the source holds",
+            path, back.ToString());
       }
+      return deleted;
     }
-    return deleted;
+    if (there.status().code() != StatusCode::kNotFound) {
+      // Nobody can say: its files replace whatever is there when they go up (right over the
+      // old object and on its absence; an object someone else puts there meanwhile too).
+      *source_failed = true;
+      spdlog::warn(
+          "write-back: {}: the delete of its older object failed ({}) and the source cannot "
+          "say whether it happened ({}): its waiting files now replace whatever is there",
+          path, deleted.ToString(), there.status().ToString());
+      write_back_->SetCondition(path, ufs::WriteCondition::None()).IgnoreError();
+      return deleted;
+    }
+    // Gone after all.
   }
-  // Gone: files of the name closed later go up on its absence (after a crash before this
-  // record, blind: onto the absence all the same).
+  // Files of the name closed later go up on its absence (after a crash before this record,
+  // blind: onto the absence all the same).
   write_back_->SetCondition(path, ufs::WriteCondition::Absent()).IgnoreError();
   return Status::Ok();
 }

@@ -257,13 +257,14 @@ class WriteService final : public PendingFiles {
   // its version, its absence, or (the source cannot say) none.
   static ufs::WriteCondition ReplacedByRename(ufs::UnderStorage& ufs, const std::string& key);
   // Deletes the object `key` of `ufs` (`path`), an older upload of a waiting file being renamed
-  // away. Meanwhile the files of `path` waiting here expect anything there (journaled first: a
-  // crash during the delete, which a lake in trouble can make minutes long, or right after it,
+  // away. Journaled first: the files of `path` waiting here replace whatever is there (a crash
+  // during the delete, which a lake in trouble can make minutes long, or right after it,
   // uploads them under `path` over the old object or onto its absence, as if the rename had
-  // not been asked; before 12-07 they expected the old object, or its absence, and one of the
-  // two set them aside as conflicts), then its absence once it is gone. A delete that fails
-  // sets each back to what it expected, unless its outcome is unknown. IoError when the
-  // journal does not take the first step (nothing deleted); the source's error otherwise
+  // not been asked; before 12-07 they expected the old object and were set aside after the
+  // delete). In this process they keep their condition until the delete ends: then the
+  // name's absence; after a failed delete, a stat decides: still there, what they expected
+  // (journaled again); gone, the absence (and OK); no answer, whatever is there. IoError when
+  // the journal does not take the first step (nothing deleted); the source's error otherwise
   // (`*source_failed`). NotFound from the source is success.
   Status DeleteOldName(ufs::UnderStorage& ufs, const std::string& key, const std::string& path,
                        bool* source_failed);
