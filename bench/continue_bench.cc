@@ -29,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_bytes.h"
 #include "common/thread_pool.h"
 #include "ufs/ufs.h"
 #include "write/write_session.h"
@@ -37,9 +38,11 @@ namespace {
 
 using cairn::Status;
 using cairn::StatusOr;
+using cairn::bench::Clock;
+using cairn::bench::Seconds;
+using cairn::bench::Verify;
 using cairn::write::WriteSession;
 using cairn::write::WriteSessionOptions;
-using Clock = std::chrono::steady_clock;
 
 constexpr uint64_t kChunk = 4 << 20;
 
@@ -50,32 +53,10 @@ struct Flags {
   int runs = 5;
 };
 
-double Seconds(Clock::time_point a, Clock::time_point b) {
-  return std::chrono::duration<double>(b - a).count();
-}
-
-char ByteAt(uint64_t i, int run) {
-  return static_cast<char>((i * 2654435761u >> 13) + static_cast<uint64_t>(run) * 7 + i / 4099);
-}
-
 std::vector<char> Bytes(uint64_t offset, uint64_t n, int run) {
   std::vector<char> out(n);
-  for (uint64_t i = 0; i < n; ++i) out[i] = ByteAt(offset + i, run);
+  cairn::bench::Fill(out, offset, run);
   return out;
-}
-
-Status Verify(cairn::ufs::UnderStorage& ufs, const std::string& key, uint64_t size, int run) {
-  CAIRN_ASSIGN_OR_RETURN(cairn::ufs::ObjectInfo info, ufs.Stat(key));
-  if (info.size != size) return cairn::CorruptionError("size " + std::to_string(info.size));
-  std::vector<char> got(kChunk);
-  for (uint64_t off = 0; off < size; off += got.size()) {
-    got.resize(std::min<uint64_t>(got.size(), size - off));
-    CAIRN_ASSIGN_OR_RETURN(size_t n, ufs.Read(key, info.version, off, got));
-    if (n != got.size() || got != Bytes(off, got.size(), run)) {
-      return cairn::CorruptionError(key + ": wrong bytes near offset " + std::to_string(off));
-    }
-  }
-  return Status::Ok();
 }
 
 // The old worker's continuation: a new session fed from the committed spool through a buffer.

@@ -28,6 +28,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench_bytes.h"
 #include "common/thread_pool.h"
 #include "ufs/ufs.h"
 #include "write/write_session.h"
@@ -36,7 +37,10 @@ namespace {
 
 using cairn::Status;
 using cairn::StatusOr;
-using Clock = std::chrono::steady_clock;
+using cairn::bench::Clock;
+using cairn::bench::Fill;
+using cairn::bench::Seconds;
+using cairn::bench::Verify;
 
 struct Flags {
   std::string uri, endpoint, access_key, secret_key, spool_dir;
@@ -47,19 +51,6 @@ struct Flags {
   double write_mbps = 0;
   int runs = 3;
 };
-
-double Seconds(Clock::time_point a, Clock::time_point b) {
-  return std::chrono::duration<double>(b - a).count();
-}
-
-// Byte i of run r's object: cheap, and different per run and per position.
-char ByteAt(uint64_t i, int run) {
-  return static_cast<char>((i * 2654435761u >> 13) + static_cast<uint64_t>(run) * 7 + i / 4099);
-}
-
-void Fill(std::vector<char>& buf, uint64_t offset, int run) {
-  for (size_t i = 0; i < buf.size(); ++i) buf[i] = ByteAt(offset + i, run);
-}
 
 // Calls write(offset, chunk) for the whole object, paced to flags.write_mbps if set.
 template <typename WriteFn>
@@ -76,22 +67,6 @@ Status WriteAll(const Flags& f, int run, WriteFn write) {
       std::this_thread::sleep_until(due);
     }
     CAIRN_RETURN_IF_ERROR(write(off, std::span<const char>(chunk.data(), chunk.size())));
-  }
-  return Status::Ok();
-}
-
-Status Verify(cairn::ufs::UnderStorage& ufs, const std::string& key, uint64_t size, int run) {
-  CAIRN_ASSIGN_OR_RETURN(cairn::ufs::ObjectInfo info, ufs.Stat(key));
-  if (info.size != size) return cairn::CorruptionError("size " + std::to_string(info.size));
-  std::vector<char> got(8 << 20), want(8 << 20);
-  for (uint64_t off = 0; off < size; off += got.size()) {
-    got.resize(std::min<uint64_t>(got.size(), size - off));
-    want.resize(got.size());
-    CAIRN_ASSIGN_OR_RETURN(size_t n, ufs.Read(key, info.version, off, got));
-    Fill(want, off, run);
-    if (n != got.size() || got != want) {
-      return cairn::CorruptionError(key + ": wrong bytes near offset " + std::to_string(off));
-    }
   }
   return Status::Ok();
 }

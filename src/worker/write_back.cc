@@ -557,40 +557,40 @@ Status WriteBack::AppendConditionLocked(uint64_t id, const std::string& path,
   return journaled;
 }
 
-Status WriteBack::SetCondition(const std::string& path, const ufs::WriteCondition& condition) {
-  MutexLock l(&mu_);
+template <typename Fn>
+Status WriteBack::ForEachWaitingLocked(const std::string& path, Fn&& fn) {
   Status first = Status::Ok();
   for (auto& [id, item] : items_) {
     if (item.running || item.cancelled || item.write.record.path != path) continue;
-    if (item.write.record.condition == condition) continue;
-    Status st = AppendConditionLocked(id, path, condition);
+    Status st = fn(id, item);
     if (first.ok()) first = std::move(st);
-    item.write.record.condition = condition;
-    if (item.write.session != nullptr) item.write.session->SetCondition(condition);
   }
   return first;
+}
+
+Status WriteBack::SetCondition(const std::string& path, const ufs::WriteCondition& condition) {
+  MutexLock l(&mu_);
+  return ForEachWaitingLocked(path, [&](uint64_t id, Item& item) REQUIRES(mu_) {
+    if (item.write.record.condition == condition) return Status::Ok();
+    Status journaled = AppendConditionLocked(id, path, condition);
+    item.write.record.condition = condition;
+    if (item.write.session != nullptr) item.write.session->SetCondition(condition);
+    return journaled;
+  });
 }
 
 Status WriteBack::JournalCondition(const std::string& path, const ufs::WriteCondition& condition) {
   MutexLock l(&mu_);
-  Status first = Status::Ok();
-  for (auto& [id, item] : items_) {
-    if (item.running || item.cancelled || item.write.record.path != path) continue;
-    Status st = AppendConditionLocked(id, path, condition);
-    if (first.ok()) first = std::move(st);
-  }
-  return first;
+  return ForEachWaitingLocked(path, [&](uint64_t id, Item&) REQUIRES(mu_) {
+    return AppendConditionLocked(id, path, condition);
+  });
 }
 
 Status WriteBack::RejournalConditions(const std::string& path) {
   MutexLock l(&mu_);
-  Status first = Status::Ok();
-  for (auto& [id, item] : items_) {
-    if (item.running || item.cancelled || item.write.record.path != path) continue;
-    Status st = AppendConditionLocked(id, path, item.write.record.condition);
-    if (first.ok()) first = std::move(st);
-  }
-  return first;
+  return ForEachWaitingLocked(path, [&](uint64_t id, Item& item) REQUIRES(mu_) {
+    return AppendConditionLocked(id, path, item.write.record.condition);
+  });
 }
 
 Status WriteBack::Sync(const std::string& prefix, std::chrono::milliseconds timeout) {

@@ -305,6 +305,10 @@ class WriteBack {
   std::unique_ptr<write::WriteSession> Finish(uint64_t id, write::JournalRecord::Outcome outcome,
                                               const std::string& detail) REQUIRES(mu_);
   void UpdateGauges() REQUIRES(mu_);
+  // Calls fn(id, item) for each file of `path` waiting (not being uploaded, not cancelled);
+  // returns the first error it returned.
+  template <typename Fn>
+  Status ForEachWaitingLocked(const std::string& path, Fn&& fn) REQUIRES(mu_);
   // Journals that waiting file `id` of `path` expects `condition` (a type 3 record).
   Status AppendConditionLocked(uint64_t id, const std::string& path,
                                const ufs::WriteCondition& condition) REQUIRES(mu_);
