@@ -67,11 +67,16 @@ bool FlipByteOfPageFile(const std::filesystem::path& dir) {
   for (const auto& e : std::filesystem::recursive_directory_iterator(dir)) {
     if (e.is_regular_file() && e.path().filename().string().size() == 32) page_file = e.path();
   }
-  if (page_file.empty()) return false;
-  std::fstream f(page_file, std::ios::in | std::ios::out | std::ios::binary);
+  std::error_code error;
+  const uint64_t size = page_file.empty() ? 0 : std::filesystem::file_size(page_file, error);
+  return !error && size >= 100 && FlipByteAt(page_file, size - 100);
+}
+
+bool FlipByteAt(const std::filesystem::path& path, uint64_t offset) {
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
   char c;
-  if (!f.seekg(-100, std::ios::end) || !f.get(c)) return false;
-  f.seekp(-100, std::ios::end);
+  if (!f.seekg(static_cast<std::streamoff>(offset)) || !f.get(c)) return false;
+  f.seekp(static_cast<std::streamoff>(offset));
   f.put(static_cast<char>(c ^ 0x01));
   return static_cast<bool>(f.flush());
 }

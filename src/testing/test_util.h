@@ -35,6 +35,9 @@ bool WaitUntil(const std::function<bool()>& condition,
 // named by 32 hex digits; the byte 100 from the end of the file, in the data's last chunk).
 // False if `dir` holds no page file or it cannot be changed.
 bool FlipByteOfPageFile(const std::filesystem::path& dir);
+// Changes the byte at `offset` of the file at `path` in place, as a failing disk would. False if
+// the file has no such byte or cannot be changed.
+bool FlipByteAt(const std::filesystem::path& path, uint64_t offset);
 
 // A fresh, empty folder under the system temp folder named after the running test and the
 // process, removed with everything in it when the object goes.

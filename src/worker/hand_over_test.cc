@@ -263,9 +263,7 @@ TEST_F(HandOverTest, ADamagedSpoolFileIsNotPassedOn) {
   ::close(latest->fd);
   for (const auto& entry : std::filesystem::directory_iterator(spool())) {
     if (!entry.is_regular_file() || entry.path().filename() == "journal") continue;
-    std::fstream f(entry.path(), std::ios::in | std::ios::out | std::ios::binary);
-    f.seekp(kPart + 7);
-    f.put(static_cast<char>(data[kPart + 7] ^ 0x20));
+    ASSERT_TRUE(testing::FlipByteAt(entry.path(), kPart + 7));
   }
   EXPECT_EQ(HandOver("/lake/bad.tmp", "/lake/bad.pt").status().code(), StatusCode::kNotFound);
   EXPECT_EQ(PendingAtB("/lake/bad.pt"), std::nullopt);

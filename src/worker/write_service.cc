@@ -69,8 +69,9 @@ struct WriteService::OpenFile : std::enable_shared_from_this<WriteService::OpenF
   // Write-back: the version is empty (the file is journaled, not yet in the source).
   std::optional<ufs::ObjectInfo> committed GUARDED_BY(mu);
   // Write-back: a descriptor of the spool file handed to the queue at the last sync, from which
-  // a later write continues (the queue removes the file once it is uploaded).
+  // a later write continues (the queue removes the file once it is uploaded), and its digest.
   int sealed_fd GUARDED_BY(mu) = -1;
+  std::optional<write::SpoolDigest> sealed_digest GUARDED_BY(mu);
   // Write-back: room this file holds in the budget (WriteBack::Reserve), at least its size
   // while it has a session; handed to the queue with the file at a close or sync.
   WriteBack* room = nullptr;  // Null for write-through files.
@@ -660,8 +661,12 @@ StatusOr<WriteReply> WriteService::Open(const std::string& principal,
                                                      session_options, uploads_.get()));
   // The queue's commit of the pending file sets this file's condition (AdoptCommit).
   if (pending && !request.truncate) {
-    CAIRN_ASSIGN_OR_RETURN(
-        session, SessionFromFd(*file, pending->fd, pending->size, session_options.condition));
+    std::optional<write::SpoolDigest> digest;
+    if (pending->digest_part_size != 0) {
+      digest = write::SpoolDigest{pending->digest_part_size, pending->digest};
+    }
+    CAIRN_ASSIGN_OR_RETURN(session, SessionFromFd(*file, pending->fd, pending->size,
+                                                  session_options.condition, digest));
   }
   // Without truncate the file starts as the object is now (a partial rewrite keeps the rest).
   if (!pending && exists && !request.truncate && current->size > 0) {
@@ -743,8 +748,8 @@ StatusOr<WriteReply> WriteService::Write(OpenFile& file,
   }
   MutexLock l(&file.mu);
   if (file.committed) {
-    CAIRN_ASSIGN_OR_RETURN(file.session,
-                           Continue(file, file.session.get(), file.sealed_fd, *file.committed));
+    CAIRN_ASSIGN_OR_RETURN(file.session, Continue(file, file.session.get(), file.sealed_fd,
+                                                  file.sealed_digest, *file.committed));
     file.committed.reset();
   }
   CAIRN_RETURN_IF_ERROR(file.ReserveRoom(
@@ -758,8 +763,8 @@ StatusOr<WriteReply> WriteService::Truncate(OpenFile& file, uint64_t size) {
   MutexLock l(&file.mu);
   if (file.committed) {
     if (file.committed->size == size) return Reply(file.handle, size);
-    CAIRN_ASSIGN_OR_RETURN(file.session,
-                           Continue(file, file.session.get(), file.sealed_fd, *file.committed));
+    CAIRN_ASSIGN_OR_RETURN(file.session, Continue(file, file.session.get(), file.sealed_fd,
+                                                  file.sealed_digest, *file.committed));
     file.committed.reset();
   }
   CAIRN_RETURN_IF_ERROR(file.ReserveRoom(size));
@@ -823,9 +828,14 @@ size_t WriteService::AbortLeftoverUploads() {
 }
 
 StatusOr<std::unique_ptr<write::WriteSession>> WriteService::SessionFromFd(
-    const OpenFile& file, int fd, uint64_t size, ufs::WriteCondition condition) {
+    const OpenFile& file, int fd, uint64_t size, ufs::WriteCondition condition,
+    const std::optional<write::SpoolDigest>& digest) {
   write::WriteSessionOptions session_options = SessionOptions(file.path, file.write_back);
   session_options.condition = std::move(condition);
+  if (digest) {  // Reopen checks the copy, and its hashes stand for the bytes at the next Seal.
+    session_options.part_size = digest->part_size;
+    session_options.expected_digest = digest->value;
+  }
   CAIRN_ASSIGN_OR_RETURN(std::string copy, write::CopySpoolFile(fd, size, file.spool_dir));
   StatusOr<std::unique_ptr<write::WriteSession>> next = write::WriteSession::Reopen(
       file.ufs, file.key, copy, size, std::move(session_options), uploads_.get());
@@ -835,10 +845,10 @@ StatusOr<std::unique_ptr<write::WriteSession>> WriteService::SessionFromFd(
 
 StatusOr<std::unique_ptr<write::WriteSession>> WriteService::Continue(
     const OpenFile& file, write::WriteSession* committed_session, int sealed_fd,
-    const ufs::ObjectInfo& committed) {
+    const std::optional<write::SpoolDigest>& sealed_digest, const ufs::ObjectInfo& committed) {
   if (file.write_back) {
     return SessionFromFd(file, sealed_fd, committed.size,
-                         ConditionAfterSync(file, committed.version));
+                         ConditionAfterSync(file, committed.version), sealed_digest);
   }
   if (committed_session == nullptr) {
     return InternalError("no committed session of " + file.path + " to continue");
@@ -1011,6 +1021,10 @@ StatusOr<std::optional<WriteReply>> WriteService::AddClosed(OpenFile& file,
   metrics_->commits->Increment();
   if (file.sealed_fd >= 0) ::close(file.sealed_fd);
   file.sealed_fd = sealed_fd;
+  file.sealed_digest.reset();
+  if (pending.record.digest_part_size != 0) {
+    file.sealed_digest = write::SpoolDigest{pending.record.digest_part_size, pending.record.digest};
+  }
   ufs::ObjectInfo info;
   info.size = *size;
   info.mtime_ns = clock().WallNanos();

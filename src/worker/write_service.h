@@ -289,16 +289,17 @@ class WriteService final : public PendingFiles {
   // The session a write after a commit continues in, holding the committed content. Write-
   // through: the committed session's own spool file, taken over (no copy; `committed_session`
   // gives it up once the new session has it). Write-back: a copy of the sealed spool file
-  // `sealed_fd`, which waits in the queue. The caller holds file.mu and passes what it guards.
-  StatusOr<std::unique_ptr<write::WriteSession>> Continue(const OpenFile& file,
-                                                          write::WriteSession* committed_session,
-                                                          int sealed_fd,
-                                                          const ufs::ObjectInfo& committed);
+  // `sealed_fd` (with `sealed_digest`, checked), which waits in the queue. The caller holds
+  // file.mu and passes what it guards.
+  StatusOr<std::unique_ptr<write::WriteSession>> Continue(
+      const OpenFile& file, write::WriteSession* committed_session, int sealed_fd,
+      const std::optional<write::SpoolDigest>& sealed_digest, const ufs::ObjectInfo& committed);
   // A new session holding a copy of the first `size` bytes of the open descriptor `fd` (not
-  // closed here).
-  StatusOr<std::unique_ptr<write::WriteSession>> SessionFromFd(const OpenFile& file, int fd,
-                                                               uint64_t size,
-                                                               ufs::WriteCondition condition);
+  // closed here), a sealed spool file with `digest` when it has one: a copy that does not
+  // match it is Corruption (the sealed file was damaged on disk; its own upload refuses it too).
+  StatusOr<std::unique_ptr<write::WriteSession>> SessionFromFd(
+      const OpenFile& file, int fd, uint64_t size, ufs::WriteCondition condition,
+      const std::optional<write::SpoolDigest>& digest);
   // Hands a closed `file` (its spool, as committed) to options_.written_pages.
   void CacheClosed(OpenFile& file);
   void CacheWritten(std::shared_ptr<const mount::MountTable> table, const mount::Mount* mount,

@@ -6,8 +6,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -23,6 +25,8 @@ constexpr uint64_t kHashPiece = kPartHashPiece;
 constexpr size_t kHashReadBytes = 256 << 10;
 // CopySpoolFile's buffer where the kernel cannot copy.
 constexpr uint64_t kCopyBytes = 4 << 20;
+// Pool tasks that help HashPrefix's caller (the pool's other users wait behind them).
+constexpr int kPrefixHashHelpers = 3;
 
 void AppendLe64(std::string* out, uint64_t v) {
   for (int i = 0; i < 8; ++i) out->push_back(static_cast<char>((v >> (8 * i)) & 0xff));
@@ -196,12 +200,27 @@ StatusOr<std::unique_ptr<WriteSession>> WriteSession::Reopen(std::shared_ptr<ufs
   if (::ftruncate(session->spool_fd_, static_cast<off_t>(size)) != 0) {
     ready = ErrnoToStatus(errno, "cut spool file " + session->spool_path_);
   }
+  StatusOr<std::vector<uint64_t>> hashes = std::vector<uint64_t>();
+  if (ready.ok()) {
+    hashes = session->CheckReopened(size);
+    ready = hashes.status();
+  }
   if (ready.ok() && size > 0) {
     MutexLock lock(&session->mu_);
     ready = session->written_.Add(0, size);
     if (ready.ok()) {
       session->size_ = size;
-      session->TouchParts(0, *session->layout_.PartOf(size - 1));
+      const bool checked = !hashes->empty();
+      session->TouchParts(0, *session->layout_.PartOf(size - 1), /*hash=*/!checked);
+      for (uint32_t i = 0; checked && i < hashes->size(); ++i) {
+        // Whole parts only: the last one's hash is of its bytes cut at `size`, not of the part
+        // that a write past the end would make of it.
+        if (session->layout_.Offset(i) + session->layout_.Size(i) > size) break;
+        Part& part = session->parts_[i];
+        part.hashed = true;
+        part.hashed_generation = part.generation;
+        part.hash = (*hashes)[i];
+      }
       session->Pump();
     }
   }
@@ -357,7 +376,7 @@ StatusOr<size_t> WriteSession::ReadAt(uint64_t offset, std::span<char> out) cons
   return want;
 }
 
-void WriteSession::TouchParts(uint32_t first, uint32_t last) {
+void WriteSession::TouchParts(uint32_t first, uint32_t last, bool hash) {
   for (uint32_t i = first; i <= last; ++i) {
     Part& part = parts_[i];
     ++part.generation;
@@ -368,7 +387,8 @@ void WriteSession::TouchParts(uint32_t first, uint32_t last) {
     if (SendsEarly() && !part.sending && whole) queued_.insert(i);
     // Hashed now, while its bytes are likely in the page cache; a later write into it makes
     // the hash stale, and Seal hashes it again.
-    if (options_.digest && options_.hash_pool != nullptr && !closing_ && !part.hashing && whole) {
+    if (hash && options_.digest && options_.hash_pool != nullptr && !closing_ && !part.hashing &&
+        whole) {
       part.hashing = true;
       ++hashing_;
       const uint64_t generation = part.generation;
@@ -429,6 +449,58 @@ StatusOr<uint64_t> WriteSession::HashSpool(uint64_t offset, uint64_t length) con
     AppendLe64(&pieces, piece.Digest());
   }
   return Hash64(pieces);
+}
+
+StatusOr<std::vector<uint64_t>> WriteSession::HashPrefix(uint64_t size) const {
+  CAIRN_ASSIGN_OR_RETURN(uint32_t count, layout_.PartCount(size));
+  // Shared with the helpers: one that starts after the caller returned finds no part left and
+  // touches nothing else (the caller waits until every part it or a helper took is done).
+  struct Shared {
+    std::atomic<uint32_t> next{0};
+    Mutex mu;
+    CondVar all_done;
+    uint32_t done GUARDED_BY(mu) = 0;
+    Status error GUARDED_BY(mu);
+    std::vector<uint64_t> hashes GUARDED_BY(mu);
+  };
+  auto shared = std::make_shared<Shared>();
+  {
+    MutexLock l(&shared->mu);
+    shared->hashes.resize(count);
+  }
+  auto work = [this, shared, count, size] {
+    for (uint32_t i = shared->next++; i < count; i = shared->next++) {
+      const uint64_t begin = layout_.Offset(i);
+      const uint64_t end = std::min(begin + layout_.Size(i), size);
+      StatusOr<uint64_t> hash = HashSpool(begin, end - begin);
+      MutexLock l(&shared->mu);
+      if (hash.ok()) {
+        shared->hashes[i] = *hash;
+      } else if (shared->error.ok()) {
+        shared->error = hash.status();
+      }
+      if (++shared->done == count) shared->all_done.NotifyAll();
+    }
+  };
+  if (options_.hash_pool != nullptr) {
+    for (uint32_t t = 1; t < count && t <= kPrefixHashHelpers; ++t)
+      options_.hash_pool->Submit(work);
+  }
+  work();
+  MutexLock l(&shared->mu);
+  shared->all_done.Wait(&shared->mu, [&]() REQUIRES(shared->mu) { return shared->done == count; });
+  CAIRN_RETURN_IF_ERROR(shared->error);
+  return std::move(shared->hashes);
+}
+
+StatusOr<std::vector<uint64_t>> WriteSession::CheckReopened(uint64_t size) const {
+  if (!options_.expected_digest) return std::vector<uint64_t>();
+  CAIRN_ASSIGN_OR_RETURN(std::vector<uint64_t> hashes, HashPrefix(size));
+  if (CombinePartHashes(hashes) != *options_.expected_digest) {
+    return CorruptionError("the spool file " + spool_path_ + " of '" + key_ +
+                           "' does not hold the bytes that were written (digest mismatch)");
+  }
+  return hashes;
 }
 
 Status WriteSession::MakeDigest() {

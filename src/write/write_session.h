@@ -90,8 +90,9 @@ struct WriteSessionOptions {
   // part itself.
   ThreadPool* hash_pool = nullptr;
   // For Adopt: the digest Seal made before the restart (a journal's record). Commit refuses to
-  // upload bytes that do not match it. Requires `part_size` to be the one the digest was made
-  // with.
+  // upload bytes that do not match it. For Reopen: the digest of the `size` bytes the file
+  // starts with (a copy of a sealed spool file); Reopen refuses a file that does not match. Both
+  // require `part_size` to be the one the digest was made with.
   std::optional<uint64_t> expected_digest;
 };
 
@@ -113,6 +114,12 @@ struct WriteSessionStats {
 // the end of the file). Independent of the order in which parts are hashed or uploaded.
 uint64_t PartHash(std::span<const char> part);
 uint64_t CombinePartHashes(const std::vector<uint64_t>& part_hashes);
+
+// A spool file's digest and the part size it was made with (a sealed session's, as journaled).
+struct SpoolDigest {
+  uint64_t part_size = 0;
+  uint64_t value = 0;
+};
 
 // PartHash of a part fed in pieces, for parts too large to hold at once: every piece but the
 // last must be a multiple of kPartHashPiece bytes.
@@ -160,7 +167,11 @@ class WriteSession {
   // counts as written and none as sent: the next Commit sends the whole file again (a source
   // has no append), and with options.upload_early its full parts start going up now. Unlike
   // Adopt, the session takes writes. Once it is returned, it owns the file and has cut it to
-  // `size` (a shorter file is Corruption, as for Adopt); O(parts), no byte is copied. Errors as
+  // `size` (a shorter file is Corruption, as for Adopt); O(parts), no byte is copied. With
+  // options.expected_digest, the file is read and hashed first (its parts shared between the
+  // caller and options.hash_pool): Corruption if it does not hold the bytes the digest was made
+  // of (a copy of a sealed file damaged on disk), and the hashes stand for the parts' bytes in
+  // the next Seal's digest, so that bytes damaged later are not uploaded either. Errors as
   // Adopt; on an error the file stays the caller's.
   static StatusOr<std::unique_ptr<WriteSession>> Reopen(std::shared_ptr<ufs::UnderStorage> ufs,
                                                         std::string key, std::string spool_path,
@@ -245,8 +256,8 @@ class WriteSession {
                                                            ThreadPool* uploads);
 
   // Bumps the generation of the parts [first, last] and queues those now wholly written (once
-  // the file may send parts early).
-  void TouchParts(uint32_t first, uint32_t last) REQUIRES(mu_);
+  // the file may send parts early); with `hash`, starts the digest's hash of those (options_).
+  void TouchParts(uint32_t first, uint32_t last, bool hash = true) REQUIRES(mu_);
   // Whether parts may go up before Commit now (options_.upload_early, whole_put_bytes).
   bool SendsEarly() const REQUIRES(mu_);
   // After the file grew from `old_size`: when that made it send parts early, queues every part
@@ -265,6 +276,12 @@ class WriteSession {
   void HashPart(uint32_t index, uint64_t generation) EXCLUDES(mu_);
   // PartHash of bytes [offset, offset + length) of the spool, read in bounded pieces.
   StatusOr<uint64_t> HashSpool(uint64_t offset, uint64_t length) const;
+  // The PartHash of each part of the spool's first `size` bytes (the last part cut at `size`),
+  // hashed by the calling thread and up to kPrefixHashHelpers tasks on options_.hash_pool.
+  StatusOr<std::vector<uint64_t>> HashPrefix(uint64_t size) const;
+  // Reopen's check of the file against options_.expected_digest: the part hashes (Corruption on
+  // a mismatch).
+  StatusOr<std::vector<uint64_t>> CheckReopened(uint64_t size) const;
   // Seal's part of the digest: waits for background hashes, hashes what they did not cover.
   Status MakeDigest() REQUIRES(mu_);
   // Commit's check of what goes to the source against the digest: `part_hashes` are the

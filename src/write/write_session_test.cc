@@ -213,17 +213,6 @@ TEST(PartHasherTest, APartHashedInPiecesHashesAsAWhole) {
   EXPECT_EQ(uneven.Update(Span(part).subspan(100, 100)).code(), StatusCode::kInvalidArgument);
 }
 
-// Changes one byte of a spool file behind the session's back, as a failing disk would.
-void Damage(const std::string& spool_path, uint64_t offset) {
-  const int fd = ::open(spool_path.c_str(), O_RDWR);
-  ASSERT_GE(fd, 0);
-  char c = 0;
-  ASSERT_EQ(::pread(fd, &c, 1, static_cast<off_t>(offset)), 1);
-  c = static_cast<char>(c ^ 0x5a);
-  ASSERT_EQ(::pwrite(fd, &c, 1, static_cast<off_t>(offset)), 1);
-  ::close(fd);
-}
-
 class SpoolDigestTest : public WriteSessionTest {
  protected:
   WriteSessionOptions BackOptions() {
@@ -294,7 +283,7 @@ TEST_F(SpoolDigestTest, ADamagedSpoolFileIsNeverUploaded) {
       WriteSequentially(*s, content, 8192);
       ASSERT_TRUE(s->Seal().ok());
       s->KeepSpoolFile();
-      Damage(s->spool_path(), damaged_at);
+      ASSERT_TRUE(testing::FlipByteAt(s->spool_path(), damaged_at));
       auto info = s->Commit();
       EXPECT_EQ(info.status().code(), StatusCode::kCorruption) << damaged_at;
       EXPECT_TRUE(s->spool_damaged());
@@ -321,7 +310,9 @@ TEST_F(SpoolDigestTest, AnAdoptedSpoolFileIsCheckedAgainstTheJournalsDigest) {
       const std::string spool = s->spool_path();
       s->KeepSpoolFile();
       s.reset();  // The process died after the journal recorded the file.
-      if (damage) Damage(spool, 5);
+      if (damage) {
+        ASSERT_TRUE(testing::FlipByteAt(spool, 5));
+      }
       WriteSessionOptions options;
       options.part_size = kPart;
       options.upload_early = false;
@@ -339,6 +330,63 @@ TEST_F(SpoolDigestTest, AnAdoptedSpoolFileIsCheckedAgainstTheJournalsDigest) {
       }
       EXPECT_EQ((*adopted)->stats().whole_puts, !damage && whole_put_bytes != 0 ? 1u : 0u);
     }
+}
+
+// A write-back file continued from a copy of its sealed spool (a write after fsync, an open
+// of a file still waiting): the copy is checked against the sealed file's digest before the
+// session takes writes, and its part hashes stand for the bytes in the next Seal's digest, so
+// a copy damaged later is not uploaded either, and Seal hashes only what was written since.
+TEST_F(SpoolDigestTest, AReopenedCopyIsCheckedAgainstTheSealedFilesDigest) {
+  const std::string content = Pattern(4 * kPart + 300, 14);
+  auto sealed = Open("ckpt/sealed.pt", BackOptions());
+  ASSERT_NE(sealed, nullptr);
+  WriteSequentially(*sealed, content, 8192);
+  ASSERT_TRUE(sealed->Seal().ok());
+  const uint64_t digest = *sealed->digest();
+  auto copy_of_sealed = [&]() -> std::string {
+    const int fd = ::open(sealed->spool_path().c_str(), O_RDONLY | O_CLOEXEC);
+    EXPECT_GE(fd, 0);
+    auto copy = CopySpoolFile(fd, content.size(), spool_.str());
+    ::close(fd);
+    EXPECT_TRUE(copy.ok()) << copy.status().ToString();
+    return copy.ok() ? *copy : "";
+  };
+  WriteSessionOptions options = BackOptions();
+  options.part_size = kPart;
+  options.expected_digest = digest;
+
+  // Damaged before the copy (the sealed file's disk): refused, the copy stays the caller's.
+  const std::string bad = copy_of_sealed();
+  ASSERT_TRUE(testing::FlipByteAt(bad, 2 * kPart + 9));
+  auto refused = WriteSession::Reopen(gated_, "ckpt/bad.pt", bad, content.size(), options, &pool_);
+  EXPECT_EQ(refused.status().code(), StatusCode::kCorruption);
+  struct stat st;
+  EXPECT_EQ(::stat(bad.c_str(), &st), 0) << "a refused copy was removed";
+
+  // Intact: taken; a write into the last part, and Seal hashes that part only.
+  auto good = WriteSession::Reopen(gated_, "ckpt/good.pt", copy_of_sealed(), content.size(),
+                                   options, &pool_);
+  ASSERT_TRUE(good.ok()) << good.status().ToString();
+  std::string expected = content + "tail";
+  ASSERT_TRUE((*good)->Write(content.size(), Span(std::string("tail"))).ok());
+  ASSERT_TRUE((*good)->Seal().ok());
+  EXPECT_EQ(*(*good)->digest(), DigestOf(expected));
+  EXPECT_EQ((*good)->stats().parts_hashed_early, 0u);
+  EXPECT_EQ((*good)->stats().parts_hashed_at_seal, 1u);
+  auto info = (*good)->Commit();
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  EXPECT_EQ(Stored("ckpt/good.pt"), expected);
+
+  // Damaged after the check, in a part not written since: Seal's digest is of the checked
+  // bytes, so the upload refuses the damaged ones.
+  auto later = WriteSession::Reopen(gated_, "ckpt/later.pt", copy_of_sealed(), content.size(),
+                                    options, &pool_);
+  ASSERT_TRUE(later.ok()) << later.status().ToString();
+  ASSERT_TRUE((*later)->Write(content.size(), Span(std::string("more"))).ok());
+  ASSERT_TRUE(testing::FlipByteAt((*later)->spool_path(), kPart + 1));
+  ASSERT_TRUE((*later)->Seal().ok());
+  EXPECT_EQ((*later)->Commit().status().code(), StatusCode::kCorruption);
+  EXPECT_EQ(Stored("ckpt/later.pt"), "<absent>");
 }
 
 TEST_F(WriteSessionTest, RandomOffsetsAndAHeaderPatchedAtTheEnd) {
