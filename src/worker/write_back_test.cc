@@ -270,8 +270,8 @@ TEST_F(WriteBackTest, AWaitingFileDamagedOnDiskIsNotContinued) {
   Start(1ull << 30, std::chrono::hours(1));  // Nothing goes up until the sync.
   ASSERT_TRUE(WriteFile("/lake/reopened.bin", content).ok());
   ASSERT_TRUE(testing::FlipByteAt(OnlySpoolFile(spool()), kPart + 3));
-  EXPECT_EQ(Open("/lake/reopened.bin", /*truncate=*/false).status().code(),
-            StatusCode::kCorruption);
+  // An I/O error, not Corruption, which a client sends again (and each try would copy it).
+  EXPECT_EQ(Open("/lake/reopened.bin", /*truncate=*/false).status().code(), StatusCode::kIoError);
   ASSERT_TRUE(SyncAll().ok());
   EXPECT_EQ(Metric("cairn_worker_write_back_damaged_spools_total"), 1);
   EXPECT_FALSE(InSource("reopened.bin"));
@@ -281,7 +281,7 @@ TEST_F(WriteBackTest, AWaitingFileDamagedOnDiskIsNotContinued) {
   ASSERT_TRUE(Write(opened->handle, 0, content).ok());
   ASSERT_TRUE(writes_->Serve("team-a", protocol::SyncWriteRequest{0, opened->handle}).ok());
   ASSERT_TRUE(testing::FlipByteAt(OnlySpoolFile(spool()), 7));
-  EXPECT_EQ(Write(opened->handle, content.size(), "more").code(), StatusCode::kCorruption);
+  EXPECT_EQ(Write(opened->handle, content.size(), "more").code(), StatusCode::kIoError);
   // Intact, the same goes on from the waiting content.
   ASSERT_TRUE(WriteFile("/lake/intact.bin", content).ok());
   auto intact = Open("/lake/intact.bin", /*truncate=*/false);

@@ -431,10 +431,6 @@ size_t WriteService::open_files() const {
   return open_.size();
 }
 
-Mutex& WriteService::CommitLockOf(const std::string& path) {
-  return commit_locks_[Hash64(path) % commit_locks_.size()];
-}
-
 StatusOr<WriteReply> WriteService::Serve(const std::string& principal,
                                          const protocol::WriteRequest& request,
                                          const RecheckFn& recheck) {
@@ -839,8 +835,17 @@ StatusOr<std::unique_ptr<write::WriteSession>> WriteService::SessionFromFd(
   CAIRN_ASSIGN_OR_RETURN(std::string copy, write::CopySpoolFile(fd, size, file.spool_dir));
   StatusOr<std::unique_ptr<write::WriteSession>> next = write::WriteSession::Reopen(
       file.ufs, file.key, copy, size, std::move(session_options), uploads_.get());
-  if (!next.ok()) ::unlink(copy.c_str());
-  return next;
+  if (next.ok()) return next;
+  ::unlink(copy.c_str());
+  if (next.status().code() != StatusCode::kCorruption) return next.status();
+  // Not Corruption to the client, which takes that for bytes damaged on the way and sends the
+  // write again (each try would copy and hash the whole file again): an I/O error it keeps.
+  spdlog::error(
+      "the waiting file of {} is damaged on disk (its spool file does not match the "
+      "digest made at its close): not continued; its upload will set it aside",
+      file.path);
+  return IoError("the waiting file of " + file.path +
+                 " is damaged on disk: it cannot be written to (" + next.status().message() + ")");
 }
 
 StatusOr<std::unique_ptr<write::WriteSession>> WriteService::Continue(
@@ -927,7 +932,7 @@ StatusOr<WriteReply> WriteService::Commit(OpenFile& file, const RecheckFn& reche
   if (file.write_back) return CommitBack(file, recheck);
   LongOp op(file);  // It uploads what is left of the file.
   // The path's commit lock first (see the lock order in the header).
-  MutexLock commit(&CommitLockOf(file.path));
+  PathLocks::Held commit = commit_locks_.Lock(file.path);
   MutexLock l(&file.mu);
   if (file.committed) {
     WriteReply reply = Reply(file.handle, file.committed->size);
@@ -1048,7 +1053,7 @@ CommitResult WriteService::CommitPending(PendingWrite& write) {
     return retry(FailedPreconditionError("no writable mount holds " + record.path + " now"));
   }
   const std::string& key = at->resolved.key;
-  MutexLock commit(&CommitLockOf(record.path));
+  PathLocks::Held commit = commit_locks_.Lock(record.path);
   if (write_back_->Cancelled(record.id)) {
     return CommitResult{CommitResult::Outcome::kRemoved, "removed before its upload"};
   }
@@ -1278,7 +1283,7 @@ StatusOr<PageService::PathAt> WriteService::ChangeablePath(const std::string& pa
 
 StatusOr<WriteReply> WriteService::Remove(const protocol::RemovePathRequest& request) {
   CAIRN_ASSIGN_OR_RETURN(PageService::PathAt at, ChangeablePath(request.path));
-  MutexLock commit(&CommitLockOf(request.path));
+  PathLocks::Held commit = commit_locks_.Lock(request.path);
   if (request.directory) {
     // Files waiting under it, here or at other workers, are in it, as the listings show: their
     // uploads would bring it back.
@@ -1307,7 +1312,7 @@ StatusOr<WriteReply> WriteService::Remove(const protocol::RemovePathRequest& req
 
 StatusOr<WriteReply> WriteService::MakeDir(const protocol::MakeDirRequest& request) {
   CAIRN_ASSIGN_OR_RETURN(PageService::PathAt at, ChangeablePath(request.path));
-  MutexLock commit(&CommitLockOf(request.path));
+  PathLocks::Held commit = commit_locks_.Lock(request.path);
   CAIRN_RETURN_IF_ERROR(at.resolved.mount->ufs->MakeDir(at.resolved.key));
   metrics_->directories->Increment();
   return Reply(0, 0);
@@ -1342,13 +1347,8 @@ StatusOr<WriteReply> WriteService::Rename(const protocol::RenameRequest& request
     CAIRN_RETURN_IF_ERROR(write_back_->Sync(request.to, options_.rename_wait)
                               .WithContext("rename waits for the upload of " + request.to));
   }
-  // Both names' commit locks, in address order so that two renames cannot deadlock.
-  Mutex* first = &CommitLockOf(request.from);
-  Mutex* second = &CommitLockOf(request.to);
-  if (std::less<Mutex*>()(second, first)) std::swap(first, second);
-  MutexLock lock_first(first);
-  std::optional<MutexLock> lock_second;
-  if (second != first) lock_second.emplace(second);
+  // Both names' commit locks (in name order: two renames cannot deadlock).
+  PathLocks::Held locked = commit_locks_.Lock(request.from, request.to);
   ufs::RenameOptions options;
   if (request.no_replace) options.condition = ufs::WriteCondition::Absent();
   CAIRN_ASSIGN_OR_RETURN(ufs::ObjectInfo moved, from.resolved.mount->ufs->Rename(
@@ -1364,9 +1364,6 @@ StatusOr<std::optional<WriteReply>> WriteService::RenamePending(
     const protocol::RenameRequest& request, const PageService::PathAt& from,
     const PageService::PathAt& to) {
   const auto deadline = std::chrono::steady_clock::now() + options_.rename_wait;
-  Mutex* first = &CommitLockOf(request.from);
-  Mutex* second = &CommitLockOf(request.to);
-  if (std::less<Mutex*>()(second, first)) std::swap(first, second);
   bool holding = false;  // WriteBack::Hold's.
   for (;;) {
     // Let go of after the locks, on the cleanup thread: destroying a session waits for its
@@ -1379,9 +1376,7 @@ StatusOr<std::optional<WriteReply>> WriteService::RenamePending(
       cleanup_->Submit([held] { held->clear(); });
     };
     {
-      MutexLock lock_first(first);
-      std::optional<MutexLock> lock_second;
-      if (second != first) lock_second.emplace(second);
+      PathLocks::Held locked = commit_locks_.Lock(request.from, request.to);
       switch (write_back_->Hold(request.from, request.to, &holding)) {
         case WriteBack::HoldResult::kNothing:
           return std::optional<WriteReply>();  // Uploaded meanwhile: rename in the source.
@@ -1703,12 +1698,11 @@ StatusOr<std::optional<WriteReply>> WriteService::PassOn(const protocol::HandOve
                                                          bool* source_failed) {
   *source_failed = false;
   const auto deadline = std::chrono::steady_clock::now() + options_.rename_wait;
-  Mutex& lock = CommitLockOf(request.from);
   bool holding = false;  // WriteBack::Hold's.
   for (;;) {
     std::optional<WriteBack::Latest> latest;
     {
-      MutexLock l(&lock);
+      PathLocks::Held locked = commit_locks_.Lock(request.from);
       switch (write_back_->Hold(request.from, request.from, &holding)) {
         case WriteBack::HoldResult::kNothing:
           return std::optional<WriteReply>();
@@ -1780,7 +1774,7 @@ StatusOr<WriteReply> WriteService::PassHeld(const protocol::HandOverRequest& req
   // The close under `from`'s commit lock, so that a remove or another rename of `from` made
   // during the copy is ordered before this one (then nothing appears under `to`) or after it.
   // (The owner of `to` takes no lock of this worker to close: no cycle.)
-  MutexLock commit(&CommitLockOf(request.from));
+  PathLocks::Held commit = commit_locks_.Lock(request.from);
   if (!write_back_->IsPending(request.from, latest.id)) {
     return abort(NotFoundError(request.from + " was removed or renamed during the rename"));
   }

@@ -35,13 +35,12 @@
 // touch the local spool file (the first after a commit copies the file, and after a
 // write-back sync may stat the source), and ServeNow answers them without waiting for any of
 // that.
-// Lock order: a path's commit lock (commit_locks_), then the committing file's mu, then the
-// other open files' mu (AdoptCommit) one at a time; a file's park_mu before its mu (ServeNow),
-// or alone; open_mu_ alone.
+// Lock order: a path's commit lock (commit_locks_, one per path), then the committing file's mu,
+// then the other open files' mu (AdoptCommit) one at a time; a file's park_mu before its mu
+// (ServeNow), or alone; open_mu_ alone.
 #ifndef CAIRN_WORKER_WRITE_SERVICE_H_
 #define CAIRN_WORKER_WRITE_SERVICE_H_
 
-#include <array>
 #include <deque>
 #include <atomic>
 #include <chrono>
@@ -61,6 +60,7 @@
 #include "protocol/page_channel.h"
 #include "protocol/wire.h"
 #include "worker/page_service.h"
+#include "worker/path_locks.h"
 #include "worker/write_back.h"
 #include "worker/written_pages.h"
 #include "write/write_session.h"
@@ -296,7 +296,7 @@ class WriteService final : public PendingFiles {
       const std::optional<write::SpoolDigest>& sealed_digest, const ufs::ObjectInfo& committed);
   // A new session holding a copy of the first `size` bytes of the open descriptor `fd` (not
   // closed here), a sealed spool file with `digest` when it has one: a copy that does not
-  // match it is Corruption (the sealed file was damaged on disk; its own upload refuses it too).
+  // match it is IoError (the sealed file was damaged on disk; its own upload refuses it too).
   StatusOr<std::unique_ptr<write::WriteSession>> SessionFromFd(
       const OpenFile& file, int fd, uint64_t size, ufs::WriteCondition condition,
       const std::optional<write::SpoolDigest>& digest);
@@ -309,7 +309,6 @@ class WriteService final : public PendingFiles {
   // files of the path expect it.
   void AdoptCommit(const OpenFile* committer, const std::string& path, const std::string& version)
       EXCLUDES(open_mu_);
-  Mutex& CommitLockOf(const std::string& path);
   void ReapLoop() EXCLUDES(open_mu_);
 
   PageService* const pages_;
@@ -321,8 +320,10 @@ class WriteService final : public PendingFiles {
   std::unique_ptr<ThreadPool> cleanup_;    // Destroys sessions a rename let go of (write-back).
   std::unique_ptr<WriteBack> write_back_;  // Null without write-back.
   std::atomic<uint64_t> next_spool_{0};
-  // Commits of one path run one at a time (striped by path hash: unrelated paths rarely meet).
-  std::array<Mutex, 64> commit_locks_;
+  // Commits, removes and renames of one path run one at a time; other paths' never wait for
+  // them (until 12-07 64 stripes by path hash: the queue's upload of one file, minutes long,
+  // held up a rename or a write-through close of any path in its stripe).
+  PathLocks commit_locks_;
 
   mutable Mutex open_mu_;
   std::map<uint64_t, std::shared_ptr<OpenFile>> open_ GUARDED_BY(open_mu_);

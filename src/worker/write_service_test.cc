@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <future>
 #include <set>
 #include <string>
 #include <utility>
@@ -237,6 +238,41 @@ TEST_F(WriteServiceTest, ServeNowLeavesForLaterWhatWouldWaitForACommitOrCopyTheF
   ASSERT_TRUE(Close(h).ok());
   EXPECT_EQ(Content("log"), "abcdefghijklmn");
   EXPECT_EQ(parked.load(), 5);
+}
+
+// A commit uploading one path (minutes, for a large file) holds up no other path's remove,
+// rename or commit: each path has its own lock. Until 12-07 paths shared 64 locks by hash, and
+// the name below shared the uploading file's: its remove waited for the whole upload.
+TEST_F(WriteServiceTest, ALongCommitOfOnePathHoldsUpNoOtherPath) {
+  const std::string big = "/lake/big.bin";
+  std::string other;
+  for (int i = 0; other.empty(); ++i) {
+    const std::string name = "/lake/other-" + std::to_string(i);
+    if (Hash64(name) % 64 == Hash64(big) % 64) other = name;
+  }
+  ASSERT_TRUE(memory_->Write(other.substr(6), std::span<const char>("old", 3)).ok());
+  auto commits = std::make_shared<testing::Gate>();
+  gated_->set_commit_gate(commits);
+  auto opened = Open(big);
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  ASSERT_TRUE(Write(opened->handle, 0, "checkpoint").ok());
+  StatusOr<protocol::WriteReply> closed = InternalError("not yet");
+  std::thread closer([&] { closed = Close(opened->handle); });
+  ASSERT_TRUE(commits->WaitForArrivals(1));  // Its upload is under way, its path locked.
+
+  auto removed = std::async(std::launch::async, [&] {
+    protocol::RemovePathRequest r;
+    r.path = other;
+    return writes_->Serve("team-a", r).status();
+  });
+  EXPECT_EQ(removed.wait_for(std::chrono::seconds(5)), std::future_status::ready)
+      << "a remove of " << other << " waited for the upload of " << big;
+  commits->Open();
+  closer.join();
+  ASSERT_TRUE(closed.ok()) << closed.status().ToString();
+  EXPECT_TRUE(removed.get().ok());
+  EXPECT_EQ(Content("big.bin"), "checkpoint");
+  EXPECT_EQ(memory_->Stat(other.substr(6)).status().code(), StatusCode::kNotFound);
 }
 
 TEST_F(WriteServiceTest, WhereNoFileCanBeWrittenTheOpenSaysWhy) {

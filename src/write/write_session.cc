@@ -25,8 +25,9 @@ constexpr uint64_t kHashPiece = kPartHashPiece;
 constexpr size_t kHashReadBytes = 256 << 10;
 // CopySpoolFile's buffer where the kernel cannot copy.
 constexpr uint64_t kCopyBytes = 4 << 20;
-// Pool tasks that help HashPrefix's caller (the pool's other users wait behind them).
-constexpr int kPrefixHashHelpers = 3;
+// Pool tasks that help HashPrefix's caller: one, so that a pool of the worker's two threads
+// keeps one for the other files' background hashes.
+constexpr uint32_t kPrefixHashHelpers = 1;
 
 void AppendLe64(std::string* out, uint64_t v) {
   for (int i = 0; i < 8; ++i) out->push_back(static_cast<char>((v >> (8 * i)) & 0xff));

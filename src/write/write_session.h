@@ -278,10 +278,10 @@ class WriteSession {
   StatusOr<uint64_t> HashSpool(uint64_t offset, uint64_t length) const;
   // The PartHash of each part of the spool's first `size` bytes (the last part cut at `size`),
   // hashed by the calling thread and up to kPrefixHashHelpers tasks on options_.hash_pool.
-  StatusOr<std::vector<uint64_t>> HashPrefix(uint64_t size) const;
+  StatusOr<std::vector<uint64_t>> HashPrefix(uint64_t size) const EXCLUDES(mu_);
   // Reopen's check of the file against options_.expected_digest: the part hashes (Corruption on
   // a mismatch).
-  StatusOr<std::vector<uint64_t>> CheckReopened(uint64_t size) const;
+  StatusOr<std::vector<uint64_t>> CheckReopened(uint64_t size) const EXCLUDES(mu_);
   // Seal's part of the digest: waits for background hashes, hashes what they did not cover.
   Status MakeDigest() REQUIRES(mu_);
   // Commit's check of what goes to the source against the digest: `part_hashes` are the

@@ -387,6 +387,27 @@ TEST_F(SpoolDigestTest, AReopenedCopyIsCheckedAgainstTheSealedFilesDigest) {
   ASSERT_TRUE((*later)->Seal().ok());
   EXPECT_EQ((*later)->Commit().status().code(), StatusCode::kCorruption);
   EXPECT_EQ(Stored("ckpt/later.pt"), "<absent>");
+
+  // A file ending on a part boundary (its last part's hash kept too), cut inside a part
+  // after the reopen: the digest is of the cut file.
+  const std::string whole = Pattern(3 * kPart, 15);
+  auto boundary = Open("ckpt/boundary.pt", BackOptions());
+  ASSERT_NE(boundary, nullptr);
+  WriteSequentially(*boundary, whole, 8192);
+  ASSERT_TRUE(boundary->Seal().ok());
+  options.expected_digest = *boundary->digest();
+  const int fd = ::open(boundary->spool_path().c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  auto copy = CopySpoolFile(fd, whole.size(), spool_.str());
+  ::close(fd);
+  ASSERT_TRUE(copy.ok()) << copy.status().ToString();
+  auto cut = WriteSession::Reopen(gated_, "ckpt/cut.pt", *copy, whole.size(), options, &pool_);
+  ASSERT_TRUE(cut.ok()) << cut.status().ToString();
+  ASSERT_TRUE((*cut)->Truncate(kPart + 10).ok());
+  ASSERT_TRUE((*cut)->Seal().ok());
+  EXPECT_EQ(*(*cut)->digest(), DigestOf(whole.substr(0, kPart + 10)));
+  ASSERT_TRUE((*cut)->Commit().ok());
+  EXPECT_EQ(Stored("ckpt/cut.pt"), whole.substr(0, kPart + 10));
 }
 
 TEST_F(WriteSessionTest, RandomOffsetsAndAHeaderPatchedAtTheEnd) {
