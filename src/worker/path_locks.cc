@@ -21,7 +21,9 @@ PathLocks::Held& PathLocks::Held::operator=(Held&& other) noexcept {
 
 void PathLocks::Held::Release() {
   // The reverse of the order taken.
-  for (auto it = locked_.rbegin(); it != locked_.rend(); ++it) table_->Drop(it->first, it->second);
+  for (auto it = locked_.rbegin(); it != locked_.rend(); ++it) {
+    if (it->second != nullptr) table_->Drop(it->first, it->second);
+  }
   locked_.clear();
   table_ = nullptr;
 }
@@ -29,18 +31,20 @@ void PathLocks::Held::Release() {
 PathLocks::Held PathLocks::Lock(const std::string& path) {
   Held held;
   held.table_ = this;
-  held.locked_.emplace_back(path, Acquire(path));
+  // Room and name first: nothing that can throw runs between the lock and its record.
+  held.locked_.emplace_back(path, nullptr);
+  held.locked_.back().second = Acquire(path);
   return held;
 }
 
 PathLocks::Held PathLocks::Lock(const std::string& a, const std::string& b) {
   if (a == b) return Lock(a);
-  const std::string& first = a < b ? a : b;
-  const std::string& second = a < b ? b : a;
   Held held;
   held.table_ = this;
-  held.locked_.emplace_back(first, Acquire(first));
-  held.locked_.emplace_back(second, Acquire(second));
+  held.locked_.reserve(2);
+  held.locked_.emplace_back(a < b ? a : b, nullptr);
+  held.locked_.emplace_back(a < b ? b : a, nullptr);
+  for (auto& [path, entry] : held.locked_) entry = Acquire(path);
   return held;
 }
 
@@ -53,9 +57,9 @@ PathLocks::Entry* PathLocks::Acquire(const std::string& path) {
   Entry* entry = nullptr;
   {
     MutexLock l(&mu_);
-    std::unique_ptr<Entry>& slot = entries_[path];
-    if (slot == nullptr) slot = std::make_unique<Entry>();
-    entry = slot.get();
+    auto it = entries_.find(path);
+    if (it == entries_.end()) it = entries_.emplace(path, std::make_unique<Entry>()).first;
+    entry = it->second.get();
     ++entry->users;  // It stays in the table while counted.
   }
   entry->mu.lock();

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -840,10 +841,8 @@ StatusOr<std::unique_ptr<write::WriteSession>> WriteService::SessionFromFd(
   if (next.status().code() != StatusCode::kCorruption) return next.status();
   // Not Corruption to the client, which takes that for bytes damaged on the way and sends the
   // write again (each try would copy and hash the whole file again): an I/O error it keeps.
-  spdlog::error(
-      "the waiting file of {} is damaged on disk (its spool file does not match the "
-      "digest made at its close): not continued; its upload will set it aside",
-      file.path);
+  spdlog::error("the waiting file of {} is damaged on disk ({}): not continued", file.path,
+                next.status().message());
   return IoError("the waiting file of " + file.path +
                  " is damaged on disk: it cannot be written to (" + next.status().message() + ")");
 }

@@ -35,7 +35,8 @@
 // touch the local spool file (the first after a commit copies the file, and after a
 // write-back sync may stat the source), and ServeNow answers them without waiting for any of
 // that.
-// Lock order: a path's commit lock (commit_locks_, one per path), then the committing file's mu,
+// Lock order: a path's commit lock (commit_locks_, one per path; two paths only together, in
+// one PathLocks::Lock(a, b), never one while another is held), then the committing file's mu,
 // then the other open files' mu (AdoptCommit) one at a time; a file's park_mu before its mu
 // (ServeNow), or alone; open_mu_ alone.
 #ifndef CAIRN_WORKER_WRITE_SERVICE_H_

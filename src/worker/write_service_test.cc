@@ -258,6 +258,14 @@ TEST_F(WriteServiceTest, ALongCommitOfOnePathHoldsUpNoOtherPath) {
   ASSERT_TRUE(Write(opened->handle, 0, "checkpoint").ok());
   StatusOr<protocol::WriteReply> closed = InternalError("not yet");
   std::thread closer([&] { closed = Close(opened->handle); });
+  struct Joiner {  // Whatever fails below, the close ends and is joined.
+    testing::Gate& gate;
+    std::thread& thread;
+    ~Joiner() {
+      gate.Open();
+      if (thread.joinable()) thread.join();
+    }
+  } joiner{*commits, closer};
   ASSERT_TRUE(commits->WaitForArrivals(1));  // Its upload is under way, its path locked.
 
   auto removed = std::async(std::launch::async, [&] {
