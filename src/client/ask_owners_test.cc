@@ -84,8 +84,13 @@ class AskOwnersTest : public ::testing::Test {
     spec.uri = "mem://lake";
     spec.read_only = false;
     spec.write_back = true;
+    MountSpec through = spec;
+    through.path = "/wt";
+    through.uri = "mem://lake2";
+    through.write_back = false;
     auto mounts = mount::MountTable::CreateWith(
-        {spec}, {std::make_shared<ufs::MemoryUnderStorage>("mem://lake")});
+        {spec, through}, {std::make_shared<ufs::MemoryUnderStorage>("mem://lake"),
+                          std::make_shared<ufs::MemoryUnderStorage>("mem://lake2")});
     ASSERT_TRUE(mounts.ok()) << mounts.status().ToString();
     auto fetcher = std::make_unique<PageFetcher>(
         kPage,
@@ -124,7 +129,7 @@ class AskOwnersTest : public ::testing::Test {
     }
   }
 
-  FakeClock clock_;  // Moved only by the client's waits for room.
+  FakeClock clock_;  // Moved only by the client's waits (for room, for an owner to answer).
   std::map<std::string, ScriptedOwner> owners_;
   PageFetcher* fetcher_ = nullptr;
   std::unique_ptr<ClientImpl> client_;
@@ -148,10 +153,53 @@ TEST_F(AskOwnersTest, ARemoveTheOwnerGotAndLostIsNotSentToTheNextOwner) {
   EXPECT_EQ(removed.code(), StatusCode::kDeadlineExceeded) << removed.ToString();
   EXPECT_TRUE(Second(path).received().empty());
 
-  // An owner that was never reached (connection refused): the next one removes the file.
-  First(path).Answer(MessageType::kRemovePath, UnavailableError("connection refused"));
+  // An owner that was never reached (connection refused): on a write-back mount the remove is
+  // sent to it again, never to the next owner, which does not hold the files waiting there
+  // (it would remove the source's object and leave the waiting file to be uploaded after the
+  // remove said OK); after a few tries, the failure.
+  First(path).Answer(MessageType::kRemovePath, UnavailableError("connection refused").WithNotSent(),
+                     /*times=*/2);
+  const int64_t began = clock_.NowMicros();
   EXPECT_TRUE(client_->Remove(path).ok());
-  EXPECT_EQ(Second(path).received(), std::vector<MessageType>{MessageType::kRemovePath});
+  EXPECT_EQ(clock_.NowMicros() - began, 250'000 + 500'000);  // Backed off in between.
+  EXPECT_TRUE(Second(path).received().empty());
+  First(path).Answer(MessageType::kRemovePath,
+                     UnavailableError("connection refused").WithNotSent());
+  removed = client_->Remove(path);
+  EXPECT_EQ(removed.code(), StatusCode::kUnavailable) << removed.ToString();
+  EXPECT_TRUE(Second(path).received().empty());
+  // A write-through mount has nothing waiting anywhere: the next owner removes the file.
+  First(path).Answer(MessageType::kRemovePath, Status::Ok());  // Both owners answer again.
+  const std::string through = "/wt" + path.substr(3);
+  First(through).Answer(MessageType::kRemovePath,
+                        UnavailableError("connection refused").WithNotSent());
+  const size_t before = Second(through).received().size();
+  EXPECT_TRUE(client_->Remove(through).ok());
+  EXPECT_EQ(Second(through).received().size(), before + 1);
+}
+
+// An open that keeps the content of a write-back file (an append) goes to the path's owner
+// only: the file may wait there, newer than the source's, and another worker would start from
+// the source's (its commit then replacing the newer file, set aside). One that truncates fails
+// over as before: it starts from nothing.
+TEST_F(AskOwnersTest, AnAppendToAWriteBackFileIsNotOpenedAtTheNextOwner) {
+  const std::string path = "/wb/logs/train.log";
+  WriteOptions keep;
+  keep.create = true;
+  keep.truncate = false;
+  First(path).Answer(MessageType::kOpenWrite,
+                     UnavailableError("worker w is suspect (recently unreachable)").WithNotSent());
+  auto refused = client_->OpenForWrite(path, keep);
+  EXPECT_EQ(refused.status().code(), StatusCode::kUnavailable);
+  EXPECT_TRUE(Second(path).received().empty());
+  WriteOptions replace;
+  replace.create = true;
+  replace.truncate = true;
+  auto opened = client_->OpenForWrite(path, replace);
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  (*opened)->Abort().IgnoreError();
+  ASSERT_FALSE(Second(path).received().empty());
+  EXPECT_EQ(Second(path).received().front(), MessageType::kOpenWrite);
 }
 
 // The crash of test_cluster.py::test_a_crash_while_a_renamed_file_is_passed_on_loses_nothing:

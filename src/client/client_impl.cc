@@ -492,7 +492,7 @@ bool ClientImpl::Writable(std::string_view raw_path) {
 StatusOr<std::unique_ptr<FileWriter>> ClientImpl::OpenForWrite(std::string_view raw_path,
                                                                const WriteOptions& options) {
   CAIRN_ASSIGN_OR_RETURN(std::string path, mount::NormalizePath(raw_path));
-  CAIRN_RETURN_IF_ERROR(WritableMount(path).status());
+  CAIRN_ASSIGN_OR_RETURN(std::shared_ptr<const mount::Mount> mount, WritableMount(path));
   if (options.exclusive && !options.create) {
     return InvalidArgumentError("an exclusive open must create");
   }
@@ -508,7 +508,12 @@ StatusOr<std::unique_ptr<FileWriter>> ClientImpl::OpenForWrite(std::string_view 
   // creates it) spares the worker asking the source again.
   request.seen_absent = options.create && options.truncate && !options.exclusive &&
                         metadata_.FreshlyAbsent(path, kSeenAbsentMaxAgeUs);
-  CAIRN_ASSIGN_OR_RETURN(OwnerReply opened, OpenOnOwner(request));
+  // An open that keeps the content of a write-back file goes to its owner only: the file may
+  // wait there, newer than the source's, and another worker would start from the source's.
+  CAIRN_ASSIGN_OR_RETURN(OwnerReply opened,
+                         OpenOnOwner(request, mount->spec.write_back && !options.truncate
+                                                  ? FailOver::kNever
+                                                  : FailOver::kWhenUnanswered));
   FileWriterOptions wo;
   wo.commit_timeout = options_.write_commit_timeout;
   wo.room_wait = options_.write_room_wait;
@@ -522,11 +527,11 @@ StatusOr<std::unique_ptr<FileWriter>> ClientImpl::OpenForWrite(std::string_view 
       std::move(opened.channel), path, opened.reply.handle, opened.reply.size, std::move(wo)));
 }
 
-StatusOr<ClientImpl::OwnerReply> ClientImpl::OpenOnOwner(
-    const protocol::OpenWriteRequest& request) {
+StatusOr<ClientImpl::OwnerReply> ClientImpl::OpenOnOwner(const protocol::OpenWriteRequest& request,
+                                                         FailOver fail_over) {
   RoomWait room_wait(options_.write_room_wait);
   for (;;) {
-    StatusOr<OwnerReply> opened = AskOwners(request.path, request);
+    StatusOr<OwnerReply> opened = AskOwners(request.path, request, fail_over);
     // Only an open that keeps the content takes room in the budget; any other refusal is the
     // worker's cap on files open for writing, which a wait here would not lift (the closes
     // that would may be queued behind this very open, in the same FUSE threads).
@@ -548,11 +553,32 @@ StatusOr<ClientImpl::OwnerReply> ClientImpl::OpenOnOwner(
   }
 }
 
+StatusOr<ClientImpl::OwnerReply> ClientImpl::AskFirstOwner(
+    std::shared_ptr<protocol::PageChannel> owner, const protocol::WriteRequest& request) {
+  protocol::PageChannel& channel = *owner;
+  constexpr int kSends = 5;  // Backoffs 0.25, 0.5, 1, 2 s: past a suspect worker's second.
+  for (int sent = 1;; ++sent) {
+    std::promise<StatusOr<protocol::WriteReply>> promise;
+    auto future = promise.get_future();
+    channel.CallWrite(request, [&promise](StatusOr<protocol::WriteReply> reply) {
+      promise.set_value(std::move(reply));
+    });
+    StatusOr<protocol::WriteReply> reply = future.get();
+    if (reply.ok()) return OwnerReply{std::move(owner), std::move(reply).value()};
+    if (!reply.status().not_sent() || sent >= kSends) {
+      return reply.status().WithContext("worker " + channel.Describe() +
+                                        " (its owner, which holds its files waiting for upload)");
+    }
+    clock_->SleepForMicros(std::min<int64_t>(2'000'000, int64_t{250'000} << (sent - 1)));
+  }
+}
+
 StatusOr<ClientImpl::OwnerReply> ClientImpl::AskOwners(const std::string& path,
                                                        const protocol::WriteRequest& request,
                                                        FailOver fail_over) {
   const auto owners = fetcher_->OwnersOf(path);
   if (owners.empty()) return NoWriter(path);
+  if (fail_over == FailOver::kNever) return AskFirstOwner(owners.front(), request);
   Status last;
   for (const auto& channel : owners) {
     std::promise<StatusOr<protocol::WriteReply>> promise;
@@ -580,11 +606,11 @@ StatusOr<ClientImpl::OwnerReply> ClientImpl::AskOwners(const std::string& path,
 
 Status ClientImpl::Remove(std::string_view raw_path) {
   CAIRN_ASSIGN_OR_RETURN(std::string path, mount::NormalizePath(raw_path));
-  CAIRN_RETURN_IF_ERROR(WritableMount(path).status());
+  CAIRN_ASSIGN_OR_RETURN(std::shared_ptr<const mount::Mount> mount, WritableMount(path));
   protocol::RemovePathRequest request;
   request.deadline_ms = static_cast<uint32_t>(options_.worker_timeout.count());
   request.path = path;
-  Status removed = AskOwners(path, request, FailOver::kWhenNotSent).status();
+  Status removed = AskOwners(path, request, NameChange(*mount)).status();
   if (removed.ok()) {
     NoteRemoved(path);
   } else if (ChangeMayHaveHappened(removed)) {
@@ -595,12 +621,12 @@ Status ClientImpl::Remove(std::string_view raw_path) {
 
 Status ClientImpl::RemoveDir(std::string_view raw_path) {
   CAIRN_ASSIGN_OR_RETURN(std::string path, mount::NormalizePath(raw_path));
-  CAIRN_RETURN_IF_ERROR(WritableMount(path).status());
+  CAIRN_ASSIGN_OR_RETURN(std::shared_ptr<const mount::Mount> mount, WritableMount(path));
   protocol::RemovePathRequest request;
   request.deadline_ms = static_cast<uint32_t>(options_.worker_timeout.count());
   request.path = path;
   request.directory = true;
-  Status removed = AskOwners(path, request, FailOver::kWhenNotSent).status();
+  Status removed = AskOwners(path, request, NameChange(*mount)).status();
   if (ChangeMayHaveHappened(removed)) ForgetWritten(path);
   return removed;
 }
@@ -636,7 +662,7 @@ Status ClientImpl::Rename(std::string_view raw_from, std::string_view raw_to, bo
     hand_over.from = from;
     hand_over.to = to;
     hand_over.no_replace = no_replace;
-    Status passed = AskOwners(from, hand_over, FailOver::kWhenNotSent).status();
+    Status passed = AskOwners(from, hand_over, FailOver::kNever).status();
     if (passed.code() != StatusCode::kNotFound) {
       if (ChangeMayHaveHappened(passed)) {
         ForgetWritten(from);
@@ -651,7 +677,7 @@ Status ClientImpl::Rename(std::string_view raw_from, std::string_view raw_to, bo
   request.from = from;
   request.to = to;
   request.no_replace = no_replace;
-  Status moved = AskOwners(to, request, FailOver::kWhenNotSent).status();
+  Status moved = AskOwners(to, request, NameChange(*from_mount)).status();
   if (ChangeMayHaveHappened(moved)) {
     ForgetWritten(from);
     ForgetWritten(to);

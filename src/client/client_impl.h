@@ -80,15 +80,28 @@ class ClientImpl : public Client {
     // another owner's answer would misreport it (a rename found half done answers "no such
     // file"): the caller gets the failure, marked outcome_unknown(), and may try again.
     kWhenNotSent,
+    // Never: the path's first owner only, a request that never reached it sent again with
+    // backoff (a few seconds: past the second a worker stays suspect). For name changes and
+    // opens that keep the content on a write-back mount, whose files wait for their upload at
+    // that owner: another worker would answer from the source alone (a rename moving the
+    // object the waiting file replaces, a remove leaving the waiting file to be uploaded).
+    kNever,
   };
   // Sends a write request to the path's owner, else, as `fail_over` allows, the next worker
   // the ring names. Other errors are the worker's answer.
   StatusOr<OwnerReply> AskOwners(const std::string& path, const protocol::WriteRequest& request,
                                  FailOver fail_over = FailOver::kWhenUnanswered);
-  // OpenWrite through AskOwners; an open without truncate refused for room (its owner's
-  // write-back budget has none for the content it keeps) is sent again as RoomWait schedules,
-  // for up to options_.write_room_wait, as a refused write is.
-  StatusOr<OwnerReply> OpenOnOwner(const protocol::OpenWriteRequest& request);
+  // FailOver::kNever's ask: `owner` (the path's first owner) only.
+  StatusOr<OwnerReply> AskFirstOwner(std::shared_ptr<protocol::PageChannel> owner,
+                                     const protocol::WriteRequest& request);
+  // OpenWrite through AskOwners (as `fail_over` allows); an open without truncate refused for room
+  // (its owner's write-back budget has none for the content it keeps) is sent again as RoomWait
+  // schedules, for up to options_.write_room_wait, as a refused write is.
+  StatusOr<OwnerReply> OpenOnOwner(const protocol::OpenWriteRequest& request, FailOver fail_over);
+  // How a name change in `mount` fails over: kNever on a write-back mount, else kWhenNotSent.
+  static FailOver NameChange(const mount::Mount& mount) {
+    return mount.spec.write_back ? FailOver::kNever : FailOver::kWhenNotSent;
+  }
   // Drops the cached metadata of a path written or removed, and its parent's listing.
   void ForgetWritten(const std::string& path);
   // After this client's own commit or remove of a file: its metadata is what the source now

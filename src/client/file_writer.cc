@@ -251,12 +251,21 @@ Status RemoteFileWriter::Drain(uint64_t* drained) {
 }
 
 StatusOr<protocol::WriteReply> RemoteFileWriter::CallRaw(const protocol::WriteRequest& request) {
-  std::promise<StatusOr<protocol::WriteReply>> promise;
-  auto future = promise.get_future();
-  channel_->CallWrite(request, [&promise](StatusOr<protocol::WriteReply> reply) {
-    promise.set_value(std::move(reply));
-  });
-  return future.get();
+  for (int sent = 1;; ++sent) {
+    std::promise<StatusOr<protocol::WriteReply>> promise;
+    auto future = promise.get_future();
+    channel_->CallWrite(request, [&promise](StatusOr<protocol::WriteReply> reply) {
+      promise.set_value(std::move(reply));
+    });
+    StatusOr<protocol::WriteReply> reply = future.get();
+    // Never sent (the worker's channel refused it: suspect for a second after any request to
+    // that worker missed its deadline, or no connection): sent again after a backoff past that
+    // second, as writes are, or an fsync or close would fail for a neighbour's timeout.
+    if (reply.ok() || !reply.status().not_sent() || sent >= options_.max_attempts) return reply;
+    spdlog::debug("request for {} not sent ({}); sending it again", path_,
+                  reply.status().ToString());
+    clock().SleepForMicros(RetryBackoffMicros(sent));
+  }
 }
 
 StatusOr<protocol::WriteReply> RemoteFileWriter::Call(const protocol::WriteRequest& request) {

@@ -118,7 +118,8 @@ class RemoteFileWriter : public FileWriter {
   Status CheckOpen() const REQUIRES(mu_);
   // The file is closed or aborted: its handle needs no keeping any more.
   void StopKeeping();
-  // One request with its reply, waited for.
+  // One request with its reply, waited for; one the channel refused before sending it
+  // (Status::not_sent) is sent again with backoff, up to max_attempts sends.
   StatusOr<protocol::WriteReply> CallRaw(const protocol::WriteRequest& request);
   // CallRaw, with a NotFound (the handle is gone) as an IoError.
   StatusOr<protocol::WriteReply> Call(const protocol::WriteRequest& request);

@@ -251,6 +251,38 @@ TEST_F(FileWriterChannelTest, ACommitWhoseAnswerWasLostIsSentAgain) {
   EXPECT_TRUE(other->Abort().ok());
 }
 
+// A request the channel never sent (the worker is suspect for a second after any request to
+// it missed its deadline, or could not be connected to) is sent again after a backoff: an
+// fsync or close in that second failed with EIO though nothing was tried (and the Python SDK
+// dropped the file). Truncates and read-backs alike; a worker's own answer stays final.
+TEST_F(FileWriterChannelTest, ACommitTheChannelNeverSentIsSentAgain) {
+  FakeClock clock;
+  FileWriterOptions options;
+  options.clock = &clock;
+  auto writer = Writer(options);
+  ASSERT_TRUE(writer->Write(0, "weights").ok());
+  const Status suspect =
+      UnavailableError("worker w is suspect (recently unreachable)").WithNotSent();
+  channel_->Script(MessageType::kSyncWrite, {suspect, suspect});
+  const int64_t began = clock.NowMicros();
+  ASSERT_TRUE(writer->Sync().ok());
+  EXPECT_EQ(channel_->Sent(MessageType::kSyncWrite).size(), 3u);
+  EXPECT_GE(clock.NowMicros() - began, 750'000);  // Past the suspect second.
+  channel_->Script(MessageType::kTruncateWrite, {suspect});
+  EXPECT_TRUE(writer->Truncate(3).ok());
+  EXPECT_EQ(channel_->Sent(MessageType::kTruncateWrite).size(), 2u);
+  channel_->Script(MessageType::kCloseWrite, {suspect});
+  ASSERT_TRUE(writer->Close().ok());
+  EXPECT_EQ(channel_->Sent(MessageType::kCloseWrite).size(), 2u);
+  // Never sent, max_attempts times: the failure.
+  options.max_attempts = 2;
+  auto other = Writer(options);
+  ASSERT_TRUE(other->Write(0, "x").ok());
+  channel_->Script(MessageType::kSyncWrite, {suspect, suspect});
+  EXPECT_EQ(other->Sync().status().code(), StatusCode::kUnavailable);
+  EXPECT_TRUE(other->Abort().ok());
+}
+
 TEST_F(FileWriterChannelTest, ATruncateThatGrowsTheFileWaitsForRoom) {
   channel_->Script(MessageType::kTruncateWrite,
                    {ResourceExhaustedError("budget full"), ResourceExhaustedError("budget full")});

@@ -61,6 +61,7 @@ Status Status::WithContext(std::string_view context) const {
   m += message_;
   Status out(code_, std::move(m));
   out.outcome_unknown_ = outcome_unknown_;
+  out.not_sent_ = not_sent_;
   return out;
 }
 

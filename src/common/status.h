@@ -59,7 +59,7 @@ class [[nodiscard]] Status {
   std::string ToString() const;
 
   // Returns a copy with `context` prefixed to the message ("context: message"). Keeps
-  // outcome_unknown().
+  // outcome_unknown() and not_sent().
   Status WithContext(std::string_view context) const;
 
   // Whether the operation that failed may still have taken effect: a request sent to a peer
@@ -84,18 +84,30 @@ class [[nodiscard]] Status {
     return s;
   }
 
+  // Whether the request never left this process (the peer's channel refused it: no
+  // connection, or the peer is suspect for a moment after it missed a deadline): nothing
+  // happened, and sending it again, to the same peer too, is always safe.
+  bool not_sent() const { return not_sent_; }
+  // A copy marked not_sent() (an error only: OK stays OK).
+  Status WithNotSent() const {
+    Status s = *this;
+    s.not_sent_ = !ok();
+    return s;
+  }
+
   // Explicitly drops a status the caller decided not to act on.
   void IgnoreError() const {}
 
   bool operator==(const Status& other) const {
     return code_ == other.code_ && message_ == other.message_ &&
-           outcome_unknown_ == other.outcome_unknown_;
+           outcome_unknown_ == other.outcome_unknown_ && not_sent_ == other.not_sent_;
   }
 
  private:
   StatusCode code_ = StatusCode::kOk;
   std::string message_;
   bool outcome_unknown_ = false;
+  bool not_sent_ = false;
 };
 
 inline Status NotFoundError(std::string m) { return {StatusCode::kNotFound, std::move(m)}; }

@@ -40,6 +40,16 @@ TEST(StatusTest, AnUnknownOutcomeIsKeptThroughContextAndNeverMarksOk) {
   EXPECT_EQ(known, UnavailableError("connection lost"));
 }
 
+TEST(StatusTest, NotSentIsKeptThroughContextAndNeverMarksOk) {
+  Status refused = UnavailableError("worker w is suspect").WithNotSent();
+  EXPECT_TRUE(refused.not_sent());
+  EXPECT_FALSE(refused.outcome_unknown());
+  EXPECT_TRUE(refused.WithContext("sync of /a").not_sent());
+  EXPECT_FALSE(UnavailableError("worker w is suspect").not_sent());
+  EXPECT_FALSE(refused == UnavailableError("worker w is suspect"));
+  EXPECT_FALSE(Status::Ok().WithNotSent().not_sent());
+}
+
 TEST(StatusTest, ErrnoMapsToCodes) {
   EXPECT_EQ(ErrnoToStatus(ENOENT, "open").code(), StatusCode::kNotFound);
   EXPECT_EQ(ErrnoToStatus(EACCES, "open").code(), StatusCode::kPermissionDenied);

@@ -543,11 +543,14 @@ void RemoteChannel::CallWrite(const protocol::WriteRequest& request, WriteCallba
 
 void RemoteChannel::Send(MessageType type, const std::string& payload, uint32_t deadline_ms,
                          Pending pending, std::span<const char> extra) {
+  // Failures before a request is on a connection are marked not_sent(): a caller may send it
+  // again, to this worker too, without any doubt about what happened.
   if (suspect()) {
     Status refused = Refusal();
-    pending.Fail(!refused.ok() ? refused
-                               : UnavailableError("worker " + options_.address +
-                                                  " is suspect (recently unreachable)"));
+    pending.Fail((!refused.ok() ? refused
+                                : UnavailableError("worker " + options_.address +
+                                                   " is suspect (recently unreachable)"))
+                     .WithNotSent());
     return;
   }
   // A connection closed a moment ago (idle, or by the worker) is replaced once.
@@ -562,11 +565,12 @@ void RemoteChannel::Send(MessageType type, const std::string& payload, uint32_t 
   // A refused credential is the caller's to report (every worker would refuse it); anything
   // else is Unavailable (a refused TLS handshake too): the caller fails over.
   if (Status refused = Refusal(); !refused.ok()) {
-    pending.Fail(refused);
+    pending.Fail(refused.WithNotSent());
     return;
   }
   pending.Fail(UnavailableError("worker " + options_.address + " is unreachable" +
-                                (why.ok() ? "" : ": " + why.message())));
+                                (why.ok() ? "" : ": " + why.message()))
+                   .WithNotSent());
 }
 
 void RemoteChannel::SweepLoop() {

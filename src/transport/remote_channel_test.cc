@@ -162,7 +162,9 @@ TEST_F(RemoteChannelTest, AWorkerThatMissesTheDeadlineIsSuspectOnTheInjectedCloc
   // Suspect: calls fail fast, until the back-off passes on the same clock.
   auto fast = Call(channel, Read(0, 0, 100), dest).get();
   EXPECT_EQ(fast.status().code(), StatusCode::kUnavailable);
-  EXPECT_FALSE(fast.status().outcome_unknown());  // It never left.
+  EXPECT_FALSE(fast.status().outcome_unknown());  // It never left,
+  EXPECT_TRUE(fast.status().not_sent());          // and says so: safe to send again.
+  EXPECT_FALSE(r.status().not_sent());
   clock_.Advance(options_.suspect_backoff + std::chrono::milliseconds(1));
   EXPECT_FALSE(channel.suspect());
 }
@@ -202,6 +204,8 @@ TEST_F(RemoteChannelTest, ARequestLostAfterItWasSentHasAnUnknownOutcomeOneNeverS
   Status refused = never.get_future().get().status();
   EXPECT_EQ(refused.code(), StatusCode::kUnavailable);
   EXPECT_FALSE(refused.outcome_unknown()) << refused.ToString();
+  EXPECT_TRUE(refused.not_sent()) << refused.ToString();
+  EXPECT_FALSE(lost.not_sent());
 }
 
 // A worker frozen in the middle of a reply (SIGSTOP between two writes of one page): the bytes

@@ -294,15 +294,10 @@ Status WriteBack::NoRoomLocked() const {
 StatusOr<uint64_t> WriteBack::Add(PendingWrite& write, uint64_t reserved) {
   MutexLock l(&mu_);
   const uint64_t size = write.record.size;
-  auto has_room = [&]() REQUIRES(mu_) { return HasRoomLocked(size, reserved); };
   reserved = std::min(reserved, reserved_);
-  if (!has_room()) {
-    metrics_->full_waits->Increment();
-    if (!changed_.WaitFor(&mu_, options_.full_wait, has_room)) {
-      metrics_->full_refusals->Increment();
-      return NoRoomLocked();
-    }
-  }
+  // No wait here: the caller holds its file's lock, which the upload that would make room
+  // needs (AdoptCommit); it waits in WaitForRoom without it.
+  if (!HasRoomLocked(size, reserved)) return NoRoomLocked();
   if (stopping_) return UnavailableError("the worker is stopping");
   const uint64_t id = next_id_++;
   write.record.type = JournalRecord::Type::kPending;

@@ -131,11 +131,12 @@ class WriteBack {
   uint64_t reserved_bytes() const EXCLUDES(mu_);
 
   // Takes a closed file (moves from `write` only on success) whose writes reserved `reserved`
-  // bytes: waits for room (see above) for what the reservation does not cover, journals it,
+  // bytes: with room (see above) for what the reservation does not cover, journals it and
   // queues it. On success the reservation becomes the file's pending bytes (the caller holds
-  // none any more). Returns its id. ResourceExhausted when no room came in time; IoError when
-  // the journal cannot be written (then nothing was promised: the caller reports the error to
-  // its client, and keeps its reservation).
+  // none any more). Returns its id. ResourceExhausted at once without room (the caller waits
+  // in WaitForRoom, holding no lock an upload needs, and tries again); IoError when the journal
+  // cannot be written (then nothing was promised: the caller reports the error to its client,
+  // and keeps its reservation).
   StatusOr<uint64_t> Add(PendingWrite& write, uint64_t reserved = 0) EXCLUDES(mu_);
   // OK if a closed file of `size` bytes, `reserved` of them reserved, has room now; else the
   // ResourceExhausted an Add would end with (a caller that holds a lock an upload may need, an

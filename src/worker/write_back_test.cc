@@ -959,6 +959,35 @@ TEST(WriteBackJournalTest, ANewConditionOfAWaitingFileSurvivesARestart) {
   }
 }
 
+// Add refuses at once without room: its caller holds the closed file's lock, which the upload
+// that would make room needs (it adopts its version into the path's open files), so a wait in
+// Add could only end at its timeout (a close whose room went to another file during its seal
+// failed with ENOSPC after full_wait, the upload stuck behind it). The close waits for room
+// in WaitForRoom, without that lock.
+TEST(WriteBackJournalTest, AnAddWithoutRoomIsRefusedAtOnce) {
+  testing::TempDir dir{"no-room"};
+  WriteBackOptions options;
+  options.journal_path = (dir.path() / "journal").string();
+  options.max_pending_files = 1;
+  options.full_wait = std::chrono::seconds(30);
+  auto queue = WriteBack::Open(options);
+  ASSERT_TRUE(queue.ok()) << queue.status().ToString();
+  for (int i = 0; i < 2; ++i) {
+    PendingWrite write;
+    write.record.path = "/lake/f" + std::to_string(i);
+    write.record.spool_path = (dir.path() / ("spool-" + std::to_string(i))).string();
+    write.record.size = 1;
+    const auto began = std::chrono::steady_clock::now();
+    StatusOr<uint64_t> added = (*queue)->Add(write);
+    if (i == 0) {
+      ASSERT_TRUE(added.ok()) << added.status().ToString();
+      continue;
+    }
+    EXPECT_EQ(added.status().code(), StatusCode::kResourceExhausted);
+    EXPECT_LT(std::chrono::steady_clock::now() - began, std::chrono::seconds(10));
+  }
+}
+
 // A remove of a file an upload thread has picked (it waits for the commit lock the remove
 // holds) is journaled at once, not when that thread comes back: a crash in between replayed,
 // and uploaded, a removed file; and one whose attempt failed before it saw the removal stayed

@@ -1013,13 +1013,18 @@ StatusOr<std::optional<WriteReply>> WriteService::AddClosed(OpenFile& file,
   }
   *size = pending.record.size;
   pending.session = std::move(file.session);
-  // Room was there a moment ago: this waits (with the lock) only if another close took it.
   StatusOr<uint64_t> id = write_back_->Add(pending, file.reserved);
   if (!id.ok()) {
     // Nothing was promised; the sealed session stays with the handle (a close may be retried).
     file.session = std::move(pending.session);
     ::close(sealed_fd);
-    return id.status();
+    if (id.status().code() != StatusCode::kResourceExhausted) return id.status();
+    // The room RoomFor saw went to others during the seal: the caller waits for room without
+    // this file's lock (an upload that makes room takes it, AdoptCommit) and comes back; the
+    // session stays sealed (Seal again is cheap: the digest is made, the disk synced).
+    *reserved = file.reserved;
+    *no_room = id.status();
+    return std::optional<WriteReply>();
   }
   file.reserved = 0;  // Now the queue's.
   metrics_->commits->Increment();
