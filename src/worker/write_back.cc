@@ -323,8 +323,9 @@ StatusOr<uint64_t> WriteBack::Add(PendingWrite& write, uint64_t reserved) {
   return id;
 }
 
-void WriteBack::CancelPath(const std::string& path, uint64_t through_id) {
+Status WriteBack::CancelPath(const std::string& path, uint64_t through_id) {
   std::vector<std::unique_ptr<write::WriteSession>> gone;  // Destroyed after mu_ is released.
+  Status first_error;
   MutexLock l(&mu_);
   std::vector<uint64_t> idle;
   for (auto& [id, item] : items_) {
@@ -346,12 +347,19 @@ void WriteBack::CancelPath(const std::string& path, uint64_t through_id) {
     Status journaled = journal_->Append(removed);
     if (!journaled.ok()) {
       spdlog::error("write-back: cannot journal the removal of {}: {}", path, journaled.ToString());
+      if (first_error.ok()) first_error = journaled;
     }
   }
   for (uint64_t id : idle) {
     metrics_->removed->Increment();
-    gone.push_back(Finish(id, JournalRecord::Outcome::kRemoved, "removed"));
+    Status journaled;
+    gone.push_back(Finish(id, JournalRecord::Outcome::kRemoved, "removed", &journaled));
+    if (first_error.ok()) first_error = journaled;
   }
+  if (first_error.ok()) return first_error;
+  return IoError("the removal of the files of " + path +
+                 " waiting for upload is not in the write-back journal (" + first_error.message() +
+                 "): a restart now would upload them again");
 }
 
 void WriteBack::ChangeHoldsLocked(const std::string& from, const std::string& to, int by) {
@@ -768,7 +776,8 @@ WriteBack::Item* WriteBack::NextReady(int64_t now_us, int64_t* wake_us) {
 }
 
 std::unique_ptr<write::WriteSession> WriteBack::Finish(uint64_t id, JournalRecord::Outcome outcome,
-                                                       const std::string& detail) {
+                                                       const std::string& detail,
+                                                       Status* journaled_out) {
   auto it = items_.find(id);
   if (it == items_.end()) return nullptr;
   JournalRecord done;
@@ -782,6 +791,7 @@ std::unique_ptr<write::WriteSession> WriteBack::Finish(uint64_t id, JournalRecor
     // commit, which recognises an object with the same bytes (nothing is uploaded twice).
     spdlog::error("write-back: cannot journal the end of {}: {}", it->second.write.record.path,
                   journaled.ToString());
+    if (journaled_out != nullptr) *journaled_out = journaled;
   }
   if (outcome == JournalRecord::Outcome::kCommitted) {
     recent_commits_[id] = {it->second.write.record.path, detail};

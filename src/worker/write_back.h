@@ -151,8 +151,11 @@ class WriteBack {
   // The path was removed: its pending files (those with ids up to `through_id`: the ones a
   // hand-over passed on, not a close after them) must not be committed after the removal.
   // Files not being committed now end as removed at once; one being committed ends so when its
-  // commit function asks Cancelled. Call with the path's commit lock held.
-  void CancelPath(const std::string& path, uint64_t through_id = UINT64_MAX) EXCLUDES(mu_);
+  // commit function asks Cancelled. Call with the path's commit lock held. IoError when the
+  // journal did not take the removal (the files are cancelled here all the same, but a restart
+  // would replay them: the caller says so to its client).
+  [[nodiscard]] Status CancelPath(const std::string& path, uint64_t through_id = UINT64_MAX)
+      EXCLUDES(mu_);
   bool Cancelled(uint64_t id) const EXCLUDES(mu_);
   // ---- Uploads a crash would leave in a source (S3 multipart uploads, folders' temp files) --
   // Journals that a writer of `path` began the upload `token` (ufs::ObjectWriter::UploadToken)
@@ -302,9 +305,11 @@ class WriteBack {
   // The next file a thread may commit now; null if none (`wake_us`: when one may be ready).
   Item* NextReady(int64_t now_us, int64_t* wake_us) REQUIRES(mu_);
   // Journals the end of `id` and forgets it; returns its session for the caller to destroy
-  // after releasing mu_.
+  // after releasing mu_. A journal that did not take the end is logged, and told in
+  // `journaled` if given.
   std::unique_ptr<write::WriteSession> Finish(uint64_t id, write::JournalRecord::Outcome outcome,
-                                              const std::string& detail) REQUIRES(mu_);
+                                              const std::string& detail,
+                                              Status* journaled = nullptr) REQUIRES(mu_);
   void UpdateGauges() REQUIRES(mu_);
   // Calls fn(id, item) for each file of `path` waiting (not being uploaded, not cancelled);
   // returns the first error it returned.

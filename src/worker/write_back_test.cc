@@ -1014,7 +1014,7 @@ TEST(WriteBackJournalTest, ARemoveOfAFileBeingUploadedIsJournaledAtOnce) {
     return CommitResult{CommitResult::Outcome::kRetry, "the mount table is loading"};
   });
   picked.get_future().wait();
-  (*queue)->CancelPath("/lake/x");
+  ASSERT_TRUE((*queue)->CancelPath("/lake/x").ok());
   // What a crash now would replay (a copy: the live journal stays untouched).
   const std::string copy = (dir.path() / "journal-copy").string();
   std::filesystem::copy_file(options.journal_path, copy);

@@ -1309,7 +1309,9 @@ StatusOr<WriteReply> WriteService::Remove(const protocol::RemovePathRequest& req
     Status deleted = at.resolved.mount->ufs->Delete(at.resolved.key);
     if (!(pending && deleted.code() == StatusCode::kNotFound)) CAIRN_RETURN_IF_ERROR(deleted);
   }
-  if (pending) write_back_->CancelPath(request.path);  // Never committed after the removal.
+  // Never committed after the removal; a journal that cannot say so fails the remove (EIO),
+  // though done: the files would come back after a restart.
+  if (pending) CAIRN_RETURN_IF_ERROR(write_back_->CancelPath(request.path));
   metrics_->removes->Increment();
   return Reply(0, 0);
 }
@@ -1797,7 +1799,9 @@ StatusOr<WriteReply> WriteService::PassHeld(const protocol::HandOverRequest& req
   // A crash before this line leaves it here too: both names end in the source, as between the
   // copy and the delete of a rename on S3 (docs/consistency.md).
   CrashPoint("write-back-handed-over");
-  write_back_->CancelPath(request.from, latest.id);
+  // Passed on already: a journal that does not take it (logged) leaves the file to be
+  // uploaded under `from` after a restart too, as a crash before this line would.
+  write_back_->CancelPath(request.from, latest.id).IgnoreError();
   write_back_->Unhold(request.from, request.from, holding);
   metrics_->hand_overs->Increment();
   metrics_->renames->Increment();
