@@ -574,7 +574,8 @@ Status WriteBack::ForEachWaitingLocked(const std::string& path, Fn&& fn) {
 Status WriteBack::SetCondition(const std::string& path, const ufs::WriteCondition& condition) {
   MutexLock l(&mu_);
   return ForEachWaitingLocked(path, [&](uint64_t id, Item& item) REQUIRES(mu_) {
-    if (item.write.record.condition == condition) return Status::Ok();
+    // Journaled even when memory already holds it: JournalCondition may have journaled
+    // another (a rename's "whatever is there" before its delete), and a replay reads the last.
     Status journaled = AppendConditionLocked(id, path, condition);
     item.write.record.condition = condition;
     if (item.write.session != nullptr) item.write.session->SetCondition(condition);

@@ -959,6 +959,33 @@ TEST(WriteBackJournalTest, ANewConditionOfAWaitingFileSurvivesARestart) {
   }
 }
 
+// A rename's delete journals "whatever is there" (None) for the name's waiting files, then
+// their new condition once the object is gone: journaled also for a file that expected it in
+// memory already (one closed as new: Absent), or a crash after the rename replayed None for
+// it, an upload over whatever someone put there meanwhile.
+TEST(WriteBackJournalTest, AConditionSetAfterAJournaledOneIsJournaledEvenIfUnchangedInMemory) {
+  testing::TempDir dir{"rejournal"};
+  WriteBackOptions options;
+  options.journal_path = (dir.path() / "journal").string();
+  {
+    auto queue = WriteBack::Open(options);
+    ASSERT_TRUE(queue.ok()) << queue.status().ToString();
+    PendingWrite write;
+    write.record.path = "/lake/ckpt";
+    write.record.spool_path = (dir.path() / "spool-0").string();
+    write.record.size = 1;
+    write.record.condition = ufs::WriteCondition::Absent();
+    ASSERT_TRUE((*queue)->Add(write).ok());
+    ASSERT_TRUE((*queue)->JournalCondition("/lake/ckpt", ufs::WriteCondition::None()).ok());
+    ASSERT_TRUE((*queue)->SetCondition("/lake/ckpt", ufs::WriteCondition::Absent()).ok());
+  }
+  std::vector<write::JournalRecord> replayed;
+  auto journal = write::WriteJournal::Open(options.journal_path, &replayed);
+  ASSERT_TRUE(journal.ok()) << journal.status().ToString();
+  ASSERT_EQ(replayed.size(), 1u);
+  EXPECT_EQ(replayed[0].condition, ufs::WriteCondition::Absent());
+}
+
 // Add refuses at once without room: its caller holds the closed file's lock, which the upload
 // that would make room needs (it adopts its version into the path's open files), so a wait in
 // Add could only end at its timeout (a close whose room went to another file during its seal
