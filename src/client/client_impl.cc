@@ -565,9 +565,10 @@ StatusOr<ClientImpl::OwnerReply> ClientImpl::AskFirstOwner(
     });
     StatusOr<protocol::WriteReply> reply = future.get();
     if (reply.ok()) return OwnerReply{std::move(owner), std::move(reply).value()};
-    if (!reply.status().not_sent() || sent >= kSends) {
-      return reply.status().WithContext("worker " + channel.Describe() +
-                                        " (its owner, which holds its files waiting for upload)");
+    if (!reply.status().not_sent()) return reply.status();  // Its answer, or lost on the way.
+    if (sent >= kSends) {
+      return reply.status().WithContext(
+          "the path's owner holds its files waiting for upload; no other worker can answer");
     }
     clock_->SleepForMicros(std::min<int64_t>(2'000'000, int64_t{250'000} << (sent - 1)));
   }
