@@ -180,8 +180,8 @@ TEST_F(AskOwnersTest, ARemoveTheOwnerGotAndLostIsNotSentToTheNextOwner) {
 
 // An open that keeps the content of a write-back file (an append) goes to the path's owner
 // only: the file may wait there, newer than the source's, and another worker would start from
-// the source's (its commit then replacing the newer file, set aside). One that truncates fails
-// over as before: it starts from nothing.
+// the source's (its commit then replacing the newer file, set aside); so does an exclusive
+// create. One that truncates fails over as before: it starts from nothing.
 TEST_F(AskOwnersTest, AnAppendToAWriteBackFileIsNotOpenedAtTheNextOwner) {
   const std::string path = "/wb/logs/train.log";
   WriteOptions keep;
@@ -191,6 +191,13 @@ TEST_F(AskOwnersTest, AnAppendToAWriteBackFileIsNotOpenedAtTheNextOwner) {
                      UnavailableError("worker w is suspect (recently unreachable)").WithNotSent());
   auto refused = client_->OpenForWrite(path, keep);
   EXPECT_EQ(refused.status().code(), StatusCode::kUnavailable);
+  EXPECT_TRUE(Second(path).received().empty());
+  // An exclusive create too: the files waiting at the owner may hold the name.
+  WriteOptions exclusive;
+  exclusive.create = true;
+  exclusive.truncate = true;
+  exclusive.exclusive = true;
+  EXPECT_EQ(client_->OpenForWrite(path, exclusive).status().code(), StatusCode::kUnavailable);
   EXPECT_TRUE(Second(path).received().empty());
   WriteOptions replace;
   replace.create = true;

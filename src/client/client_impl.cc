@@ -509,11 +509,13 @@ StatusOr<std::unique_ptr<FileWriter>> ClientImpl::OpenForWrite(std::string_view 
   request.seen_absent = options.create && options.truncate && !options.exclusive &&
                         metadata_.FreshlyAbsent(path, kSeenAbsentMaxAgeUs);
   // An open that keeps the content of a write-back file goes to its owner only: the file may
-  // wait there, newer than the source's, and another worker would start from the source's.
-  CAIRN_ASSIGN_OR_RETURN(OwnerReply opened,
-                         OpenOnOwner(request, mount->spec.write_back && !options.truncate
-                                                  ? FailOver::kNever
-                                                  : FailOver::kWhenUnanswered));
+  // wait there, newer than the source's, and another worker would start from the source's. So
+  // does an exclusive create, which the files waiting there may refuse (another worker would
+  // let two clients create the name).
+  const bool owner_only = mount->spec.write_back && (!options.truncate || options.exclusive);
+  CAIRN_ASSIGN_OR_RETURN(
+      OwnerReply opened,
+      OpenOnOwner(request, owner_only ? FailOver::kNever : FailOver::kWhenUnanswered));
   FileWriterOptions wo;
   wo.commit_timeout = options_.write_commit_timeout;
   wo.room_wait = options_.write_room_wait;

@@ -543,14 +543,17 @@ void RemoteChannel::CallWrite(const protocol::WriteRequest& request, WriteCallba
 
 void RemoteChannel::Send(MessageType type, const std::string& payload, uint32_t deadline_ms,
                          Pending pending, std::span<const char> extra) {
-  // Failures before a request is on a connection are marked not_sent(): a caller may send it
-  // again, to this worker too, without any doubt about what happened.
+  // Unavailable before a request is on a connection is marked not_sent(): a caller may send it
+  // again, to this worker too, without any doubt about what happened. (A refused credential is
+  // not: sending it again would be refused again.)
+  auto not_sent = [](Status s) {
+    return s.code() == StatusCode::kUnavailable ? s.WithNotSent() : s;
+  };
   if (suspect()) {
     Status refused = Refusal();
-    pending.Fail((!refused.ok() ? refused
-                                : UnavailableError("worker " + options_.address +
-                                                   " is suspect (recently unreachable)"))
-                     .WithNotSent());
+    pending.Fail(not_sent(!refused.ok() ? refused
+                                        : UnavailableError("worker " + options_.address +
+                                                           " is suspect (recently unreachable)")));
     return;
   }
   // A connection closed a moment ago (idle, or by the worker) is replaced once.
@@ -565,12 +568,11 @@ void RemoteChannel::Send(MessageType type, const std::string& payload, uint32_t 
   // A refused credential is the caller's to report (every worker would refuse it); anything
   // else is Unavailable (a refused TLS handshake too): the caller fails over.
   if (Status refused = Refusal(); !refused.ok()) {
-    pending.Fail(refused.WithNotSent());
+    pending.Fail(not_sent(refused));
     return;
   }
-  pending.Fail(UnavailableError("worker " + options_.address + " is unreachable" +
-                                (why.ok() ? "" : ": " + why.message()))
-                   .WithNotSent());
+  pending.Fail(not_sent(UnavailableError("worker " + options_.address + " is unreachable" +
+                                         (why.ok() ? "" : ": " + why.message()))));
 }
 
 void RemoteChannel::SweepLoop() {

@@ -986,7 +986,8 @@ StatusOr<std::optional<WriteReply>> WriteService::AddClosed(OpenFile& file,
   if (file.committed) return std::optional(Reply(file.handle, file.committed->size));
   if (recheck) CAIRN_RETURN_IF_ERROR(recheck(file.path));
   // Room first, before the session is sealed: a sealed session takes no more writes, and the
-  // caller waits for room without this lock (writes of the file go on meanwhile).
+  // caller waits for room without this lock (writes of the file go on meanwhile, unless the
+  // room went to others during the seal: below).
   if (Status room = write_back_->RoomFor(file.session->size(), file.reserved); !room.ok()) {
     *size = file.session->size();
     *reserved = file.reserved;

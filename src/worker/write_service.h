@@ -200,8 +200,10 @@ class WriteService final : public PendingFiles {
   // Commit of a write-back file: seal, journal, answer.
   StatusOr<protocol::WriteReply> CommitBack(OpenFile& file, const RecheckFn& recheck);
   // CommitBack's step, under the file's lock: seals and journals the closed file; nullopt when
-  // the write-back budget has no room for it now (nothing changed; `*size` and `*reserved`:
-  // its size and reservation, `*no_room`: the refusal).
+  // the write-back budget has no room for it now (`*size` and `*reserved`: its size and
+  // reservation, `*no_room`: the refusal). Nothing changed when the room was missing before
+  // the seal (the usual case); when it went to other files during the seal, the session stays
+  // sealed: writes of the file fail (FailedPrecondition) until the close or sync ends.
   StatusOr<std::optional<protocol::WriteReply>> AddClosed(OpenFile& file, const RecheckFn& recheck,
                                                           uint64_t* size, uint64_t* reserved,
                                                           Status* no_room);
