@@ -1,8 +1,10 @@
 #include "testing/test_util.h"
 
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <csignal>
 #include <cstring>
 #include <fstream>
 #include <random>
@@ -79,6 +81,22 @@ bool FlipByteAt(const std::filesystem::path& path, uint64_t offset) {
   f.seekp(static_cast<std::streamoff>(offset));
   f.put(static_cast<char>(c ^ 0x01));
   return static_cast<bool>(f.flush());
+}
+
+FileSizeLimit::FileSizeLimit(uint64_t bytes) {
+  ::signal(SIGXFSZ, SIG_IGN);  // The write fails with EFBIG instead of killing the process.
+  struct rlimit limit {};
+  ::getrlimit(RLIMIT_FSIZE, &limit);
+  soft_ = limit.rlim_cur;
+  limit.rlim_cur = bytes;
+  ::setrlimit(RLIMIT_FSIZE, &limit);
+}
+
+FileSizeLimit::~FileSizeLimit() {
+  struct rlimit limit {};
+  ::getrlimit(RLIMIT_FSIZE, &limit);
+  limit.rlim_cur = soft_;
+  ::setrlimit(RLIMIT_FSIZE, &limit);
 }
 
 }  // namespace cairn::testing

@@ -39,6 +39,20 @@ bool FlipByteOfPageFile(const std::filesystem::path& dir);
 // the file has no such byte or cannot be changed.
 bool FlipByteAt(const std::filesystem::path& path, uint64_t offset);
 
+// While it lives, a write of any file of this process past `bytes` fails with EFBIG (a disk
+// failing, or full, for a file of that size: the write-back journal, in a test whose other
+// files are larger or written before). Not nested; restores the limit it found.
+class FileSizeLimit {
+ public:
+  explicit FileSizeLimit(uint64_t bytes);
+  ~FileSizeLimit();
+  FileSizeLimit(const FileSizeLimit&) = delete;
+  FileSizeLimit& operator=(const FileSizeLimit&) = delete;
+
+ private:
+  uint64_t soft_ = 0;
+};
+
 // A fresh, empty folder under the system temp folder named after the running test and the
 // process, removed with everything in it when the object goes.
 class TempDir {

@@ -113,7 +113,7 @@ WriteBack::WriteBack(WriteBackOptions options, std::unique_ptr<write::WriteJourn
       leftover_uploads_.push_back(std::move(record));
       continue;
     }
-    bytes_ += record.size;
+    bytes_ += std::min(record.size, ~uint64_t{0} - bytes_);  // Sizes are capped; sums too.
     const uint64_t id = record.id;
     Item item;
     item.write.record = std::move(record);
@@ -141,6 +141,12 @@ WriteBack::~WriteBack() {
   if (!items_.empty()) {
     spdlog::info("write-back: {} file(s) ({} bytes) left in the journal for the next start",
                  items_.size(), bytes_);
+  }
+  if (!unjournaled_.empty()) {
+    spdlog::warn(
+        "write-back: {} file(s) whose end the journal did not take are replayed at the "
+        "next start (and reported lost: their spool files are gone)",
+        unjournaled_.size());
   }
   // The sessions' destructors abort their uploads and would remove their spool files: the
   // journal still needs those. Release the files from the sessions first.
@@ -177,7 +183,15 @@ StatusOr<std::string> ChooseJournalPath(const std::vector<std::string>& spool_di
         "): the worker cannot tell which is current; keep the current one and move the other "
         "away");
   }
-  if (live.empty()) return first;  // Journals without anything live are as good as none.
+  if (live.empty()) {
+    // Journals without anything live are as good as none; but the one there is keeps its spool
+    // set, the folders' stamps (a new journal would find the folders stamped by another, and
+    // refuse spool files left by writes never closed: write/spool_folders.h).
+    for (const std::string& dir : spool_dirs) {
+      if (::access((dir + "/journal").c_str(), F_OK) == 0) return dir + "/journal";
+    }
+    return first;
+  }
   if (live.front() != first) {
     spdlog::warn(
         "write-back: the journal is at {}, not in the first cache folder (the folders "
@@ -787,12 +801,16 @@ std::unique_ptr<write::WriteSession> WriteBack::Finish(uint64_t id, JournalRecor
   done.outcome = outcome;
   done.detail = detail;
   Status journaled = journal_->Append(done);
+  const std::string spool = it->second.write.record.spool_path;
   if (!journaled.ok()) {
-    // The file is in its end state; only the journal does not know. A replay redoes the
-    // commit, which recognises an object with the same bytes (nothing is uploaded twice).
-    spdlog::error("write-back: cannot journal the end of {}: {}", it->second.write.record.path,
-                  journaled.ToString());
+    // The file is in its end state; only the journal does not know: the end is tried again
+    // (a restart before that replays the file, whose spool file is gone: reported lost. Kept,
+    // it could go up again over a later remove, rename or another writer's object).
+    spdlog::error("write-back: cannot journal the end of {} (tried again): {}",
+                  it->second.write.record.path, journaled.ToString());
     if (journaled_out != nullptr) *journaled_out = journaled;
+    unjournaled_.push_back(done);
+    unjournaled_retry_us_ = clock().NowMicros() + options_.retry_min.count() * 1000;
   }
   if (outcome == JournalRecord::Outcome::kCommitted) {
     recent_commits_[id] = {it->second.write.record.path, detail};
@@ -805,7 +823,6 @@ std::unique_ptr<write::WriteSession> WriteBack::Finish(uint64_t id, JournalRecor
   bytes_ -= std::min(bytes_, it->second.write.record.size);
   if (!it->second.last_error.empty()) --failing_;
   std::unique_ptr<write::WriteSession> session = std::move(it->second.write.session);
-  const std::string spool = it->second.write.record.spool_path;
   items_.erase(it);
   UpdateGauges();
   ++generation_;
@@ -815,11 +832,36 @@ std::unique_ptr<write::WriteSession> WriteBack::Finish(uint64_t id, JournalRecor
   return session;  // The caller destroys it without mu_ (it may abort an upload).
 }
 
+void WriteBack::RetryUnjournaledLocked(int64_t now_us, int64_t* wake_us) {
+  if (unjournaled_.empty()) return;
+  if (now_us < unjournaled_retry_us_) {
+    *wake_us = std::min(*wake_us, unjournaled_retry_us_);
+    return;
+  }
+  size_t done = 0;
+  for (; done < unjournaled_.size(); ++done) {
+    const Status journaled = journal_->Append(unjournaled_[done]);
+    if (journaled.code() == StatusCode::kIoError) break;  // The disk: tried again later.
+    if (journaled.ok()) {
+      spdlog::info("write-back: the end of file {} is journaled now", unjournaled_[done].id);
+    } else {
+      spdlog::error("write-back: the end of file {} is not journaled: {}", unjournaled_[done].id,
+                    journaled.ToString());
+    }
+  }
+  unjournaled_.erase(unjournaled_.begin(), unjournaled_.begin() + static_cast<ptrdiff_t>(done));
+  if (!unjournaled_.empty()) {
+    unjournaled_retry_us_ = now_us + options_.retry_max.count() * 1000;
+    *wake_us = std::min(*wake_us, unjournaled_retry_us_);
+  }
+}
+
 void WriteBack::Loop() {
   MutexLock l(&mu_);
   while (!stopping_) {
     const int64_t now = clock().NowMicros();
     int64_t wake = now + 1'000'000;  // The oldest-pending gauge moves on by itself.
+    RetryUnjournaledLocked(now, &wake);
     Item* item = NextReady(now, &wake);
     if (item == nullptr) {
       UpdateGauges();

@@ -105,6 +105,8 @@ class WriteBack {
 
   // The spool files the journal still needs (a worker's start must keep them).
   std::vector<std::string> SpoolFiles() const EXCLUDES(mu_);
+  // The journal (thread-safe itself): its spool set, at a start.
+  write::WriteJournal& journal() { return *journal_; }
   // Before Start: the waiting files whose spool file is no longer at the path the journal
   // holds (a cache folder mounted elsewhere since the last run) are looked for by name in
   // `spool_dirs`; one found in exactly one of them is read from there. (The journal keeps the
@@ -305,12 +307,16 @@ class WriteBack {
   // The next file a thread may commit now; null if none (`wake_us`: when one may be ready).
   Item* NextReady(int64_t now_us, int64_t* wake_us) REQUIRES(mu_);
   // Journals the end of `id` and forgets it; returns its session for the caller to destroy
-  // after releasing mu_. A journal that did not take the end is logged, and told in
-  // `journaled` if given.
+  // after releasing mu_. A journal that did not take the end is logged, told in `journaled` if
+  // given, and journaled again by the loop (RetryUnjournaledLocked) until the journal takes it
+  // (else the record stays live for good: copied by every compaction, replayed at every
+  // start). A restart before that replays the file without its spool file: reported lost.
   std::unique_ptr<write::WriteSession> Finish(uint64_t id, write::JournalRecord::Outcome outcome,
                                               const std::string& detail,
                                               Status* journaled = nullptr) REQUIRES(mu_);
   void UpdateGauges() REQUIRES(mu_);
+  // Journals the ends Finish could not, if their retry is due (else lowers `wake_us` to it).
+  void RetryUnjournaledLocked(int64_t now_us, int64_t* wake_us) REQUIRES(mu_);
   // Calls fn(id, item) for each file of `path` waiting (not being uploaded, not cancelled);
   // returns the first error it returned.
   template <typename Fn>
@@ -347,6 +353,9 @@ class WriteBack {
   std::map<std::string, uint64_t> uploads_ GUARDED_BY(mu_);  // Begun, by token: their ids.
   std::vector<write::JournalRecord> leftover_uploads_ GUARDED_BY(mu_);
   bool closed_ GUARDED_BY(mu_) = false;  // Destroying: upload reports are ignored.
+  // Ends the journal did not take (Finish), oldest first; and when they are next tried.
+  std::vector<write::JournalRecord> unjournaled_ GUARDED_BY(mu_);
+  int64_t unjournaled_retry_us_ GUARDED_BY(mu_) = 0;
   // Last: destroyed first (the sessions' destructors may still report to the members above).
   // Names held by renames (Hold), each with its number of holders: no file of a name here
   // starts its upload.

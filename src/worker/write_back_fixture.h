@@ -46,6 +46,13 @@ class WriteBackTest : public ::testing::Test {
   void Start(uint64_t max_pending = 1ull << 30,
              std::chrono::milliseconds commit_delay = std::chrono::milliseconds(0),
              const std::function<void(WriteServiceOptions&)>& adjust = nullptr) {
+    const Status started = TryStart(max_pending, commit_delay, adjust);
+    ASSERT_TRUE(started.ok()) << started.ToString();
+  }
+  // Start, for a start that may be refused.
+  Status TryStart(uint64_t max_pending = 1ull << 30,
+                  std::chrono::milliseconds commit_delay = std::chrono::milliseconds(0),
+                  const std::function<void(WriteServiceOptions&)>& adjust = nullptr) {
     writes_.reset();
     registry_ = std::make_unique<metrics::Registry>();
     WriteServiceOptions wo;
@@ -60,9 +67,8 @@ class WriteBackTest : public ::testing::Test {
     wo.write_back.commit_delay = commit_delay;
     wo.owner_of = owner_of_;
     if (adjust) adjust(wo);
-    auto created = WriteService::Create(pages_.get(), wo);
-    ASSERT_TRUE(created.ok()) << created.status().ToString();
-    writes_ = std::move(*created);
+    CAIRN_ASSIGN_OR_RETURN(writes_, WriteService::Create(pages_.get(), wo));
+    return Status::Ok();
   }
   // Uploads fail (stat and reads still work: opens see the source).
   void SourceDown(bool down) {
@@ -78,6 +84,14 @@ class WriteBackTest : public ::testing::Test {
   }
 
   std::string spool() const { return (dir_.path() / "spool").string(); }
+  // How many spool files (`write-*`) the spool folder holds.
+  size_t SpoolFileCount() const {
+    size_t count = 0;
+    for (const auto& e : std::filesystem::directory_iterator(spool())) {
+      count += e.is_regular_file() && e.path().filename().string().rfind("write-", 0) == 0;
+    }
+    return count;
+  }
 
   StatusOr<protocol::WriteReply> Open(const std::string& path, bool truncate = true) {
     protocol::OpenWriteRequest r;

@@ -57,11 +57,7 @@ TEST_F(WriteBackTest, WhatWasClosedSurvivesARestartAndIsUploadedOnce) {
   EXPECT_EQ(Metric("cairn_worker_write_back_commits_total"), 2);
   // The spool empties (uploaded files are trimmed just after the queue lets go of them; the
   // unclosed one was dropped at the restart).
-  EXPECT_TRUE(testing::WaitUntil([&] {
-    size_t left = 0;
-    for (const auto& e : std::filesystem::directory_iterator(spool())) left += e.is_regular_file();
-    return left == 0;
-  }));
+  EXPECT_TRUE(testing::WaitUntil([&] { return SpoolFileCount() == 0; }));
 }
 
 // The cache folder may be spelled otherwise at the next start (a trailing slash, a path through
@@ -82,11 +78,8 @@ TEST_F(WriteBackTest, WaitingFilesSurviveARestartWithTheSpoolFolderSpelledOtherw
   EXPECT_EQ(Content("a.bin"), "acknowledged");
   EXPECT_EQ(Metric("cairn_worker_write_back_conflicts_total"), 0);
   EXPECT_FALSE(std::filesystem::exists(spool() + "/write-Stray1"));  // Swept at the start.
-  EXPECT_TRUE(testing::WaitUntil([&] {  // And the uploaded file's went.
-    size_t left = 0;
-    for (const auto& e : std::filesystem::directory_iterator(spool())) left += e.is_regular_file();
-    return left == 0;
-  }));
+  // And the uploaded file's went.
+  EXPECT_TRUE(testing::WaitUntil([&] { return SpoolFileCount() == 0; }));
 }
 
 // A cache folder mounted elsewhere at the next start (the journal holds absolute paths): the
@@ -106,6 +99,77 @@ TEST_F(WriteBackTest, WaitingFilesSurviveARestartWithTheCacheFolderMovedElsewher
   EXPECT_EQ(Content("big.bin"), big);
   EXPECT_EQ(Content("small.txt"), "small");
   EXPECT_EQ(Metric("cairn_worker_write_back_conflicts_total"), 0);
+}
+
+// The cache disk not mounted yet at a start: its spool folder is an empty mount point. The
+// start reported the waiting files lost (their spool files not found) and finished them; now
+// it is refused, and the files go up once the disk is back.
+TEST_F(WriteBackTest, AStartWithoutTheSpoolDiskIsRefusedAndLosesNothing) {
+  SourceDown(true);
+  const std::string content = testing::RandomBytes(2 * kPart + 3, 41);
+  ASSERT_TRUE(WriteFile("/lake/ckpt.pt", content).ok());
+  writes_.reset();
+  const std::filesystem::path disk = dir_.path() / "spool-disk";
+  std::filesystem::rename(spool(), disk);
+  std::filesystem::create_directories(spool());  // The bare mount point.
+  SourceDown(false);
+  const Status refused = TryStart();
+  EXPECT_EQ(refused.code(), StatusCode::kFailedPrecondition) << refused.ToString();
+  EXPECT_NE(refused.message().find("mounted"), std::string::npos) << refused.message();
+  std::filesystem::remove_all(spool());
+  std::filesystem::rename(disk, spool());
+  Start();
+  ASSERT_TRUE(SyncAll().ok());
+  EXPECT_EQ(Content("ckpt.pt"), content);
+  EXPECT_EQ(Metric("cairn_worker_write_back_conflicts_total"), 0);
+}
+
+// The journal's disk (the first cache folder's) not mounted at a start: a new journal began and
+// the start swept the spool files of the other folders as unknown, though the missing journal
+// names them. Now the start is refused, sweeping nothing.
+TEST_F(WriteBackTest, AStartWithANewJournalDoesNotSweepTheFilesOfTheMissingOne) {
+  SourceDown(true);
+  ASSERT_TRUE(WriteFile("/lake/ckpt.pt", "acknowledged").ok());
+  writes_.reset();
+  const std::string journal = (dir_.path() / "journal").string();
+  std::filesystem::rename(journal, journal + ".disk");
+  SourceDown(false);
+  const Status refused = TryStart();
+  EXPECT_EQ(refused.code(), StatusCode::kFailedPrecondition) << refused.ToString();
+  EXPECT_NE(refused.message().find("another write-back journal"), std::string::npos);
+  EXPECT_EQ(SpoolFileCount(), 1u);
+  std::filesystem::rename(journal + ".disk", journal);
+  Start();
+  ASSERT_TRUE(SyncAll().ok());
+  EXPECT_EQ(Content("ckpt.pt"), "acknowledged");
+  EXPECT_EQ(Metric("cairn_worker_write_back_conflicts_total"), 0);
+}
+
+// A journal that did not take a file's end after its upload (a failing or full disk) logged it
+// and forgot it: the record stayed live for good (copied by every compaction), and every later
+// start replayed the committed file, found no spool file and reported it lost (a conflict).
+// Now the end is journaled again once the journal takes it.
+TEST_F(WriteBackTest, AnEndTheJournalDidNotTakeIsJournaledOnceItCan) {
+  const std::string journal = (dir_.path() / "journal").string();
+  const std::string content = testing::RandomBytes(2 * kPart + 1, 51);
+  SourceDown(true);
+  ASSERT_TRUE(WriteFile("/lake/a.pt", content).ok());
+  {
+    testing::FileSizeLimit full(std::filesystem::file_size(journal));
+    SourceDown(false);
+    ASSERT_TRUE(
+        testing::WaitUntil([&] { return Metric("cairn_worker_write_back_commits_total") == 1; }));
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // Retries fail meanwhile.
+    EXPECT_EQ(writes_->write_back()->journal().live_records(), 1u);
+  }
+  EXPECT_TRUE(
+      testing::WaitUntil([&] { return writes_->write_back()->journal().live_records() == 0; }));
+  EXPECT_EQ(Content("a.pt"), content);
+  writes_.reset();
+  Start();
+  ASSERT_TRUE(SyncAll().ok());
+  EXPECT_EQ(Metric("cairn_worker_write_back_conflicts_total"), 0);
+  EXPECT_EQ(Metric("cairn_worker_write_back_pending_files"), 0);
 }
 
 TEST_F(WriteBackTest, NewClosesAfterARestartDoNotReuseFinishedIds) {
@@ -1090,6 +1154,15 @@ TEST(WriteBackJournalTest, TheJournalIsFoundInWhicheverSpoolFolderNamesWaitingFi
   const Status both = ChooseJournalPath({a, b}).status();
   EXPECT_EQ(both.code(), StatusCode::kFailedPrecondition);
   EXPECT_NE(both.message().find(b + "/journal"), std::string::npos) << both.ToString();
+  // Neither names anything: the first there is goes on (its spool set stamps the folders).
+  for (const std::string& folder : {a, b}) {
+    std::filesystem::remove(folder + "/journal");
+    journal_with(folder + "/journal", /*pending=*/false);
+  }
+  EXPECT_EQ(ChooseJournalPath({b, a}).value(), b + "/journal");
+  EXPECT_EQ(ChooseJournalPath({a, b}).value(), a + "/journal");
+  std::filesystem::remove(a + "/journal");
+  EXPECT_EQ(ChooseJournalPath({a, b}).value(), b + "/journal");
   EXPECT_FALSE(ChooseJournalPath({}).ok());
 }
 

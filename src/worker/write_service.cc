@@ -22,6 +22,7 @@
 #include "common/file_util.h"
 #include "common/checksum.h"
 #include "common/crash_point.h"
+#include "write/spool_folders.h"
 
 namespace cairn::worker {
 
@@ -265,6 +266,18 @@ Status PrepareSpoolDir(const std::string& dir, const std::set<FileId>& keep) {
   return Status::Ok();
 }
 
+// Checks the spool folders against the journal before any is used or swept, then stamps them
+// with its spool set (write/spool_folders.h): recorded in the journal first, so that a crash in
+// between leaves folders unstamped, which the next check accepts while their files are there.
+Status ClaimSpoolFolders(WriteBack& write_back, const std::vector<std::string>& dirs,
+                         const std::vector<std::string>& named) {
+  const uint64_t recorded = write_back.journal().spool_set();
+  const uint64_t set = recorded != 0 ? recorded : write::NewSpoolSet();
+  CAIRN_RETURN_IF_ERROR(write::CheckSpoolFolders(dirs, set, named));
+  if (recorded == 0) CAIRN_RETURN_IF_ERROR(write_back.journal().RecordSpoolSet(set));
+  return write::StampSpoolFolders(dirs, set);
+}
+
 // Renames `from` to `to` unless `to` exists: 0, or the errno (EEXIST when it does).
 int RenameNoReplace(const std::string& from, const std::string& to) {
   if (::renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_NOREPLACE) == 0) return 0;
@@ -310,7 +323,9 @@ StatusOr<std::unique_ptr<WriteService>> WriteService::Create(PageService* pages,
     if (options.write_back.registry == nullptr) options.write_back.registry = options.registry;
     CAIRN_ASSIGN_OR_RETURN(write_back, WriteBack::Open(options.write_back));
     write_back->RelocateSpoolFiles(options.spool_dirs);
-    for (const std::string& file : write_back->SpoolFiles()) {
+    const std::vector<std::string> named = write_back->SpoolFiles();
+    CAIRN_RETURN_IF_ERROR(ClaimSpoolFolders(*write_back, options.spool_dirs, named));
+    for (const std::string& file : named) {
       if (std::optional<FileId> id = IdOf(file)) keep.insert(*id);
     }
   }

@@ -1,6 +1,7 @@
 #include "write/journal.h"
 
 #include <fcntl.h>
+#include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -13,6 +14,7 @@
 #include "common/file_util.h"
 #include "common/checksum.h"
 #include "common/crash_point.h"
+#include "ufs/part_layout.h"
 
 namespace cairn::write {
 
@@ -103,6 +105,18 @@ StatusOr<std::string> ReadAll(int fd, const std::string& path) {
   return data;
 }
 
+// A journal whose creation never finished: shorter than the magic, holding a prefix of it (the
+// rest lost) or zeros (a file system may show unwritten blocks so), or only its magic's
+// first bytes followed by zeros. Never a journal that holds a record: its magic was durable
+// before the first record was written, and a damaged magic of a whole journal is refused.
+bool IsTornStart(std::string_view data) {
+  if (data.size() > sizeof(kMagic)) return false;
+  for (size_t i = 0; i < data.size(); ++i) {
+    if (data[i] != kMagic[i] && data[i] != 0) return false;
+  }
+  return data.size() < sizeof(kMagic) || std::memcmp(data.data(), kMagic, sizeof(kMagic)) != 0;
+}
+
 }  // namespace
 
 namespace {
@@ -148,6 +162,8 @@ std::string EncodeJournalRecord(const JournalRecord& r) {
     PutString(&out, r.path);
     PutU8(&out, static_cast<uint8_t>(r.condition.kind));
     PutString(&out, r.condition.version);
+  } else if (r.type == JournalRecord::Type::kSpoolSet) {
+    // The id is the set: nothing follows.
   } else {
     PutU8(&out, static_cast<uint8_t>(r.outcome));
     PutString(&out, r.detail);
@@ -171,8 +187,13 @@ StatusOr<JournalRecord> DecodeJournalRecord(std::string_view payload) {
       return CorruptionError("pending journal record too short");
     }
     if (type == kPendingWithDigest &&
-        (!in.U64(&r.digest_part_size) || !in.U64(&r.digest) || r.digest_part_size == 0)) {
+        (!in.U64(&r.digest_part_size) || !in.U64(&r.digest) || r.digest_part_size == 0 ||
+         r.digest_part_size > ufs::PartLayout::kMaxBase)) {
       return CorruptionError("pending journal record with a bad digest");
+    }
+    // No file is larger (nor, summed over the records, near 2^64): a size past it is damage.
+    if (r.size > JournalRecord::kMaxFileBytes) {
+      return CorruptionError("pending journal record of " + std::to_string(r.size) + " bytes");
     }
     if (kind > static_cast<uint8_t>(ufs::WriteCondition::Kind::kVersion)) {
       return CorruptionError("journal record with an unknown condition");
@@ -203,6 +224,8 @@ StatusOr<JournalRecord> DecodeJournalRecord(std::string_view payload) {
       return CorruptionError("renamed journal record without a path");
     }
     r.condition.kind = static_cast<ufs::WriteCondition::Kind>(kind);
+  } else if (type == static_cast<uint8_t>(JournalRecord::Type::kSpoolSet)) {
+    r.type = JournalRecord::Type::kSpoolSet;
   } else if (type == static_cast<uint8_t>(JournalRecord::Type::kDone)) {
     r.type = JournalRecord::Type::kDone;
     uint8_t outcome = 0;
@@ -261,12 +284,17 @@ StatusOr<std::unique_ptr<WriteJournal>> WriteJournal::Open(const std::string& pa
   };
   StatusOr<std::string> data = ReadAll(fd, path);
   if (!data.ok()) return fail(data.status());
-  if (data->empty()) {
+  if (IsTornStart(*data)) {
+    // Made by a process that died before the magic was durable: no record was ever
+    // acknowledged from it (its first append follows the magic's fdatasync).
+    if (!data->empty())
+      spdlog::info("write-back journal {} was torn at its start; made anew", path);
+    if (::ftruncate(fd, 0) != 0) return fail(ErrnoToStatus(errno, "cut " + path));
     Status st = WriteFully(fd, std::string_view(kMagic, sizeof(kMagic)), "write journal " + path);
     if (st.ok() && ::fdatasync(fd) != 0) st = ErrnoToStatus(errno, "sync journal " + path);
     if (st.ok()) st = SyncFolderOf(path);
     if (!st.ok()) return fail(st);
-    return std::unique_ptr<WriteJournal>(new WriteJournal(path, fd, sizeof(kMagic), {}, 0));
+    return std::unique_ptr<WriteJournal>(new WriteJournal(path, fd, sizeof(kMagic), {}, 0, 0));
   }
   if (data->size() < sizeof(kMagic) || std::memcmp(data->data(), kMagic, sizeof(kMagic)) != 0) {
     return fail(CorruptionError(path + " is not a Cairn write-back journal (format 1)"));
@@ -274,6 +302,7 @@ StatusOr<std::unique_ptr<WriteJournal>> WriteJournal::Open(const std::string& pa
   std::map<uint64_t, JournalRecord> live;
   std::set<uint64_t> ids;
   uint64_t max_id = 0;
+  uint64_t spool_set = 0;
   size_t at = sizeof(kMagic);
   while (at < data->size()) {
     const std::string_view rest(data->data() + at, data->size() - at);
@@ -321,6 +350,14 @@ StatusOr<std::unique_ptr<WriteJournal>> WriteJournal::Open(const std::string& pa
       data->resize(at);
       break;
     }
+    if (record->type == JournalRecord::Type::kSpoolSet) {
+      if (spool_set != 0 && spool_set != record->id) {
+        return fail(CorruptionError("write-back journal " + path + " names two spool sets"));
+      }
+      spool_set = record->id;
+      at += kFrameHeader + length;
+      continue;
+    }
     max_id = std::max(max_id, record->id);
     if (record->type == JournalRecord::Type::kPending ||
         record->type == JournalRecord::Type::kUpload) {
@@ -340,16 +377,18 @@ StatusOr<std::unique_ptr<WriteJournal>> WriteJournal::Open(const std::string& pa
   if (::lseek(fd, 0, SEEK_END) < 0) return fail(ErrnoToStatus(errno, "seek " + path));
   for (const auto& [id, record] : live) pending->push_back(record);
   return std::unique_ptr<WriteJournal>(
-      new WriteJournal(path, fd, data->size(), std::move(live), max_id));
+      new WriteJournal(path, fd, data->size(), std::move(live), max_id, spool_set));
 }
 
 WriteJournal::WriteJournal(std::string path, int fd, uint64_t bytes,
-                           std::map<uint64_t, JournalRecord> live, uint64_t max_id)
+                           std::map<uint64_t, JournalRecord> live, uint64_t max_id,
+                           uint64_t spool_set)
     : path_(std::move(path)),
       max_id_at_open_(max_id),
       fd_(fd),
       bytes_(bytes),
-      live_(std::move(live)) {
+      live_(std::move(live)),
+      spool_set_(spool_set) {
   MutexLock l(&mu_);
   for (const auto& [id, record] : live_) live_bytes_ += Frame(record).size();
 }
@@ -369,30 +408,29 @@ uint64_t WriteJournal::bytes() const {
   return bytes_;
 }
 
-Status WriteJournal::Append(const JournalRecord& record) {
-  const std::string frame = Frame(record);
-  if (frame.size() - kFrameHeader > kMaxRecordBytes) {
-    return InvalidArgumentError("journal record of " + std::to_string(frame.size()) + " bytes");
-  }
+uint64_t WriteJournal::spool_set() const {
   MutexLock l(&mu_);
+  return spool_set_;
+}
+
+Status WriteJournal::RecordSpoolSet(uint64_t spool_set) {
+  if (spool_set == 0) return InvalidArgumentError("a spool set is not 0");
+  JournalRecord record;
+  record.type = JournalRecord::Type::kSpoolSet;
+  record.id = spool_set;
+  MutexLock l(&mu_);
+  if (spool_set_ == spool_set) return Status::Ok();
+  if (spool_set_ != 0) return InvalidArgumentError("the journal has a spool set already");
+  CAIRN_RETURN_IF_ERROR(AppendFrameLocked(Frame(record)));
+  spool_set_ = spool_set;
+  return Status::Ok();
+}
+
+Status WriteJournal::AppendFrameLocked(const std::string& frame) {
   if (broken_) {
     return IoError("write-back journal " + path_ +
                    " cannot be appended to: a failed append could not be undone (restart the "
                    "worker; the records before it are kept)");
-  }
-  const bool pending =
-      record.type == JournalRecord::Type::kPending || record.type == JournalRecord::Type::kUpload;
-  const bool renamed = record.type == JournalRecord::Type::kRenamed;
-  if (pending && live_.count(record.id) != 0) {
-    return InvalidArgumentError("journal id " + std::to_string(record.id) + " is in use");
-  }
-  if (renamed && live_.count(record.id) == 0) {
-    return InvalidArgumentError("journal id " + std::to_string(record.id) + " is not pending");
-  }
-  if (CrashPointArmed("write-back-journal-torn")) {
-    (void)WriteFully(fd_, std::string_view(frame).substr(0, frame.size() / 2), path_);
-    (void)::fdatasync(fd_);
-    CrashPoint("write-back-journal-torn");
   }
   Status st = WriteFully(fd_, frame, "append to journal " + path_);
   if (st.ok() && ::fdatasync(fd_) != 0) st = ErrnoToStatus(errno, "sync journal " + path_);
@@ -412,6 +450,33 @@ Status WriteJournal::Append(const JournalRecord& record) {
     return st;
   }
   bytes_ += frame.size();
+  return Status::Ok();
+}
+
+Status WriteJournal::Append(const JournalRecord& record) {
+  if (record.type == JournalRecord::Type::kSpoolSet) {
+    return InvalidArgumentError("a spool set is recorded by RecordSpoolSet");
+  }
+  const std::string frame = Frame(record);
+  if (frame.size() - kFrameHeader > kMaxRecordBytes) {
+    return InvalidArgumentError("journal record of " + std::to_string(frame.size()) + " bytes");
+  }
+  MutexLock l(&mu_);
+  const bool pending =
+      record.type == JournalRecord::Type::kPending || record.type == JournalRecord::Type::kUpload;
+  const bool renamed = record.type == JournalRecord::Type::kRenamed;
+  if (pending && live_.count(record.id) != 0) {
+    return InvalidArgumentError("journal id " + std::to_string(record.id) + " is in use");
+  }
+  if (renamed && live_.count(record.id) == 0) {
+    return InvalidArgumentError("journal id " + std::to_string(record.id) + " is not pending");
+  }
+  if (CrashPointArmed("write-back-journal-torn") && !broken_) {
+    (void)WriteFully(fd_, std::string_view(frame).substr(0, frame.size() / 2), path_);
+    (void)::fdatasync(fd_);
+    CrashPoint("write-back-journal-torn");
+  }
+  CAIRN_RETURN_IF_ERROR(AppendFrameLocked(frame));
   if (pending) {
     live_.emplace(record.id, record);
     live_bytes_ += frame.size();
@@ -443,6 +508,12 @@ Status WriteJournal::Compact() {
 
 Status WriteJournal::CompactLocked() {
   std::string content(kMagic, sizeof(kMagic));
+  if (spool_set_ != 0) {
+    JournalRecord set;
+    set.type = JournalRecord::Type::kSpoolSet;
+    set.id = spool_set_;
+    content += Frame(set);
+  }
   for (const auto& [id, r] : live_) content += Frame(r);
   const std::string temp = path_ + ".new";
   const int fd = ::open(temp.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);

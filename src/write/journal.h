@@ -8,7 +8,9 @@
 //   * kRenamed: that file now goes to another path, under another condition (a rename of a
 //     file not yet uploaded: docs/write-path.md, decision 8);
 //   * kUpload: an upload begun in a source (an S3 multipart upload, a folder's temp file) that a
-//     crash would leave there; its kDone says it was committed or aborted.
+//     crash would leave there; its kDone says it was committed or aborted;
+//   * kSpoolSet: the journal's spool set, the random value the spool folders whose files it names
+//     are stamped with (write/spool_folders.h); once per journal, kept by compaction.
 // Open replays the file: the pending and upload records without a matching kDone (renamed as
 // their last kRenamed says), in the order they were made. A torn tail (a crash in the middle of an
 // append, which was never acknowledged) is cut off; a bad record before good ones is Corruption
@@ -36,17 +38,17 @@
 namespace cairn::write {
 
 struct JournalRecord {
-  enum class Type : uint8_t { kPending = 1, kDone = 2, kRenamed = 3, kUpload = 4 };
+  enum class Type : uint8_t { kPending = 1, kDone = 2, kRenamed = 3, kUpload = 4, kSpoolSet = 6 };
   // kEnded: of an upload record (committed or aborted; nothing of it is left in the source).
   enum class Outcome : uint8_t { kCommitted = 1, kRemoved = 2, kConflict = 3, kEnded = 4 };
 
   Type type = Type::kPending;
-  uint64_t id = 0;  // > 0; unique within the journal.
+  uint64_t id = 0;  // > 0; unique within the journal. kSpoolSet: the set's value.
   // kPending (kRenamed: path and condition only):
-  std::string path;        // Namespace path (normalised).
-  std::string principal;   // Who wrote it (logs, status).
-  std::string spool_path;  // The durable bytes.
-  uint64_t size = 0;
+  std::string path;               // Namespace path (normalised).
+  std::string principal;          // Who wrote it (logs, status).
+  std::string spool_path;         // The durable bytes.
+  uint64_t size = 0;              // At most kMaxFileBytes.
   ufs::WriteCondition condition;  // What the commit expects of the source.
   int64_t closed_at_ms = 0;       // Wall clock (status: the oldest pending write).
   // The spool file's digest as written (WriteSession::digest) and the part size it was made
@@ -58,6 +60,9 @@ struct JournalRecord {
   Outcome outcome = Outcome::kCommitted;
   std::string detail;  // The committed version, or why the file was set aside. kUpload: the
                        // writer's UploadToken (with `path`, the namespace path it writes).
+
+  // Past any object a source takes (S3: 5 TiB); a record claiming more is damaged.
+  static constexpr uint64_t kMaxFileBytes = 1ull << 50;
 
   bool operator==(const JournalRecord&) const = default;
 };
@@ -94,6 +99,12 @@ class WriteJournal {
   // The largest id of any record in the file as opened (new ids must be larger: the file may
   // still hold finished records, and ids are unique within it).
   uint64_t max_id_at_open() const { return max_id_at_open_; }
+  // The journal's spool set (write/spool_folders.h); 0 until one is recorded (a new journal, or
+  // one from before spool sets).
+  uint64_t spool_set() const EXCLUDES(mu_);
+  // Records `spool_set` (> 0) durably, once: InvalidArgument for a second, other value; IoError
+  // as Append.
+  Status RecordSpoolSet(uint64_t spool_set) EXCLUDES(mu_);
   const std::string& path() const { return path_; }
 
   // Largest payload of one record: paths are at most a few KiB.
@@ -102,8 +113,10 @@ class WriteJournal {
 
  private:
   WriteJournal(std::string path, int fd, uint64_t bytes, std::map<uint64_t, JournalRecord> live,
-               uint64_t max_id);
+               uint64_t max_id, uint64_t spool_set);
   Status CompactLocked() REQUIRES(mu_);
+  // Writes `frame` at the end and makes it durable (undone if it fails; see broken_).
+  Status AppendFrameLocked(const std::string& frame) REQUIRES(mu_);
 
   const std::string path_;
   const uint64_t max_id_at_open_;
@@ -111,6 +124,7 @@ class WriteJournal {
   int fd_ GUARDED_BY(mu_);
   uint64_t bytes_ GUARDED_BY(mu_);
   std::map<uint64_t, JournalRecord> live_ GUARDED_BY(mu_);  // Pending records by id.
+  uint64_t spool_set_ GUARDED_BY(mu_);                      // 0: none recorded.
   // A failed append left bytes it could not cut off: no record may follow them.
   bool broken_ GUARDED_BY(mu_) = false;
   uint64_t live_bytes_ GUARDED_BY(mu_) = 0;  // Their frames' size.

@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "testing/test_util.h"
+#include "ufs/part_layout.h"
 
 namespace cairn::write {
 namespace {
@@ -99,6 +100,24 @@ TEST(JournalRecordTest, APendingRecordCarriesItsSpoolDigest) {
   std::string no_part_size = bytes;
   std::fill(no_part_size.end() - 16, no_part_size.end() - 8, '\0');
   EXPECT_EQ(DecodeJournalRecord(no_part_size).status().code(), StatusCode::kCorruption);
+}
+
+// What no writer makes is damage, refused at the start, not a file retried for ever (a part
+// size no session takes) nor sizes that wrap the queue's byte count when summed.
+TEST(JournalRecordTest, APartSizeOrFileSizeNoWriterMakesIsCorruption) {
+  JournalRecord record = Pending(4, "/lake/ckpt.pt");
+  record.digest = 7;
+  record.digest_part_size = ufs::PartLayout::kMaxBase;
+  EXPECT_TRUE(DecodeJournalRecord(EncodeJournalRecord(record)).ok());
+  record.digest_part_size = ufs::PartLayout::kMaxBase + 1;
+  EXPECT_EQ(DecodeJournalRecord(EncodeJournalRecord(record)).status().code(),
+            StatusCode::kCorruption);
+  record.digest_part_size = 8 << 20;
+  record.size = JournalRecord::kMaxFileBytes;
+  EXPECT_TRUE(DecodeJournalRecord(EncodeJournalRecord(record)).ok());
+  record.size = ~uint64_t{0};
+  EXPECT_EQ(DecodeJournalRecord(EncodeJournalRecord(record)).status().code(),
+            StatusCode::kCorruption);
 }
 
 TEST(JournalRecordTest, EveryTruncationOrTrailingByteIsCorruption) {
@@ -206,6 +225,34 @@ TEST(WriteJournalTest, AFileThatIsNotAJournalIsRefused) {
   AppendRaw(path, "hello, world");
   std::vector<JournalRecord> pending;
   EXPECT_EQ(WriteJournal::Open(path, &pending).status().code(), StatusCode::kCorruption);
+  for (const char* not_ours : {"CAIRNWJ2", "CAIRNWX", "XAIRNWJ1"}) {
+    std::filesystem::remove(path);
+    AppendRaw(path, not_ours);
+    EXPECT_EQ(WriteJournal::Open(path, &pending).status().code(), StatusCode::kCorruption)
+        << not_ours;
+  }
+}
+
+// A power loss while a journal was being made leaves part of its magic (or zeros where the file
+// system had not written it yet); no record can follow, so the journal is made anew, where
+// refusing it would keep the worker from starting until someone deleted the file.
+TEST(WriteJournalTest, AJournalTornWhileItWasMadeIsMadeAnew) {
+  const std::string magic = "CAIRNWJ1";
+  std::vector<std::string> torn;
+  for (size_t n = 1; n < magic.size(); ++n) torn.push_back(magic.substr(0, n));
+  torn.push_back(std::string(8, '\0'));
+  torn.push_back(magic.substr(0, 3) + std::string(5, '\0'));
+  for (const std::string& start : torn) {
+    TempDir dir;
+    const std::string path = dir.str() + "/journal";
+    AppendRaw(path, start);
+    AppendAll(path, {Pending(1, "/lake/a")});
+    std::vector<JournalRecord> pending;
+    auto journal = WriteJournal::Open(path, &pending);
+    ASSERT_TRUE(journal.ok()) << journal.status().ToString();
+    ASSERT_EQ(pending.size(), 1u) << start.size();
+    EXPECT_EQ(pending[0], Pending(1, "/lake/a"));
+  }
 }
 
 TEST(WriteJournalTest, ARenamedFileReplaysUnderItsNewPathAndCondition) {
