@@ -219,7 +219,7 @@ class PyWriter {
       py::gil_scoped_release release;
       s = writer.Write(offset, std::span<const char>(view.data(), view.size()));
     }
-    if (!s.ok()) RaiseStatus(s, Op::kCommit, path_);
+    if (!s.ok()) RaiseStatus(s, Op::kWrite, path_);
   }
 
   void Truncate(uint64_t size) {
@@ -229,7 +229,7 @@ class PyWriter {
       py::gil_scoped_release release;
       s = writer.Truncate(size);
     }
-    if (!s.ok()) RaiseStatus(s, Op::kCommit, path_);
+    if (!s.ok()) RaiseStatus(s, Op::kWrite, path_);
   }
 
   uint64_t size() const { return Get().size(); }
@@ -251,7 +251,7 @@ class PyWriter {
       py::gil_scoped_release release;
       s = writer.Abort();
     }
-    if (!s.ok()) RaiseStatus(s, Op::kCommit, path_);
+    if (!s.ok()) RaiseStatus(s, Op::kWrite, path_);
   }
 
  private:

@@ -22,7 +22,7 @@ int ErrnoFor(const Status& status, Op op) {
     case StatusCode::kDeadlineExceeded:
       return ETIMEDOUT;
     case StatusCode::kResourceExhausted:
-      return ENOSPC;
+      return status.reason() == StatusReason::kTooManyOpenFiles ? EMFILE : ENOSPC;
     case StatusCode::kInvalidArgument:
       if (message.find("is not a directory") != std::string::npos) return ENOTDIR;
       if (message.find("is a directory") != std::string::npos) return EISDIR;
@@ -38,6 +38,8 @@ int ErrnoFor(const Status& status, Op op) {
           return ENOTEMPTY;
         case Op::kOpenWrite:
           return EIO;  // An open loses to no other writer (its commit may: below).
+        case Op::kWrite:
+          return EIO;  // The file is being closed, or was aborted: not a conflict.
         case Op::kCommit:
         case Op::kRename:
           return EEXIST;  // Someone else changed the file since it was read.

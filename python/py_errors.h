@@ -29,7 +29,18 @@
 namespace cairn::python {
 
 // The operation that failed; some codes mean different things for different operations.
-enum class Op { kRead, kOpenWrite, kCommit, kRemove, kRemoveDir, kMakeDir, kRename, kOther };
+// kWrite: a write, truncate or abort of an open file (kCommit: its sync or close).
+enum class Op {
+  kRead,
+  kOpenWrite,
+  kWrite,
+  kCommit,
+  kRemove,
+  kRemoveDir,
+  kMakeDir,
+  kRename,
+  kOther
+};
 
 // The errno that `status` (not OK) maps to for `op`.
 int ErrnoFor(const Status& status, Op op);

@@ -126,9 +126,18 @@ def test_fsync_puts_the_file_in_the_source_before_close(rw):
         os.fsync(fd)
         assert (src / "log.txt").read_bytes() == b"step 1\n"
         os.write(fd, b"step 2\n")
+        # fsync(2) of another descriptor of the file, read-only (`sync FILE` opens it so),
+        # makes it durable too: it committed nothing before.
+        reader = os.open(os.path.join(mnt, "log.txt"), os.O_RDONLY)
+        try:
+            os.fsync(reader)
+        finally:
+            os.close(reader)
+        assert (src / "log.txt").read_bytes() == b"step 1\nstep 2\n"
+        os.write(fd, b"step 3\n")
     finally:
         os.close(fd)
-    assert (src / "log.txt").read_bytes() == b"step 1\nstep 2\n"
+    assert (src / "log.txt").read_bytes() == b"step 1\nstep 2\nstep 3\n"
 
 
 def test_torch_save_and_load_round_trip(rw):
@@ -173,6 +182,28 @@ def test_truncate_append_and_exclusive_create(rw):
         finally:
             os.close(fd)
         assert (src / name).read_bytes() == b"0123\0\0x", (name, before)
+
+
+def test_an_append_that_creates_keeps_a_file_another_writer_made_since_the_listing(rw):
+    """open(O_CREAT|O_APPEND) of a name this mount's cached listing does not show makes the
+    kernel create it; the file may exist by then (another client wrote it into the lake). The
+    create truncated it (its content lost when the append closed); only O_TRUNC empties a file
+    (POSIX), so the append goes after what is there."""
+    mnt, src = rw
+    folder = os.path.join(mnt, "appends")
+    os.mkdir(folder)
+    assert os.listdir(folder) == []  # This client's listing of the folder: empty.
+    (src / "appends" / "train.log").write_bytes(b"rank 0: epoch 1\n")  # Another writer.
+    with open(os.path.join(folder, "train.log"), "a") as f:
+        f.write("rank 1: epoch 1\n")
+    assert (src / "appends" / "train.log").read_bytes() == b"rank 0: epoch 1\nrank 1: epoch 1\n"
+    # O_CREAT without O_APPEND nor O_TRUNC: writes land where they are put, the rest stays.
+    fd = os.open(os.path.join(folder, "train.log"), os.O_WRONLY | os.O_CREAT)
+    try:
+        os.pwrite(fd, b"RANK", 0)
+    finally:
+        os.close(fd)
+    assert (src / "appends" / "train.log").read_bytes() == b"RANK 0: epoch 1\nrank 1: epoch 1\n"
 
 
 def test_a_failed_commit_is_the_error_of_close(rw):

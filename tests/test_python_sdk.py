@@ -303,6 +303,20 @@ def test_an_unbuffered_writer_left_by_an_exception_commits_nothing(client, s3ser
     assert s3server.object("sdk/raw.bin") == b"the good checkpoint"
 
 
+def test_a_write_the_file_no_longer_takes_is_an_io_error_not_a_conflict(client, s3server):
+    """A write or truncate of a file already closed (or being closed by another thread) is
+    refused by the client's writer with FailedPrecondition; it mapped as a commit's refusal,
+    FileExistsError (EEXIST), which says someone else changed the file. It is EIO."""
+    native = client._core().open_write("/w/closed.bin", True, False, True)
+    native.write(0, b"abc")
+    native.close()
+    for late in (lambda: native.write(3, b"d"), lambda: native.truncate(1)):
+        with pytest.raises(OSError) as e:
+            late()
+        assert e.value.errno == errno.EIO, e.value
+    assert s3server.object("sdk/closed.bin") == b"abc"
+
+
 def test_a_file_whose_write_failed_is_not_committed_at_close(client, s3server):
     """A write the client refuses (past the largest offset) raises at once; the file is then
     discarded at close (EIO), never committed without the bytes that write was to add."""
@@ -311,8 +325,9 @@ def test_a_file_whose_write_failed_is_not_committed_at_close(client, s3server):
     f = client.open("/w/failed.bin", "wb", buffering=0)
     f.write(b"new")
     f.seek(1 << 51)
-    with pytest.raises(OSError):
+    with pytest.raises(OSError) as refused:
         f.write(b"x")
+    assert refused.value.errno not in (None, errno.EIO, errno.EEXIST), refused.value
     with pytest.raises(OSError) as e:
         f.sync()  # Nor does a sync commit it.
     assert e.value.errno == errno.EIO
@@ -320,6 +335,14 @@ def test_a_file_whose_write_failed_is_not_committed_at_close(client, s3server):
     with pytest.raises(OSError) as e:
         f.close()
     assert e.value.errno == errno.EIO and "earlier write failed" in str(e.value)
+    # A write that found no room (the write-back budget full past its wait) stays ENOSPC at
+    # close, as the kernel reports a writeback that found none: it was EIO.
+    f = client.open("/w/failed.bin", "wb", buffering=0)
+    f.write(b"x")
+    f._failed = OSError(errno.ENOSPC, "the write-back budget is full")  # What write() kept.
+    with pytest.raises(OSError) as e:
+        f.close()
+    assert e.value.errno == errno.ENOSPC and "earlier write failed" in str(e.value)
     assert s3server.object("sdk/failed.bin") == b"the good checkpoint"
     # A with block left by an exception whose abort fails too: the caller sees its own
     # exception, and the file is closed.

@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 import random
+import shutil
 import signal
 import struct
 import subprocess
@@ -161,6 +162,47 @@ def test_an_outage_of_the_source_delays_uploads_and_loses_nothing(harness, tmp_p
         stat = json.loads(_ok(w.run("stat", "/wb/step-2.pt")))
         assert stat["version"] != pending_version and not stat["version"].startswith("cairn-")
         assert _ok(w.run("cat", "/wb/step-2.pt", timeout=60)) == files["/wb/step-2.pt"]
+    finally:
+        s3.proc.stop()
+        w.proc.stop()
+
+
+def test_a_start_without_a_cache_disk_is_refused_and_loses_nothing(harness, tmp_path):
+    """A worker with two cache disks restarted while the second is not mounted yet: its spool
+    folder is a bare mount point. The start used to report the files closed into it lost (and
+    a missing first disk, which holds the journal, made a new journal that swept the others'
+    files); now it exits non-zero, naming the folder, and the files go up once the disk is
+    back (docs/consistency.md, "A crash loses nothing acknowledged")."""
+    port = free_port()  # Nothing listens there yet: the lake is down.
+    w = WriteBackWorker(harness, f"http://127.0.0.1:{port}", "disks")
+    second = os.path.join(harness.workdir, "disks-cache2")
+    disks = ["--cache-dir", second]
+    w.start(extra=disks)
+    files = {f"/wb/shard-{i}.pt": random.Random(60 + i).randbytes(MiB // 2 + i) for i in range(4)}
+    for path, data in files.items():
+        _ok(w.put(data, path, timeout=60))
+    w.proc.stop()
+    spool = os.path.join(second, "spool")
+    assert [n for n in os.listdir(spool) if n.startswith("write-")], os.listdir(spool)
+    os.rename(second, second + ".disk")
+    os.makedirs(second)  # The mount point, its disk not mounted.
+    refused = harness.run(["worker", "--cache-dir", w.cache, "--cache-dir", second,
+                           "--cache-size", "256MiB", "--listen", f"127.0.0.1:{free_port()}",
+                           "--metrics-listen", f"127.0.0.1:{free_port()}", "--id", "disks",
+                           "--config", w.config], timeout=60)
+    err = refused.stderr.decode()
+    assert refused.returncode != 0, err
+    assert spool in err and "mounted" in err, err
+    assert "Traceback" not in err and "terminate" not in err, err
+    shutil.rmtree(second)  # What the refused start made on the mount point.
+    os.rename(second + ".disk", second)
+    w.start(extra=disks)
+    s3 = start_s3server(tmp_path, port=port)
+    try:
+        _ok(w.sync("/wb", timeout="120s"))
+        for path, data in files.items():
+            assert s3.object("disks/" + path[len("/wb/"):]) == data
+        assert w.proc.metrics()["cairn_worker_write_back_conflicts_total"] == 0
     finally:
         s3.proc.stop()
         w.proc.stop()

@@ -227,6 +227,15 @@ class RawWriter(io.RawIOBase):
                 self._failed = e
             raise
 
+    def _earlier_failure(self, what):
+        """The error a sync or close reports after a write or truncate failed: ENOSPC or EDQUOT
+        when that failure was one (as the kernel reports a writeback that found no room, at
+        fsync and close), else EIO."""
+        err = getattr(self._failed, "errno", None)
+        err = err if err in (errno.ENOSPC, errno.EDQUOT) else errno.EIO
+        return OSError(err, "an earlier write failed (" + repr(self._failed) + "); " + what,
+                       self.name)
+
     def seek(self, offset, whence=io.SEEK_SET):
         writer = self._writer()
         self._pos = _seek_target(self, offset, whence, lambda: writer.size)
@@ -250,8 +259,7 @@ class RawWriter(io.RawIOBase):
         on. Returns the committed object's info (size, version)."""
         writer = self._writer()
         if self._failed is not None:
-            raise OSError(errno.EIO, "an earlier write failed (" + repr(self._failed) +
-                          "); nothing is committed", self.name)
+            raise self._earlier_failure("nothing is committed")
         return writer.sync()
 
     def fileno(self):
@@ -283,8 +291,7 @@ class RawWriter(io.RawIOBase):
         _OPEN_FILES.discard(self)
         try:
             if self._failed is not None:
-                raise OSError(errno.EIO, "an earlier write failed (" + repr(self._failed) +
-                              "); nothing was committed", self.name)
+                raise self._earlier_failure("nothing was committed")
             self.committed = native.close()
         except BaseException:
             try:

@@ -296,5 +296,23 @@ TEST_F(AskOwnersTest, AnOpenThatTruncatesIsNotSentAgainAfterARefusal) {
   EXPECT_EQ(First(path).received(), std::vector<MessageType>{MessageType::kOpenWrite});
 }
 
+// An open that keeps the content waits for room in the budget, not for the worker's cap on
+// files open for writing: it waited 60 s (in a FUSE thread) and then failed with ENOSPC.
+TEST_F(AskOwnersTest, AnOpenRefusedByTheOpenFilesCapIsNotWaitedOut) {
+  const std::string path = "/wb/logs/train.log";
+  First(path).Answer(MessageType::kOpenWrite,
+                     ResourceExhaustedError("too many files open for writing by team-a")
+                         .WithReason(StatusReason::kTooManyOpenFiles),
+                     /*times=*/1);
+  WriteOptions keep;
+  keep.create = true;
+  keep.truncate = false;
+  const int64_t began = clock_.NowMicros();
+  auto refused = client_->OpenForWrite(path, keep);
+  EXPECT_EQ(refused.status().reason(), StatusReason::kTooManyOpenFiles);
+  EXPECT_EQ(clock_.NowMicros(), began);
+  EXPECT_EQ(First(path).received(), std::vector<MessageType>{MessageType::kOpenWrite});
+}
+
 }  // namespace
 }  // namespace cairn::client

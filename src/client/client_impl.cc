@@ -497,17 +497,18 @@ StatusOr<std::unique_ptr<FileWriter>> ClientImpl::OpenForWrite(std::string_view 
     return InvalidArgumentError("an exclusive open must create");
   }
   protocol::OpenWriteRequest request;
-  // An open that keeps the content makes the worker read the whole object first.
-  request.deadline_ms = static_cast<uint32_t>(
-      (options.truncate ? options_.worker_timeout : options_.write_commit_timeout).count());
   request.path = path;
   request.create = options.create;
   request.exclusive = options.exclusive;
   request.truncate = options.truncate;
   // A create right after a lookup that found nothing (the kernel looks a name up before it
-  // creates it) spares the worker asking the source again.
+  // creates it) spares the worker asking the source again. Not one that keeps the content:
+  // if the name was made since, its content is what the open goes on from (an append).
   request.seen_absent = options.create && options.truncate && !options.exclusive &&
                         metadata_.FreshlyAbsent(path, kSeenAbsentMaxAgeUs);
+  // An open that keeps the content makes the worker read the whole object first.
+  request.deadline_ms = static_cast<uint32_t>(
+      (options.truncate ? options_.worker_timeout : options_.write_commit_timeout).count());
   // An open that keeps the content of a write-back file goes to its owner only: the file may
   // wait there, newer than the source's, and another worker would start from the source's. So
   // does an exclusive create, which the files waiting there may refuse (another worker would
@@ -534,11 +535,11 @@ StatusOr<ClientImpl::OwnerReply> ClientImpl::OpenOnOwner(const protocol::OpenWri
   RoomWait room_wait(options_.write_room_wait);
   for (;;) {
     StatusOr<OwnerReply> opened = AskOwners(request.path, request, fail_over);
-    // Only an open that keeps the content takes room in the budget; any other refusal is the
-    // worker's cap on files open for writing, which a wait here would not lift (the closes
-    // that would may be queued behind this very open, in the same FUSE threads).
+    // Only an open that keeps the content takes room in the budget; a refusal of any other, and
+    // the worker's cap on files open for writing, are not waited out here (the closes that
+    // would lift the cap may be queued behind this very open, in the same FUSE threads).
     if (opened.ok() || opened.status().code() != StatusCode::kResourceExhausted ||
-        request.truncate) {
+        request.truncate || opened.status().reason() == StatusReason::kTooManyOpenFiles) {
       return opened;
     }
     const bool first = !room_wait.waited();
@@ -560,12 +561,7 @@ StatusOr<ClientImpl::OwnerReply> ClientImpl::AskFirstOwner(
   protocol::PageChannel& channel = *owner;
   constexpr int kSends = 5;  // Backoffs 0.25, 0.5, 1, 2 s: past a suspect worker's second.
   for (int sent = 1;; ++sent) {
-    std::promise<StatusOr<protocol::WriteReply>> promise;
-    auto future = promise.get_future();
-    channel.CallWrite(request, [&promise](StatusOr<protocol::WriteReply> reply) {
-      promise.set_value(std::move(reply));
-    });
-    StatusOr<protocol::WriteReply> reply = future.get();
+    StatusOr<protocol::WriteReply> reply = protocol::CallWriteAndWait(channel, request);
     if (reply.ok()) return OwnerReply{std::move(owner), std::move(reply).value()};
     if (!reply.status().not_sent()) return reply.status();  // Its answer, or lost on the way.
     if (sent >= kSends) {
@@ -584,12 +580,7 @@ StatusOr<ClientImpl::OwnerReply> ClientImpl::AskOwners(const std::string& path,
   if (fail_over == FailOver::kNever) return AskFirstOwner(owners.front(), request);
   Status last;
   for (const auto& channel : owners) {
-    std::promise<StatusOr<protocol::WriteReply>> promise;
-    auto future = promise.get_future();
-    channel->CallWrite(request, [&promise](StatusOr<protocol::WriteReply> reply) {
-      promise.set_value(std::move(reply));
-    });
-    StatusOr<protocol::WriteReply> reply = future.get();
+    StatusOr<protocol::WriteReply> reply = protocol::CallWriteAndWait(*channel, request);
     if (reply.ok()) return OwnerReply{channel, std::move(reply).value()};
     const StatusCode code = reply.status().code();
     if (code != StatusCode::kUnavailable && code != StatusCode::kDeadlineExceeded) {
@@ -704,12 +695,7 @@ Status ClientImpl::SyncWrites(std::string_view raw_path, std::chrono::millisecon
       protocol::SyncPathRequest request;
       request.path = path;
       request.deadline_ms = static_cast<uint32_t>(std::clamp<int64_t>(left, 1, kPerRequestMs));
-      std::promise<StatusOr<protocol::WriteReply>> promise;
-      auto future = promise.get_future();
-      channel->CallWrite(request, [&promise](StatusOr<protocol::WriteReply> reply) {
-        promise.set_value(std::move(reply));
-      });
-      Status st = future.get().status();
+      Status st = protocol::CallWriteAndWait(*channel, request).status();
       if (st.ok()) break;
       if (st.code() == StatusCode::kDeadlineExceeded && left > kPerRequestMs) continue;
       return st.WithContext("worker " + id);

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <future>
 
 #include "common/checksum.h"
 
@@ -252,12 +251,7 @@ Status RemoteFileWriter::Drain(uint64_t* drained) {
 
 StatusOr<protocol::WriteReply> RemoteFileWriter::CallRaw(const protocol::WriteRequest& request) {
   for (int sent = 1;; ++sent) {
-    std::promise<StatusOr<protocol::WriteReply>> promise;
-    auto future = promise.get_future();
-    channel_->CallWrite(request, [&promise](StatusOr<protocol::WriteReply> reply) {
-      promise.set_value(std::move(reply));
-    });
-    StatusOr<protocol::WriteReply> reply = future.get();
+    StatusOr<protocol::WriteReply> reply = protocol::CallWriteAndWait(*channel_, request);
     // Never sent (the worker's channel refused it: suspect for a second after any request to
     // that worker missed its deadline, or no connection): sent again after a backoff past that
     // second, as writes are, or an fsync or close would fail for a neighbour's timeout.

@@ -62,6 +62,7 @@ Status Status::WithContext(std::string_view context) const {
   Status out(code_, std::move(m));
   out.outcome_unknown_ = outcome_unknown_;
   out.not_sent_ = not_sent_;
+  out.reason_ = reason_;
   return out;
 }
 

@@ -19,6 +19,7 @@
 #define CAIRN_COMMON_STATUS_H_
 
 #include <cassert>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -45,6 +46,16 @@ enum class StatusCode : int {
 
 std::string_view StatusCodeName(StatusCode code);
 
+// A finer cause within a code, for a caller that acts on it (or an errno that says more than
+// the code's). Carried by write replies (docs/protocol.md, v14): values are appended, never
+// reused, and one a reader does not know reads as kNone.
+enum class StatusReason : uint16_t {
+  kNone = 0,
+  // ResourceExhausted: a cap on the files open for writing (a worker's, or one principal's),
+  // which waiting for room in the write-back budget does not lift: EMFILE, not ENOSPC.
+  kTooManyOpenFiles = 1,
+};
+
 class [[nodiscard]] Status {
  public:
   Status() = default;
@@ -59,7 +70,7 @@ class [[nodiscard]] Status {
   std::string ToString() const;
 
   // Returns a copy with `context` prefixed to the message ("context: message"). Keeps
-  // outcome_unknown() and not_sent().
+  // outcome_unknown(), not_sent() and reason().
   Status WithContext(std::string_view context) const;
 
   // Whether the operation that failed may still have taken effect: a request sent to a peer
@@ -95,12 +106,21 @@ class [[nodiscard]] Status {
     return s;
   }
 
+  StatusReason reason() const { return reason_; }
+  // A copy with `reason` (an error only: OK stays OK, without one).
+  Status WithReason(StatusReason reason) const {
+    Status s = *this;
+    s.reason_ = ok() ? StatusReason::kNone : reason;
+    return s;
+  }
+
   // Explicitly drops a status the caller decided not to act on.
   void IgnoreError() const {}
 
   bool operator==(const Status& other) const {
     return code_ == other.code_ && message_ == other.message_ &&
-           outcome_unknown_ == other.outcome_unknown_ && not_sent_ == other.not_sent_;
+           outcome_unknown_ == other.outcome_unknown_ && not_sent_ == other.not_sent_ &&
+           reason_ == other.reason_;
   }
 
  private:
@@ -108,6 +128,7 @@ class [[nodiscard]] Status {
   std::string message_;
   bool outcome_unknown_ = false;
   bool not_sent_ = false;
+  StatusReason reason_ = StatusReason::kNone;
 };
 
 inline Status NotFoundError(std::string m) { return {StatusCode::kNotFound, std::move(m)}; }

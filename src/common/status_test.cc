@@ -50,6 +50,16 @@ TEST(StatusTest, NotSentIsKeptThroughContextAndNeverMarksOk) {
   EXPECT_FALSE(Status::Ok().WithNotSent().not_sent());
 }
 
+TEST(StatusTest, AReasonIsKeptThroughContextAndNeverMarksOk) {
+  const Status capped =
+      ResourceExhaustedError("too many files open").WithReason(StatusReason::kTooManyOpenFiles);
+  EXPECT_EQ(capped.reason(), StatusReason::kTooManyOpenFiles);
+  EXPECT_EQ(capped.WithContext("open of /a").reason(), StatusReason::kTooManyOpenFiles);
+  EXPECT_EQ(ResourceExhaustedError("too many files open").reason(), StatusReason::kNone);
+  EXPECT_FALSE(capped == ResourceExhaustedError("too many files open"));
+  EXPECT_EQ(Status::Ok().WithReason(StatusReason::kTooManyOpenFiles).reason(), StatusReason::kNone);
+}
+
 TEST(StatusTest, ErrnoMapsToCodes) {
   EXPECT_EQ(ErrnoToStatus(ENOENT, "open").code(), StatusCode::kNotFound);
   EXPECT_EQ(ErrnoToStatus(EACCES, "open").code(), StatusCode::kPermissionDenied);

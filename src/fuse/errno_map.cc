@@ -18,8 +18,8 @@ int ErrnoFromStatus(const Status& status) {
       return EACCES;
     case StatusCode::kAlreadyExists:  // An exclusive create.
       return EEXIST;
-    case StatusCode::kResourceExhausted:  // A full disk, too many open files on a worker.
-      return ENOSPC;
+    case StatusCode::kResourceExhausted:  // A full disk or budget; a worker's open-files cap.
+      return status.reason() == StatusReason::kTooManyOpenFiles ? EMFILE : ENOSPC;
     default:
       return EIO;
   }

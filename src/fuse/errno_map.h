@@ -3,6 +3,8 @@
 //   NotFound            -> ENOENT
 //   InvalidArgument     -> EINVAL
 //   PermissionDenied    -> EACCES
+//   AlreadyExists       -> EEXIST
+//   ResourceExhausted   -> ENOSPC  (EMFILE for a worker's cap on files open for writing)
 //   FailedPrecondition  -> EIO     (the object changed under an open file; logged)
 //   Unavailable         -> EIO     (no worker and no under-storage could serve; logged)
 //   DeadlineExceeded    -> EIO     (logged)

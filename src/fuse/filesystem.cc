@@ -731,8 +731,13 @@ void Filesystem::Create(fuse_req_t req, fuse_ino_t parent, const char* name, mod
     return;
   }
   WriteOptions options;
+  options.create = true;
   options.exclusive = (fi->flags & O_EXCL) != 0;
-  options.truncate = true;
+  // Only O_TRUNC empties a file: the kernel creates when this mount's lookup found nothing,
+  // which may be out of date (another client made the file since), and an open(O_CREAT|
+  // O_APPEND) of a log must not cut what is there (POSIX). (Such a create costs the worker a
+  // stat of the source, which a truncating one spares when the lookup was fresh.)
+  options.truncate = (fi->flags & O_TRUNC) != 0 || options.exclusive;
   StatusOr<std::unique_ptr<FileWriter>> writer = client_->OpenForWrite(path, options);
   if (!writer.ok()) {
     fuse_reply_err(req, ErrnoForReply(writer.status(), "create", path));
@@ -740,13 +745,16 @@ void Filesystem::Create(fuse_req_t req, fuse_ino_t parent, const char* name, mod
   }
   auto file = std::make_unique<OpenFile>();
   file->writer = std::move(*writer);
-  file->dirty = true;  // An empty file is a file too: close commits it.
+  // An empty file is a file too: close commits it. One that kept content (it existed after
+  // all) is committed once written, as an open's (a `touch` uploads nothing again).
+  file->dirty = options.truncate || file->writer->size() == 0;
   file->path = path;
   const fuse_ino_t ino = inodes_.RefNewFile(path);
   inodes_.OpenWriter(ino);
   file->ino = ino;
   FileInfo info;
   info.name = name;
+  info.size = file->writer->size();  // What it kept: an O_APPEND write goes after it.
   info.mtime_ns = Clock::Real()->WallNanos();
   fuse_entry_param e = EntryFor(ino, info, path);
   fi->direct_io = 0;
@@ -787,7 +795,19 @@ void Filesystem::Flush(fuse_req_t req, fuse_file_info* fi) {
 
 void Filesystem::Fsync(fuse_req_t req, fuse_file_info* fi) {
   auto* file = reinterpret_cast<OpenFile*>(fi->fh);
-  fuse_reply_err(req, file->writer ? CommitIfDirty(file, "fsync") : 0);
+  if (file->writer) {
+    fuse_reply_err(req, CommitIfDirty(file, "fsync"));
+    return;
+  }
+  // fsync(2) makes the file durable whichever descriptor names it: a read-only one of a file
+  // this mount is writing (`sync FILE` opens it so) commits the file's open writers.
+  int err = 0;
+  for (const std::shared_ptr<OpenFile>& writer : WritersOf(file->path)) {
+    if (writer->ino != file->ino) continue;  // A file of the name made since.
+    const int failed = CommitIfDirty(writer.get(), "fsync");
+    if (err == 0) err = failed;
+  }
+  fuse_reply_err(req, err);
 }
 
 void Filesystem::SetAttr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set,

@@ -61,6 +61,10 @@ TEST(ErrnoMapTest, Codes) {
   EXPECT_EQ(ErrnoFromStatus(DeadlineExceededError("x")), EIO);
   EXPECT_EQ(ErrnoFromStatus(FailedPreconditionError("x")), EIO);
   EXPECT_EQ(ErrnoFromStatus(CorruptionError("x")), EIO);
+  EXPECT_EQ(ErrnoFromStatus(ResourceExhaustedError("the write-back budget is full")), ENOSPC);
+  EXPECT_EQ(ErrnoFromStatus(ResourceExhaustedError("too many files open for writing")
+                                .WithReason(StatusReason::kTooManyOpenFiles)),
+            EMFILE);
   EXPECT_EQ(ErrnoForReply(UnavailableError("down"), "read", "/f"), EIO);
   EXPECT_EQ(ErrnoForReply(NotFoundError("gone"), "lookup", "/f"), ENOENT);
 }

@@ -73,6 +73,10 @@ class PageChannel {
   virtual std::shared_ptr<const std::vector<std::string>> ShortCircuitDirs() { return nullptr; }
 };
 
+// Sends `request` on `channel` (CallWrite) and waits for its answer: for a caller that may
+// block, never on a channel's callback thread (the answer would wait on itself).
+StatusOr<WriteReply> CallWriteAndWait(PageChannel& channel, const WriteRequest& request);
+
 }  // namespace cairn::protocol
 
 #endif  // CAIRN_PROTOCOL_PAGE_CHANNEL_H_

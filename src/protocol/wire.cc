@@ -847,6 +847,7 @@ std::string EncodeWriteReply(const WriteReply& reply) {
   w.U8(static_cast<uint8_t>(reply.status));
   if (reply.status != StatusCode::kOk) {
     w.Str(std::string_view(reply.error_message).substr(0, kMaxErrorMessage));
+    w.U16(reply.reason);
     return w.Take();
   }
   w.U64(reply.handle);
@@ -872,7 +873,9 @@ StatusOr<WriteReply> DecodeWriteReply(std::span<const char> payload) {
   }
   w.status = static_cast<StatusCode>(status);
   if (w.status != StatusCode::kOk) {
-    if (!r.Str(&w.error_message)) return CorruptionError("truncated write error reply");
+    if (!r.Str(&w.error_message) || !r.U16(&w.reason)) {
+      return CorruptionError("truncated write error reply");
+    }
   } else {
     uint64_t mtime = 0;
     uint32_t length = 0;
@@ -897,6 +900,25 @@ StatusOr<WriteReply> DecodeWriteReply(std::span<const char> payload) {
   }
   if (r.remaining() != 0) return CorruptionError("trailing bytes in write reply");
   return w;
+}
+
+WriteReply WriteErrorReply(const Status& error) {
+  WriteReply reply;
+  reply.status = error.code();
+  reply.error_message = error.message();
+  reply.reason = static_cast<uint16_t>(error.reason());
+  return reply;
+}
+
+Status WriteReplyError(const WriteReply& reply) {
+  Status error(reply.status, reply.error_message);
+  switch (static_cast<StatusReason>(reply.reason)) {
+    case StatusReason::kTooManyOpenFiles:
+      return error.WithReason(StatusReason::kTooManyOpenFiles);
+    case StatusReason::kNone:
+      break;
+  }
+  return error;  // None, or one this build does not know.
 }
 
 std::string EncodeHelloReply(const HelloReply& reply) {

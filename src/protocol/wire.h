@@ -36,8 +36,8 @@ inline constexpr uint32_t kMagic = 0x4E524143;  // "CARN" in little-endian byte 
 // to the owner of the new one). v13: KeepWrite (keeps a write handle alive while its file stays
 // open without writes), and write replies carry the worker's idle timeout for handles. Older
 // peers get a kVersionMismatch naming both.
-inline constexpr uint8_t kVersion = 13;
-inline constexpr uint8_t kMinVersion = 13;  // Oldest version this build still speaks.
+inline constexpr uint8_t kVersion = 14;
+inline constexpr uint8_t kMinVersion = 14;  // Oldest version this build still speaks.
 inline constexpr size_t kFrameHeaderSize = 24;
 // Largest payload accepted (a page of at most 16 MiB plus metadata); bigger frames are rejected.
 inline constexpr uint32_t kMaxPayload = (16u << 20) + (64u << 10);
@@ -440,6 +440,7 @@ StatusOr<WriteRequest> DecodeWriteRequest(MessageType type, std::span<const char
 struct WriteReply {
   StatusCode status = StatusCode::kOk;
   std::string error_message;  // Only when status != kOk.
+  uint16_t reason = 0;        // Only when status != kOk (v14): a cairn::StatusReason.
   uint64_t handle = 0;
   uint64_t size = 0;
   std::string version;
@@ -454,6 +455,10 @@ inline constexpr uint32_t kMaxWriteReplyPayload =
     kMaxReadWritten + (kMaxReadWritten / 4096) * 8 + 70000;
 std::string EncodeWriteReply(const WriteReply& reply);
 StatusOr<WriteReply> DecodeWriteReply(std::span<const char> payload);
+// The error reply for `error` (not OK), and the error a reply that is not OK stands for (a
+// reason this build does not know reads as none).
+WriteReply WriteErrorReply(const Status& error);
+Status WriteReplyError(const WriteReply& reply);
 
 struct HelloReply {
   // Not OK: the worker refused the client (a bad token: PermissionDenied) and closes the

@@ -68,9 +68,9 @@ TEST(WireTest, FrameHeadersAcceptEveryV13TypeAndNothingElse) {
 TEST(WireTest, OtherVersionsAreAMismatchNotCorruption) {
   std::array<char, kFrameHeaderSize> buf;
   EncodeFrameHeader({MessageType::kHello, 0, 1, 0}, buf.data());
-  for (uint8_t version :
-       {uint8_t{1}, uint8_t{2}, uint8_t{3}, uint8_t{4}, uint8_t{5}, uint8_t{6}, uint8_t{7},
-        uint8_t{8}, uint8_t{9}, uint8_t{10}, uint8_t{11}, uint8_t{12}, uint8_t{14}, uint8_t{200}}) {
+  std::vector<uint8_t> others = {uint8_t{kVersion + 1}, uint8_t{200}};
+  for (uint8_t v = 1; v < kMinVersion; ++v) others.push_back(v);
+  for (uint8_t version : others) {
     auto copy = buf;
     copy[4] = static_cast<char>(version);
     // Re-seal the header checksum over the changed version byte.
@@ -716,6 +716,18 @@ TEST(WireTest, WriteRepliesRoundTrip) {
   }
   EXPECT_EQ(DecodeWriteReply(encoded + "x").status().code(), StatusCode::kCorruption);
 
+  // The reason of an error travels with it (v14); one this build does not know reads as none.
+  const Status capped = ResourceExhaustedError("too many files open for writing by team-a")
+                            .WithReason(StatusReason::kTooManyOpenFiles);
+  got = DecodeWriteReply(EncodeWriteReply(WriteErrorReply(capped)));
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(WriteReplyError(*got), capped);
+  WriteReply later = WriteErrorReply(capped);
+  later.reason = 977;
+  got = DecodeWriteReply(EncodeWriteReply(later));
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(WriteReplyError(*got), ResourceExhaustedError(capped.message()));
+
   // A message longer than a string can hold is cut, not sent garbled.
   error.error_message.assign(70000, 'e');
   got = DecodeWriteReply(EncodeWriteReply(error));
@@ -768,7 +780,7 @@ TEST(WireTest, ReadWrittenRoundTripsAndItsReplyIsChecked) {
   std::string damaged = encoded;
   damaged[damaged.size() - 10] ^= 1;  // A byte of the data.
   EXPECT_EQ(DecodeWriteReply(damaged).status().code(), StatusCode::kCorruption);
-  EXPECT_LE(EncodeWriteReply(WriteReply{StatusCode::kOk, "", 1, 1, std::string(255, 'v'), 0,
+  EXPECT_LE(EncodeWriteReply(WriteReply{StatusCode::kOk, "", 0, 1, 1, std::string(255, 'v'), 0,
                                         UINT32_MAX, std::string(kMaxReadWritten, 'd')})
                 .size(),
             kMaxWriteReplyPayload);

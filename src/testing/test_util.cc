@@ -84,7 +84,8 @@ bool FlipByteAt(const std::filesystem::path& path, uint64_t offset) {
 }
 
 FileSizeLimit::FileSizeLimit(uint64_t bytes) {
-  ::signal(SIGXFSZ, SIG_IGN);  // The write fails with EFBIG instead of killing the process.
+  // The write fails with EFBIG instead of killing the process.
+  previous_handler_ = ::signal(SIGXFSZ, SIG_IGN);
   struct rlimit limit {};
   ::getrlimit(RLIMIT_FSIZE, &limit);
   soft_ = limit.rlim_cur;
@@ -97,6 +98,7 @@ FileSizeLimit::~FileSizeLimit() {
   ::getrlimit(RLIMIT_FSIZE, &limit);
   limit.rlim_cur = soft_;
   ::setrlimit(RLIMIT_FSIZE, &limit);
+  ::signal(SIGXFSZ, previous_handler_);
 }
 
 }  // namespace cairn::testing

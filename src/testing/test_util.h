@@ -51,6 +51,7 @@ class FileSizeLimit {
 
  private:
   uint64_t soft_ = 0;
+  void (*previous_handler_)(int) = nullptr;  // SIGXFSZ's, restored.
 };
 
 // A fresh, empty folder under the system temp folder named after the running test and the

@@ -304,7 +304,7 @@ class RemoteChannel::Conn : public std::enable_shared_from_this<Conn> {
       return Status::Ok();
     }
     if (reply.status != StatusCode::kOk) {
-      pending->write_done(Status(reply.status, reply.error_message));
+      pending->write_done(protocol::WriteReplyError(reply));
     } else {
       pending->write_done(std::move(reply));
     }

@@ -559,8 +559,7 @@ class WorkerServer::Connection : public std::enable_shared_from_this<Connection>
     if (answer.ok()) {
       reply.written = std::move(answer).value();
     } else {
-      reply.written.status = answer.status().code();
-      reply.written.error_message = answer.status().message();
+      reply.written = protocol::WriteErrorReply(answer.status());
     }
     return reply;
   }

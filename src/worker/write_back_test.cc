@@ -646,13 +646,29 @@ TEST_F(WriteBackTest, AFileWaitingHereIsAppendedToWhileTheSourceIsUnreachable) {
   exclusive.create = true;
   exclusive.exclusive = true;
   EXPECT_EQ(writes_->Serve("team-a", exclusive).status().code(), StatusCode::kAlreadyExists);
-  EXPECT_EQ(Open("/lake/elsewhere.log", /*truncate=*/false).status().code(),
-            StatusCode::kUnavailable);
+  // A file known to exist (an open without create) cannot start without the source.
+  protocol::OpenWriteRequest append;
+  append.path = "/lake/elsewhere.log";
+  append.create = false;
+  EXPECT_EQ(writes_->Serve("team-a", append).status().code(), StatusCode::kUnavailable);
+  // A create that keeps what is there (O_CREAT|O_APPEND of a name the client did not see)
+  // starts empty expecting the name absent: a new log lands, and one that was there after all
+  // is left as it is, the appended part set aside (a conflict), never put in its place.
+  for (const char* path : {"/lake/new.log", "/lake/elsewhere.log"}) {
+    auto opened = Open(path, /*truncate=*/false);
+    ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+    EXPECT_EQ(opened->size, 0u);
+    ASSERT_TRUE(Write(opened->handle, 0, "appended\n").ok());
+    ASSERT_TRUE(Close(opened->handle).ok());
+  }
   EXPECT_FALSE(InSource("train.log"));
   SourceUnreachable(false);
   ASSERT_TRUE(SyncAll().ok());
   EXPECT_EQ(Content("train.log"), "epoch 1\nepoch 2\nepoch 3\n");
-  EXPECT_EQ(Metric("cairn_worker_write_back_conflicts_total"), 0);
+  EXPECT_EQ(Content("new.log"), "appended\n");
+  EXPECT_EQ(Content("elsewhere.log"), "in the source only\n");
+  EXPECT_EQ(Metric("cairn_worker_write_back_conflicts_total"), 1);
+  EXPECT_EQ(ConflictSizes(), std::vector<uintmax_t>{9});
 }
 
 // An open that keeps the content (an append to a log, a partial rewrite) needs room for all of

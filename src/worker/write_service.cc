@@ -628,7 +628,13 @@ StatusOr<WriteReply> WriteService::Open(const std::string& principal,
   const bool blind =
       file->write_back && unreachable &&
       ((request.create && request.truncate && !request.exclusive) || pending.has_value());
-  if (unreachable && !blind) return current.status();
+  // And a create that keeps what is there (a log opened with O_CREAT|O_APPEND, which FUSE
+  // sends when its lookup found nothing): it starts empty expecting the name absent, so that
+  // an object there after all makes its upload a conflict (set aside, kept), never replaced
+  // by the appended part alone. (An open of a file known to exist still needs the source.)
+  const bool assume_absent = file->write_back && unreachable && !blind && request.create &&
+                             !request.exclusive && !request.truncate;
+  if (unreachable && !blind && !assume_absent) return current.status();
   const bool exists = current.ok() || pending.has_value();
   if (exists && request.exclusive) {
     return AlreadyExistsError(request.path + " exists (exclusive create)");
@@ -742,12 +748,14 @@ Status WriteService::CheckRoomLocked(const std::string& principal) const {
   if (stopping_) return UnavailableError("the worker is stopping");
   if (open_.size() >= options_.max_open_files) {
     return ResourceExhaustedError("this worker has " + std::to_string(open_.size()) +
-                                  " files open for writing (its limit)");
+                                  " files open for writing (its limit)")
+        .WithReason(StatusReason::kTooManyOpenFiles);
   }
   auto mine = open_by_principal_.find(principal);
   if (mine != open_by_principal_.end() && mine->second >= options_.max_open_files_per_principal) {
     return ResourceExhaustedError("too many files open for writing by " +
-                                  (principal.empty() ? std::string("anonymous") : principal));
+                                  (principal.empty() ? std::string("anonymous") : principal))
+        .WithReason(StatusReason::kTooManyOpenFiles);
   }
   return Status::Ok();
 }
@@ -1547,16 +1555,6 @@ Status WriteService::DeleteOldName(ufs::UnderStorage& ufs, const std::string& ke
 
 namespace {
 
-// One synchronous write request to another worker (the caller's thread waits for the answer).
-StatusOr<WriteReply> CallWriteAndWait(protocol::PageChannel& channel,
-                                      const protocol::WriteRequest& request) {
-  std::promise<StatusOr<WriteReply>> promise;
-  auto future = promise.get_future();
-  channel.CallWrite(
-      request, [&promise](StatusOr<WriteReply> reply) { promise.set_value(std::move(reply)); });
-  return future.get();
-}
-
 // The errors of passing a file on after which it is uploaded here instead: the other worker
 // could not take it now. Its refusals (the name exists for a no-replace rename, no write grant,
 // a read-only mount there) are the rename's answer.
@@ -1782,7 +1780,7 @@ StatusOr<WriteReply> WriteService::PassHeld(const protocol::HandOverRequest& req
   open.exclusive = request.no_replace;
   open.truncate = true;
   open.mode = protocol::WriteMode::kBack;
-  StatusOr<WriteReply> opened = CallWriteAndWait(owner, open);
+  StatusOr<WriteReply> opened = protocol::CallWriteAndWait(owner, open);
   if (!opened.ok()) return give_up(opened.status());
   const uint64_t handle = opened->handle;
   auto abort = [&](Status why) {
@@ -1809,7 +1807,7 @@ StatusOr<WriteReply> WriteService::PassHeld(const protocol::HandOverRequest& req
     deleted_from = true;
   }
   StatusOr<WriteReply> closed =
-      CallWriteAndWait(owner, protocol::CloseWriteRequest{request.deadline_ms, handle});
+      protocol::CallWriteAndWait(owner, protocol::CloseWriteRequest{request.deadline_ms, handle});
   if (!closed.ok()) return abort(closed.status());
   // The owner of `to` holds the file (journaled there): it is no longer this worker's to upload.
   // A crash before this line leaves it here too: both names end in the source, as between the
